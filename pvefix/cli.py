@@ -1,0 +1,38 @@
+"""Command line entry point. Kept thin: parse options, call one function, render, exit.
+
+Heavy modules (paramiko, proxmoxer, jinja2, the simulator) are imported inside the commands
+that use them, so `pvefix --version` and `--help` start fast.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from pvefix import __version__
+from pvefix.commands import inspect_cmd
+
+app = typer.Typer(
+    name="pvefix",
+    help="Plan, apply, roll back and drift-check multi-GPU passthrough fixes on Proxmox VE.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+app.add_typer(inspect_cmd.app, name="inspect")
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"pvefix {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", help="Print pvefix's version and exit.", callback=_version,
+        is_eager=True,
+    ),
+) -> None:
+    """pvefix: make multi-GPU passthrough on Proxmox VE right, safely (dry run by default)."""

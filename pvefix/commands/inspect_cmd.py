@@ -1,0 +1,94 @@
+"""`pvefix inspect config|cmdline`: show what pvefix understands of a file."""
+
+from __future__ import annotations
+
+import json
+import sys
+from enum import StrEnum
+from pathlib import Path
+
+import typer
+
+from pvefix.errors import ParseError, PvefixError
+
+app = typer.Typer(
+    help="Show what pvefix understands of a VM config or a kernel cmdline file.",
+    no_args_is_help=True,
+)
+
+
+class ConfigFormat(StrEnum):
+    text = "text"
+    json = "json"
+    conf = "conf"
+
+
+def read_input(path: str) -> tuple[str, str]:
+    """Read PATH, or standard input for '-'. Returns (text, name for messages)."""
+    if path == "-":
+        return sys.stdin.read(), "<stdin>"
+    p = Path(path)
+    try:
+        return p.read_text(encoding="utf-8"), path
+    except FileNotFoundError:
+        raise PvefixError("no such file", source=path) from None
+    except UnicodeDecodeError as exc:
+        raise ParseError(f"not UTF-8 text (byte {exc.start})", source=path) from None
+    except OSError as exc:
+        raise PvefixError(exc.strerror or str(exc), source=path) from None
+
+
+@app.command("config")
+def inspect_config(
+    path: str = typer.Argument(..., help="A VM config file (VMID.conf), or '-' for stdin."),
+    fmt: ConfigFormat = typer.Option(
+        ConfigFormat.text, "--format", "-f",
+        help="text: a readable summary; json: the parsed model; conf: the file re-emitted.",
+    ),
+) -> int:
+    """Parse a Proxmox VM config losslessly and show it. Exit 1 if Proxmox would warn or refuse."""
+    from pvefix.vmconfig import VMConfig
+    from pvefix.vmconfig.inspect import describe, to_json
+
+    text, name = read_input(path)
+    cfg = VMConfig.parse(text, name)
+    if fmt is ConfigFormat.conf:
+        sys.stdout.write(cfg.render())
+    elif fmt is ConfigFormat.json:
+        print(json.dumps(to_json(cfg), indent=2))
+    else:
+        print(describe(cfg))
+    for problem in cfg.problems:
+        print(f"{name}:{problem.line}: {problem.message}", file=sys.stderr)
+    return 1 if cfg.problems else 0
+
+
+class CmdlineFormat(StrEnum):
+    text = "text"
+    json = "json"
+    conf = "conf"
+
+
+class CmdlineKind(StrEnum):
+    kernel = "kernel"
+    grub = "grub"
+    proc = "proc"
+
+
+@app.command("cmdline")
+def inspect_cmdline(
+    path: str = typer.Argument(
+        ..., help="/etc/kernel/cmdline, /etc/default/grub, /proc/cmdline (a copy), or '-'."
+    ),
+    fmt: CmdlineFormat = typer.Option(
+        CmdlineFormat.text, "--format", "-f",
+        help="text: tokens and findings; json: the parsed model; conf: the file re-emitted.",
+    ),
+    kind: CmdlineKind | None = typer.Option(
+        None, "--kind", help="What the file is; guessed from its name when not given."
+    ),
+) -> int:
+    """Parse a kernel command line file and show its tokens, pci= options and findings."""
+    from pvefix.commands.inspect_cmdline import inspect_cmdline as run
+
+    return run(path, fmt.value, kind.value if kind else None)

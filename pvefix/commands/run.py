@@ -1,0 +1,37 @@
+"""The one place where exceptions become exit codes and messages."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import typer
+
+from pvefix.errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, PvefixError
+
+
+def run_app(app: typer.Typer, args: list[str]) -> int:
+    try:
+        result: Any = app(args=args, prog_name="pvefix", standalone_mode=False)
+    except PvefixError as exc:
+        print(f"pvefix: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except typer.Exit as exc:
+        return int(exc.exit_code)
+    except typer.Abort:
+        print("pvefix: aborted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except KeyboardInterrupt:
+        print("pvefix: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        return EXIT_ERROR
+    except typer.TyperException as exc:  # usage errors: typer's own message
+        show = getattr(exc, "show", None)
+        if callable(show):
+            show()
+        else:
+            print(f"pvefix: error: {exc}", file=sys.stderr)
+        # Exit 2 means "changes pending / drift" to pvefix's callers: a usage error is 1.
+        return EXIT_OK if type(exc).__name__ == "NoArgsIsHelpError" else EXIT_ERROR
+    return int(result) if isinstance(result, int) else 0
