@@ -1,0 +1,484 @@
+"""The three places a Proxmox host's kernel command line lives, read and edited faithfully.
+
+- /etc/kernel/cmdline: what proxmox-boot-tool writes into systemd-boot entries (first line only;
+  it refuses a line without `root=`).
+- /etc/default/grub: GRUB_CMDLINE_LINUX then GRUB_CMDLINE_LINUX_DEFAULT, for update-grub.
+- /proc/cmdline: what the running kernel booted with (read only).
+
+Each class parses text (`parse(text, source=path)`), exposes the command line as a `Cmdline`
+snapshot (`.cmdline`; edit through the class's methods, which guard the file), and renders the
+file byte-identical when nothing changed. An edit rewrites only the line it touches.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pvefix.cmdline.lint import CpuVendor, Finding, Severity, lint
+from pvefix.cmdline.pci import (
+    ensure_pci_option,
+    pci_options,
+    pci_realloc_state,
+    replace_realloc_off,
+)
+from pvefix.cmdline.shell import UnterminatedError, Word, parse_word, quote
+from pvefix.cmdline.tokens import Cmdline
+from pvefix.errors import ParseError, RefusedError
+
+KERNEL_CMDLINE_PATH = "/etc/kernel/cmdline"
+GRUB_DEFAULT_PATH = "/etc/default/grub"
+PROC_CMDLINE_PATH = "/proc/cmdline"
+
+# Boot loaders put these in front of /proc/cmdline (GRUB: BOOT_IMAGE=, systemd-boot: initrd=);
+# they are not part of the configured command line.
+BOOTLOADER_PARAMS = ("BOOT_IMAGE", "initrd")
+
+Edit = Callable[[Cmdline], bool]
+
+
+def _has_root(cmdline: Cmdline) -> bool:
+    return any(t.matches("root") and t.value for t in cmdline.tokens)
+
+
+class KernelCmdlineFile:
+    """/etc/kernel/cmdline: the first line is the command line; the rest is kept untouched.
+
+    proxmox-boot-tool reads only the first line and stops with "No root= parameter in
+    /etc/kernel/cmdline found!" when it lacks `root=`, so every edit here keeps `root=`.
+    """
+
+    def __init__(self, cmdline: Cmdline, rest: str, source: str) -> None:
+        self._cmdline = cmdline
+        self._rest = rest
+        self.source = source
+
+    @classmethod
+    def parse(cls, text: str, source: str = KERNEL_CMDLINE_PATH) -> KernelCmdlineFile:
+        """Parse the file's text; never fails (a missing root= is a finding, not an error)."""
+        line, newline, rest = text.partition("\n")
+        return cls(Cmdline.parse(line, source=f"{source}:1"), newline + rest, source)
+
+    @property
+    def cmdline(self) -> Cmdline:
+        """A snapshot of the command line (line 1); edit through this class's methods."""
+        return self._cmdline.copy()
+
+    @property
+    def has_root(self) -> bool:
+        """True when line 1 has a `root=` with a value."""
+        return _has_root(self._cmdline)
+
+    def findings(
+        self, *, kernel_version: str | None = None, cpu_vendor: CpuVendor | None = None
+    ) -> list[Finding]:
+        """Lint findings for line 1, plus the file's own problems."""
+        found = [
+            f.model_copy(update={"source": self.source, "line": 1})
+            for f in lint(self._cmdline, kernel_version=kernel_version, cpu_vendor=cpu_vendor)
+        ]
+        if not self.has_root:
+            found.append(
+                Finding(
+                    code="kernel-cmdline-no-root",
+                    severity="error",
+                    message="no root= parameter: proxmox-boot-tool refresh stops with 'No root= "
+                    "parameter in /etc/kernel/cmdline found!'",
+                    source=self.source,
+                    line=1,
+                )
+            )
+        if self._rest.strip():
+            found.append(
+                Finding(
+                    code="kernel-cmdline-extra-lines",
+                    severity="info",
+                    message="only line 1 is the command line; proxmox-boot-tool ignores the rest",
+                    source=self.source,
+                    line=2,
+                )
+            )
+        return found
+
+    def ensure(self, name: str, value: str | None = None) -> bool:
+        """`Cmdline.ensure` on line 1, keeping root=. True if the file changed."""
+        return self._edit(lambda c: c.ensure(name, value))
+
+    def remove(self, name: str, value: str | None = None) -> bool:
+        """`Cmdline.remove` on line 1; refused if it would remove root=."""
+        return self._edit(lambda c: c.remove(name, value))
+
+    def ensure_pci_option(self, option: str) -> bool:
+        """`ensure_pci_option` on line 1. True if the file changed."""
+        return self._edit(lambda c: ensure_pci_option(c, option))
+
+    def _edit(self, edit: Edit) -> bool:
+        new = self._cmdline.copy()
+        if not edit(new):
+            return False
+        if not self.has_root:
+            raise RefusedError(
+                "has no root= parameter; proxmox-boot-tool refresh would fail on it, so pvefix "
+                "will not edit it: add root= by hand first",
+                source=self.source,
+                line=1,
+            )
+        if not _has_root(new):
+            raise RefusedError(
+                "this edit would remove root=, and the host could not boot from the entries "
+                "proxmox-boot-tool writes",
+                source=self.source,
+                line=1,
+            )
+        self._cmdline = new
+        return True
+
+    def render(self) -> str:
+        """The whole file; byte-identical to the parsed text when nothing changed."""
+        return self._cmdline.render() + self._rest
+
+
+GRUB_LINUX = "GRUB_CMDLINE_LINUX"
+GRUB_LINUX_DEFAULT = "GRUB_CMDLINE_LINUX_DEFAULT"
+
+_ASSIGN = re.compile(r"[ \t]*(?:export[ \t]+)?(GRUB_CMDLINE_LINUX(?:_DEFAULT)?)=")
+# What may follow the value on its line: blanks, then a comment or `;` and more commands.
+_SUFFIX = re.compile(r"[ \t]*(?:[#;].*)?")
+
+
+@dataclass(frozen=True)
+class GrubAssignment:
+    """One `GRUB_CMDLINE_LINUX[_DEFAULT]=` assignment as written in the file."""
+
+    variable: str
+    line: int  # 1-based line of the assignment
+    end_line: int  # last line of its value (the same unless the value spans lines)
+    prefix: str  # the line up to and including '='
+    word: Word
+    suffix: str  # what follows the value on its last line
+    cmdline: Cmdline
+
+    def edit_refusal(self) -> str | None:
+        """Why pvefix will not rewrite this value, or None if it can."""
+        if self.end_line != self.line:
+            return "its value spans several lines"
+        if self.word.style == "mixed":
+            return "its value mixes quoting styles"
+        if self.word.literal_specials:
+            return "its value holds an escaped '$' or '`'"
+        if self.word.style != "empty" and quote(self.word.value, self.word.style) != self.word.raw:
+            return "its value uses escapes pvefix would not write back the same way"
+        return None
+
+
+class GrubDefaultFile:
+    """/etc/default/grub: edits GRUB_CMDLINE_LINUX_DEFAULT, reports LINUX + LINUX_DEFAULT.
+
+    The file is shell: the last uncommented assignment of a variable wins. Values are read
+    without expanding `$VAR` (kept verbatim, reported as findings). An edit rewrites only the
+    assignment's line, in its quoting style (an unquoted value that gains a space becomes
+    double-quoted); every other line stays byte-identical.
+    """
+
+    def __init__(self, text: str, source: str) -> None:
+        self.source = source
+        self._text = text
+        self._assignments = self._scan(text)
+
+    @classmethod
+    def parse(cls, text: str, source: str = GRUB_DEFAULT_PATH) -> GrubDefaultFile:
+        """Parse the file; ParseError (with the line) for an assignment pvefix cannot read."""
+        return cls(text, source)
+
+    def _scan(self, text: str) -> list[GrubAssignment]:
+        lines = text.split("\n")
+        offsets = [0]
+        for line in lines:
+            offsets.append(offsets[-1] + len(line) + 1)
+        found: list[GrubAssignment] = []
+        index = 0
+        while index < len(lines):
+            line = lines[index]
+            match = _ASSIGN.match(line)
+            if match is None or line.lstrip().startswith("#"):
+                index += 1
+                continue
+            start = offsets[index] + match.end()
+            try:
+                word, end = parse_word(text, start)
+            except UnterminatedError as exc:
+                raise ParseError(
+                    f"{match.group(1)}: unterminated {exc.what}", source=self.source,
+                    line=index + 1,
+                ) from None
+            last = index + text.count("\n", offsets[index], end)
+            suffix = lines[last][end - offsets[last] :]
+            if _SUFFIX.fullmatch(suffix) is None:
+                raise ParseError(
+                    f"{match.group(1)}: pvefix does not understand {suffix.strip()!r} after "
+                    "the value",
+                    source=self.source,
+                    line=last + 1,
+                )
+            cmdline = Cmdline.parse(word.value, source=f"{self.source}:{index + 1}")
+            found.append(
+                GrubAssignment(
+                    match.group(1), index + 1, last + 1, line[: match.end()], word, suffix,
+                    cmdline,
+                )
+            )
+            index = last + 1
+        return found
+
+    @property
+    def assignments(self) -> tuple[GrubAssignment, ...]:
+        """Every assignment of the two variables, in file order."""
+        return tuple(self._assignments)
+
+    def assignment(self, variable: str) -> GrubAssignment | None:
+        """The assignment of `variable` that wins (the last one), or None."""
+        found = [a for a in self._assignments if a.variable == variable]
+        return found[-1] if found else None
+
+    @property
+    def linux_default(self) -> Cmdline | None:
+        """GRUB_CMDLINE_LINUX_DEFAULT as a command line (a snapshot), or None if unset."""
+        a = self.assignment(GRUB_LINUX_DEFAULT)
+        return a.cmdline.copy() if a else None
+
+    @property
+    def linux(self) -> Cmdline | None:
+        """GRUB_CMDLINE_LINUX as a command line (a snapshot), or None if unset."""
+        a = self.assignment(GRUB_LINUX)
+        return a.cmdline.copy() if a else None
+
+    @property
+    def cmdline(self) -> Cmdline:
+        """What normal boot entries get: GRUB_CMDLINE_LINUX, then GRUB_CMDLINE_LINUX_DEFAULT."""
+        return self._effective({})
+
+    def _effective(self, edits: dict[int, Cmdline]) -> Cmdline:
+        parts = []
+        for variable in (GRUB_LINUX, GRUB_LINUX_DEFAULT):
+            a = self.assignment(variable)
+            if a is not None:
+                parts.append(edits.get(a.line, a.cmdline).render())
+        return Cmdline.parse(" ".join(p for p in parts if p), source=self.source)
+
+    def findings(
+        self, *, kernel_version: str | None = None, cpu_vendor: CpuVendor | None = None
+    ) -> list[Finding]:
+        """Lint findings for the effective command line, plus the file's own problems."""
+        found = [
+            f.model_copy(update={"source": self.source, "line": self._line_of(f.token)})
+            for f in lint(self.cmdline, kernel_version=kernel_version, cpu_vendor=cpu_vendor)
+        ]
+        for a in self._assignments:
+            winner = self.assignment(a.variable)
+            if winner is not None and winner.line != a.line:
+                found.append(self._finding(
+                    "grub-overridden-assignment", "info", a,
+                    f"{a.variable} is assigned again on line {winner.line}; this one is unused",
+                ))
+            elif a.word.expansions:
+                found.append(self._finding(
+                    "grub-variable-expansion", "warning", a,
+                    f"{a.variable} uses {', '.join(a.word.expansions)}: pvefix keeps it "
+                    "verbatim and does not expand it, so the real command line may differ",
+                ))
+            if winner is a and a.variable == GRUB_LINUX_DEFAULT and a.edit_refusal():
+                found.append(self._finding(
+                    "grub-value-not-editable", "info", a,
+                    f"pvefix will not rewrite {a.variable}: {a.edit_refusal()}",
+                ))
+        return found
+
+    def _finding(
+        self, code: str, severity: Severity, a: GrubAssignment, message: str
+    ) -> Finding:
+        return Finding(
+            code=code, severity=severity, message=message, source=self.source, line=a.line
+        )
+
+    def _line_of(self, raw: str | None) -> int | None:
+        for variable in (GRUB_LINUX_DEFAULT, GRUB_LINUX):
+            a = self.assignment(variable)
+            if a is not None and raw is not None and any(t.raw == raw for t in a.cmdline):
+                return a.line
+        return None
+
+    # -- editing --------------------------------------------------------------------------
+
+    def ensure(self, name: str, value: str | None = None) -> bool:
+        """Add `name[=value]` to GRUB_CMDLINE_LINUX_DEFAULT unless the effective line has it."""
+        if self.cmdline.has(name, value):
+            return False
+        self._check_no_open_quote()
+        return self._edit_default({}, lambda c: c.ensure(name, value))
+
+    def _check_no_open_quote(self) -> None:
+        # An open '"' in GRUB_CMDLINE_LINUX swallows all of GRUB_CMDLINE_LINUX_DEFAULT, so a
+        # parameter added there would never reach the kernel as a parameter.
+        for variable in (GRUB_LINUX, GRUB_LINUX_DEFAULT):
+            a = self.assignment(variable)
+            if a is not None and a.cmdline.unterminated_quote:
+                raise ParseError(
+                    f"{variable} has an unterminated '\"'; the kernel would swallow any "
+                    "parameter added after it, so pvefix will not edit it",
+                    source=self.source,
+                    line=a.line,
+                )
+
+    def remove(self, name: str, value: str | None = None) -> bool:
+        """Remove it from both variables (else the kernel would still get it)."""
+        edits = self._edit_each(lambda c: c.remove(name, value))
+        self._commit(edits)
+        return bool(edits)
+
+    def ensure_pci_option(self, option: str) -> bool:
+        """`ensure_pci_option` across both variables; new options go to LINUX_DEFAULT."""
+        edits = self._edit_each(replace_realloc_off) if option == "realloc" else {}
+        effective = self._effective(edits)
+        done = (
+            pci_realloc_state(effective) == "on"
+            if option == "realloc"
+            else option in pci_options(effective)
+        )
+        if done:
+            self._commit(edits)
+            return bool(edits)
+        self._check_no_open_quote()
+        return self._edit_default(edits, lambda c: ensure_pci_option(c, option))
+
+    def _edit_each(self, edit: Edit) -> dict[int, Cmdline]:
+        edits: dict[int, Cmdline] = {}
+        for variable in (GRUB_LINUX, GRUB_LINUX_DEFAULT):
+            a = self.assignment(variable)
+            if a is not None:
+                new = a.cmdline.copy()
+                if edit(new):
+                    edits[a.line] = new
+        return edits
+
+    def _edit_default(self, edits: dict[int, Cmdline], edit: Edit) -> bool:
+        a = self.assignment(GRUB_LINUX_DEFAULT)
+        if a is None:
+            new = Cmdline.parse("")
+            changed = edit(new)
+            self._commit(edits, append=new if changed else None)
+            return changed or bool(edits)
+        new = edits.get(a.line, a.cmdline).copy()
+        if edit(new):
+            edits[a.line] = new
+        self._commit(edits)
+        return bool(edits)
+
+    def _commit(self, edits: dict[int, Cmdline], append: Cmdline | None = None) -> None:
+        # Build every new line first, so a refusal leaves the file as it was.
+        lines = self._text.split("\n")
+        for a in self._assignments:
+            if a.line in edits:
+                lines[a.line - 1] = self._rewrite(a, edits[a.line].render())
+        if append is not None:
+            new_line = f"{GRUB_LINUX_DEFAULT}={quote(append.render(), 'double')}"
+            if lines[-1] == "":
+                lines.insert(len(lines) - 1, new_line)
+            else:
+                lines.extend([new_line, ""])
+        if not edits and append is None:
+            return
+        text = "\n".join(lines)
+        self._assignments = self._scan(text)
+        self._text = text
+
+    def _rewrite(self, a: GrubAssignment, value: str) -> str:
+        why = a.edit_refusal()
+        if why is not None:
+            raise RefusedError(f"will not rewrite {a.variable}: {why}; edit it by hand",
+                               source=self.source, line=a.line)
+        raw = quote(value, a.word.style) if a.word.style != "empty" else None
+        if raw is None and a.word.style in ("bare", "empty"):
+            raw = quote(value, "double")
+        if raw is None:
+            raise RefusedError(
+                f"cannot write {value!r} in {a.variable}'s {a.word.style}-quoted value",
+                source=self.source, line=a.line,
+            )
+        check, end = parse_word(raw)
+        if end != len(raw) or check.value != value:  # never write what would read back wrong
+            raise RefusedError(f"cannot quote {value!r} safely for {a.variable}",
+                               source=self.source, line=a.line)
+        return a.prefix + raw + a.suffix
+
+    def render(self) -> str:
+        """The whole file; byte-identical to the parsed text when nothing changed."""
+        return self._text
+
+
+class ProcCmdline:
+    """/proc/cmdline: the running kernel's command line. Read only.
+
+    It starts with boot loader tokens that are not configuration: `BOOT_IMAGE=...` on GRUB,
+    `initrd=...` on systemd-boot; `config_cmdline` leaves them out.
+    """
+
+    def __init__(self, text: str, source: str) -> None:
+        self._text = text
+        self._cmdline = Cmdline.parse(text, source=source)
+        self.source = source
+
+    @classmethod
+    def parse(cls, text: str, source: str = PROC_CMDLINE_PATH) -> ProcCmdline:
+        """Parse the file's text; never fails."""
+        return cls(text, source)
+
+    @property
+    def cmdline(self) -> Cmdline:
+        """Everything the kernel got, boot loader tokens included (a snapshot)."""
+        return self._cmdline.copy()
+
+    @property
+    def bootloader_tokens(self) -> tuple[str, ...]:
+        """Raw text of the boot loader's own tokens (BOOT_IMAGE=, initrd=)."""
+        return tuple(
+            t.raw for t in self._cmdline if any(t.matches(n) for n in BOOTLOADER_PARAMS)
+        )
+
+    @property
+    def config_cmdline(self) -> Cmdline:
+        """The command line without the boot loader's tokens: what was configured."""
+        return self._cmdline.without(BOOTLOADER_PARAMS)
+
+    def findings(
+        self, *, kernel_version: str | None = None, cpu_vendor: CpuVendor | None = None
+    ) -> list[Finding]:
+        """Lint findings for the configured part of the running command line."""
+        return [
+            f.model_copy(update={"source": self.source, "line": 1})
+            for f in lint(self.config_cmdline, kernel_version=kernel_version,
+                          cpu_vendor=cpu_vendor)
+        ]
+
+    def _read_only(self) -> RefusedError:
+        return RefusedError(
+            "is read only: it shows what the running kernel booted with; edit "
+            f"{KERNEL_CMDLINE_PATH} or {GRUB_DEFAULT_PATH} instead",
+            source=self.source,
+        )
+
+    def ensure(self, name: str, value: str | None = None) -> bool:
+        """Always refused: /proc/cmdline cannot be written."""
+        raise self._read_only()
+
+    def remove(self, name: str, value: str | None = None) -> bool:
+        """Always refused: /proc/cmdline cannot be written."""
+        raise self._read_only()
+
+    def ensure_pci_option(self, option: str) -> bool:
+        """Always refused: /proc/cmdline cannot be written."""
+        raise self._read_only()
+
+    def render(self) -> str:
+        """The text as read."""
+        return self._text

@@ -1,0 +1,317 @@
+"""A Linux kernel command line, parsed the way the kernel parses it, edited without churn.
+
+The kernel splits its command line in lib/cmdline.c `next_arg`: tokens are separated by
+whitespace outside double quotes; a `"` anywhere toggles quoting; a token that starts with `"`
+(`"param=value"`) or a value that starts with `"` (`param="value with spaces"`) has those quotes
+stripped. The first `=` (not at the very start) splits the name from the value. A bare `--`
+ends the kernel's parameters: everything after it goes to init, and pvefix never edits it.
+
+`Cmdline` keeps each token's raw text and the whitespace around it, so an unchanged command line
+renders byte-identical and an edit changes only the tokens it touches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from pydantic import BaseModel, ConfigDict
+
+from pvefix.errors import ParseError, ValidationError
+
+# The kernel's isspace() on ASCII. (Its ctype table also calls byte 0xA0 a space; pvefix
+# handles text, where that byte is half of a UTF-8 character, so it is left out on purpose.)
+WHITESPACE = " \t\n\v\f\r"
+
+
+def normalize_name(name: str) -> str:
+    """The kernel treats `-` and `_` in parameter names as the same character.
+
+    kernel/params.c `parameq`/`parameqn` compare names with dashes turned into underscores, for
+    module parameters (`vfio-pci.ids` is `vfio_pci.ids`) and for `__setup`/`early_param` names
+    alike, so pvefix compares names through this function.
+    """
+    return name.replace("-", "_")
+
+
+class Token(BaseModel):
+    """One kernel parameter: its raw text as written, and the name and value the kernel sees.
+
+    `value` is None for a bare flag (`quiet`) and "" for an empty value (`name=`).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    raw: str
+    name: str
+    value: str | None
+
+    @property
+    def quoted(self) -> bool:
+        """True when the raw text uses double quotes anywhere."""
+        return '"' in self.raw
+
+    @classmethod
+    def from_raw(cls, raw: str) -> Token:
+        """Split one raw token into name and value exactly as the kernel's next_arg does."""
+        name, value = _split_raw(raw)
+        return cls(raw=raw, name=name, value=value)
+
+    @classmethod
+    def build(cls, name: str, value: str | None = None) -> Token:
+        """A new token for `name[=value]`, quoting the value only when it holds whitespace.
+
+        Raises ValidationError for what the kernel cannot express: a name with whitespace, `=`
+        or `"`, the `--` separator, or a value with a double quote in it.
+        """
+        if not name or any(c in WHITESPACE + '="' for c in name):
+            raise ValidationError(f"invalid kernel parameter name {name!r}")
+        if name == "--" and value is None:
+            raise ValidationError("'--' is the init separator, not a parameter")
+        if value is None:
+            return cls(raw=name, name=name, value=None)
+        if '"' in value:
+            raise ValidationError(f"a kernel parameter value cannot hold '\"': {value!r}")
+        if any(c in WHITESPACE for c in value):
+            return cls(raw=f'{name}="{value}"', name=name, value=value)
+        return cls(raw=f"{name}={value}", name=name, value=value)
+
+    def with_value(self, value: str) -> Token:
+        """This parameter with a new value, keeping the quoting form of the original token."""
+        if '"' in value:
+            raise ValidationError(f"a kernel parameter value cannot hold '\"': {value!r}")
+        if self.raw.startswith('"') and self.raw.endswith('"'):
+            raw = f'"{self.name}={value}"'
+        elif self.raw.startswith(f'{self.name}="') or any(c in WHITESPACE for c in value):
+            raw = f'{self.name}="{value}"'
+        else:
+            raw = f"{self.name}={value}"
+        return Token(raw=raw, name=self.name, value=value)
+
+    def matches(self, name: str, value: str | None = None) -> bool:
+        """Same name (dash/underscore-insensitive) and, when `value` is given, same value."""
+        if normalize_name(self.name) != normalize_name(name):
+            return False
+        return value is None or self.value == value
+
+
+def _split_raw(raw: str) -> tuple[str, str | None]:
+    """Name and value of one token, following lib/cmdline.c next_arg step by step."""
+    quoted = raw.startswith('"')
+    s = raw[1:] if quoted else raw
+    # next_arg records the first '=' at an index above 0: a leading '=' is part of the name.
+    eq = s.find("=", 1)
+    if eq < 0:
+        name = s[:-1] if quoted and s.endswith('"') else s
+        return name, None
+    name, value = s[:eq], s[eq + 1 :]
+    if value.startswith('"'):
+        value = value[1:]
+        if value and s.endswith('"'):
+            value = value[:-1]
+    elif quoted and s.endswith('"'):
+        value = value[:-1]
+    return name, value
+
+
+def _scan(text: str, pos: int) -> tuple[int, bool]:
+    """End of the token starting at `pos` and whether a quote was left open."""
+    in_quote = False
+    i = pos
+    while i < len(text):
+        c = text[i]
+        if c in WHITESPACE and not in_quote:
+            break
+        if c == '"':
+            in_quote = not in_quote
+        i += 1
+    return i, in_quote
+
+
+def _skip_ws(text: str, pos: int) -> int:
+    while pos < len(text) and text[pos] in WHITESPACE:
+        pos += 1
+    return pos
+
+
+@dataclass
+class _Item:
+    token: Token
+    after: str  # the whitespace that follows the token
+
+
+class Cmdline:
+    """A kernel command line: parameter tokens in order, then an optional `--` init tail.
+
+    Edits (`ensure`, `remove`, the pci helpers) change only the tokens they touch and join a
+    new token with one space; the text from `--` on is kept verbatim and never edited.
+    """
+
+    def __init__(
+        self,
+        leading: str,
+        items: list[_Item],
+        tail: str,
+        *,
+        unterminated_quote: bool = False,
+        source: str | None = None,
+    ) -> None:
+        self._leading = leading
+        self._items = items
+        self._tail = tail
+        self.unterminated_quote = unterminated_quote
+        self.source = source
+
+    @classmethod
+    def parse(cls, text: str, *, source: str | None = None) -> Cmdline:
+        """Parse any text; never fails (the kernel accepts any text too).
+
+        An unterminated quote swallows the rest of the line, as it does in the kernel; the
+        result records it (`unterminated_quote`) and refuses edits.
+        """
+        pos = _skip_ws(text, 0)
+        leading = text[:pos]
+        items: list[_Item] = []
+        tail = ""
+        open_quote = False
+        while pos < len(text):
+            end, open_quote = _scan(text, pos)
+            token = Token.from_raw(text[pos:end])
+            if token.value is None and token.name == "--":
+                tail = text[pos:]
+                break
+            nxt = _skip_ws(text, end)
+            items.append(_Item(token, text[end:nxt]))
+            pos = nxt
+        return cls(leading, items, tail, unterminated_quote=open_quote, source=source)
+
+    def copy(self) -> Cmdline:
+        """An independent copy (edits to one do not show in the other)."""
+        items = [_Item(i.token, i.after) for i in self._items]
+        return Cmdline(
+            self._leading,
+            items,
+            self._tail,
+            unterminated_quote=self.unterminated_quote,
+            source=self.source,
+        )
+
+    # -- reading --------------------------------------------------------------------------
+
+    @property
+    def tokens(self) -> tuple[Token, ...]:
+        """The kernel parameters, in order (nothing from `--` on)."""
+        return tuple(i.token for i in self._items)
+
+    def __iter__(self) -> Iterator[Token]:
+        return iter(self.tokens)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    @property
+    def has_init_separator(self) -> bool:
+        """True when the line has a bare `--`."""
+        return bool(self._tail)
+
+    @property
+    def init_args(self) -> tuple[str, ...]:
+        """What init receives after `--` (quotes stripped as the kernel does)."""
+        if not self._tail:
+            return ()
+        end, _ = _scan(self._tail, 0)  # the separator may be written quoted: "--"
+        rest = Cmdline.parse(self._tail[end:])
+        args = [t.name if t.value is None else f"{t.name}={t.value}" for t in rest.tokens]
+        return tuple(args)
+
+    @property
+    def init_tail(self) -> str:
+        """The raw text from `--` to the end ("" when there is no separator)."""
+        return self._tail
+
+    def get(self, name: str) -> list[str | None]:
+        """Values of every token named `name`, in order (None for a bare flag)."""
+        return [i.token.value for i in self._items if i.token.matches(name)]
+
+    def has(self, name: str, value: str | None = None) -> bool:
+        """True if a token has this name and, when `value` is given, this value."""
+        return any(i.token.matches(name, value) for i in self._items)
+
+    def render(self) -> str:
+        """The command line text; byte-identical to the parsed text when nothing changed."""
+        parts = [self._leading]
+        for item in self._items:
+            parts.append(item.token.raw)
+            parts.append(item.after)
+        parts.append(self._tail)
+        return "".join(parts)
+
+    def __str__(self) -> str:
+        return self.render()
+
+    # -- editing --------------------------------------------------------------------------
+
+    def _check_editable(self) -> None:
+        if self.unterminated_quote:
+            raise ParseError(
+                "the command line has an unterminated '\"'; the kernel would swallow any "
+                "parameter added after it, so pvefix will not edit it",
+                source=self.source,
+            )
+
+    def ensure(self, name: str, value: str | None = None) -> bool:
+        """Make sure `name[=value]` is present; append it at the end if not.
+
+        Present means `has(name, value)`: with value None any token of that name counts.
+        Appends before a `--` separator, never after it. Returns True if the line changed.
+        """
+        if self.has(name, value):
+            return False
+        self.append(Token.build(name, value))
+        return True
+
+    def append(self, token: Token) -> None:
+        """Add a token after the last parameter (before `--`), separated by one space."""
+        self._check_editable()
+        if self._items:
+            last = self._items[-1]
+            self._items.append(_Item(token, last.after))
+            last.after = " "
+        else:
+            self._items.append(_Item(token, " " if self._tail else ""))
+
+    def remove(self, name: str, value: str | None = None) -> bool:
+        """Remove every token matching `name` (and `value` when given). True if any went."""
+        self._check_editable()
+        changed = False
+        i = 0
+        while i < len(self._items):
+            if self._items[i].token.matches(name, value):
+                self._delete(i)
+                changed = True
+            else:
+                i += 1
+        return changed
+
+    def replace(self, index: int, token: Token) -> None:
+        """Put `token` in place of the parameter at `index`; the whitespace stays."""
+        self._check_editable()
+        self._items[index].token = token
+
+    def without(self, names: tuple[str, ...]) -> Cmdline:
+        """A copy without the tokens named in `names` (a view, allowed on any line)."""
+        result = self.copy()
+        i = 0
+        while i < len(result._items):
+            if any(result._items[i].token.matches(n) for n in names):
+                result._delete(i)
+            else:
+                i += 1
+        return result
+
+    def _delete(self, index: int) -> None:
+        # The removed token takes the separator before it along, so "a b c" minus b is "a c"
+        # and removing a token that was just appended restores the original text exactly.
+        item = self._items.pop(index)
+        if index > 0:
+            self._items[index - 1].after = item.after

@@ -1,0 +1,88 @@
+"""`pvefix plan VMID`: read the target, plan, show the dry run. Exit 0 nothing to do, 2 changes."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+
+import typer
+
+from pvefix.errors import EXIT_CHANGES, EXIT_OK
+
+PLANS_DIR = Path("plans")
+
+
+class PlanFormat(StrEnum):
+    text = "text"
+    json = "json"
+    markdown = "markdown"
+
+
+def plan_file_path(out: str) -> Path:
+    """A bare file name goes into plans/; a path with a directory is used as given."""
+    p = Path(out)
+    return p if p.parent != Path(".") or out.startswith("./") else PLANS_DIR / p
+
+
+def save_plan(plan_dict: dict[str, object], out: str) -> Path:
+    path = plan_file_path(out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = dict(plan_dict)
+    data["created_at"] = datetime.now(UTC).isoformat(timespec="seconds")
+    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    return path
+
+
+def emit_plan(plan: object, fmt: PlanFormat, out: str | None) -> int:
+    from pvefix.planner.model import Plan
+    from pvefix.render.plan_markdown import render_plan_markdown
+    from pvefix.render.plan_text import render_plan_text
+
+    assert isinstance(plan, Plan)
+    if fmt is PlanFormat.json:
+        print(json.dumps(plan.to_json_dict(), indent=2))
+    elif fmt is PlanFormat.markdown:
+        sys.stdout.write(render_plan_markdown(plan))
+    else:
+        sys.stdout.write(render_plan_text(plan, color=sys.stdout.isatty()))
+    if out:
+        path = save_plan(plan.to_json_dict(), out)
+        print(f"plan saved to {path}", file=sys.stderr)
+    return EXIT_CHANGES if plan.has_changes else EXIT_OK
+
+
+def plan_command(
+    vmid: int = typer.Argument(..., help="The VM to plan for (its VMID)."),
+    bundle: Path | None = typer.Option(
+        None,
+        "--bundle",
+        help="Read a host tree (bundle, scenario or replay) instead of a live host.",
+    ),
+    fmt: PlanFormat = typer.Option(
+        PlanFormat.text,
+        "--format",
+        "-f",
+        help="text: terminal view with diffs; json: the plan file (pvefix.plan/v1); markdown: for"
+        " change tickets.",
+    ),
+    out: str | None = typer.Option(
+        None,
+        "--out",
+        "-o",
+        help="Save the plan file (JSON) here; a bare name goes into plans/.",
+    ),
+) -> int:
+    """Plan the changes that make GPU passthrough right for VM VMID, as a dry run.
+
+    Exit codes: 0 nothing to do, 2 changes planned, 1 error.
+    """
+    from pvefix.planner import plan as make_plan
+    from pvefix.sources.bundle import read_bundle
+
+    if bundle is None:
+        raise typer.BadParameter("give --bundle PATH (live connections: see pvefix plan --help)")
+    state = read_bundle(bundle, vmid)
+    return emit_plan(make_plan(state), fmt, out)

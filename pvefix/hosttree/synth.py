@@ -1,0 +1,111 @@
+"""Writers for synthetic host trees: sysfs device directories and VM config files.
+
+Used by the generated "large" scenario and by tests that need a tree of a given shape. The files
+they write are exactly what the reader (sysfs.py, tree.py) accepts from a real host.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pvefix.hosttree.sysfs import IORESOURCE_MEM, IORESOURCE_MEM_64, IORESOURCE_PREFETCH
+
+# Flags as a real kernel prints them (ioport.h: MEM, PREFETCH, MEM_64, SIZEALIGN = 0x40000, plus
+# the low PCI_BASE_ADDRESS bits for 64-bit and prefetchable).
+FLAGS_MEM32 = IORESOURCE_MEM | 0x40000
+FLAGS_MEM64 = IORESOURCE_MEM | IORESOURCE_MEM_64 | 0x40000 | 0x4
+FLAGS_MEM64_PREFETCH = FLAGS_MEM64 | IORESOURCE_PREFETCH | 0x8
+FLAGS_ROM = 0x46200  # MEM | READONLY | SIZEALIGN | ... as the kernel reports expansion ROMs
+FLAGS_BRIDGE_IO = 0x101
+FLAGS_BRIDGE_MEM = 0x200
+FLAGS_BRIDGE_MEM64_PREFETCH = 0x102201
+
+KIB = 1024
+MIB = 1024 * KIB
+GIB = 1024 * MIB
+
+
+@dataclass(frozen=True)
+class Region:
+    """One resource line: a BAR (index 0-5), the ROM (6) or a bridge window (13-16)."""
+
+    index: int
+    start: int
+    size: int
+    flags: int
+
+
+@dataclass(frozen=True)
+class Function:
+    """One PCI function to write: where it sits and what its files say."""
+
+    path: Sequence[str]  # ("pci0000:00", "0000:00:01.1", "0000:01:00.0")
+    vendor: int
+    device: int
+    class_code: int
+    subsystem_vendor: int | None = None
+    subsystem_device: int | None = None
+    numa_node: int = -1
+    iommu_group: int | None = None
+    driver: str | None = None
+    regions: Sequence[Region] = field(default_factory=tuple)
+    bridge: bool = False
+
+    @property
+    def address(self) -> str:
+        """The function's PCI address (the last path component)."""
+        return self.path[-1]
+
+
+def resource_text(regions: Sequence[Region], lines: int) -> str:
+    """A `resource` file: `lines` lines, the given regions in place, all others zeros."""
+    by_index = {region.index: region for region in regions}
+    out = []
+    for index in range(lines):
+        region = by_index.get(index)
+        if region is None:
+            out.append(f"0x{0:016x} 0x{0:016x} 0x{0:016x}")
+        else:
+            end = region.start + region.size - 1
+            out.append(f"0x{region.start:016x} 0x{end:016x} 0x{region.flags:016x}")
+    return "\n".join(out) + "\n"
+
+
+def write_function(root: Path, function: Function) -> Path:
+    """Write one function's directory and files under `root/sys/devices/`; returns the dir."""
+    directory = root.joinpath("sys", "devices", *function.path)
+    directory.mkdir(parents=True, exist_ok=True)
+    files: dict[str, str] = {
+        "vendor": f"0x{function.vendor:04x}",
+        "device": f"0x{function.device:04x}",
+        "class": f"0x{function.class_code:06x}",
+        "numa_node": str(function.numa_node),
+        "resource": resource_text(function.regions, 17 if function.bridge else 13),
+    }
+    if function.subsystem_vendor is not None and function.subsystem_device is not None:
+        files["subsystem_vendor"] = f"0x{function.subsystem_vendor:04x}"
+        files["subsystem_device"] = f"0x{function.subsystem_device:04x}"
+    if function.iommu_group is not None:
+        files["iommu_group"] = str(function.iommu_group)
+    if function.driver is not None:
+        files["driver"] = function.driver
+    for name, text in files.items():
+        content = text if text.endswith("\n") else text + "\n"
+        (directory / name).write_text(content, encoding="utf-8")
+    return directory
+
+
+def render_vm_config(
+    main: Mapping[str, str],
+    description: str = "",
+    pending: Mapping[str, str] | None = None,
+) -> str:
+    """A VM config as Proxmox writes one: description lines, then keys in string order."""
+    lines = [f"#{line}" for line in description.splitlines()]
+    lines += [f"{key}: {main[key]}" for key in sorted(main)]
+    if pending:
+        lines += ["", "[PENDING]"]
+        lines += [f"{key}: {pending[key]}" for key in sorted(pending)]
+    return "\n".join(lines) + "\n"

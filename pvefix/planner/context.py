@@ -1,0 +1,114 @@
+"""Facts the rules share, derived once from a HostState (pure: no I/O)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pvefix.errors import PvefixError
+from pvefix.hosttree.sysfs import PciDevice
+from pvefix.state import HostState
+from pvefix.vmconfig import HostPci, Machine, VMConfig
+from pvefix.vmconfig.hostpci import HOSTPCI_KEY
+from pvefix.vmconfig.schema import WINDOWS_OSTYPES
+
+NVIDIA = "0x10de"
+
+
+def full_address(pci_id: str) -> str:
+    """`41:00.0` -> `0000:41:00.0` (Proxmox assumes domain 0000 when none is given)."""
+    return pci_id if pci_id.count(":") == 2 else f"0000:{pci_id}"
+
+
+@dataclass(frozen=True)
+class Passed:
+    """One hostpciN entry and the host functions it passes (as far as the facts tell)."""
+
+    key: str
+    entry: HostPci
+    addresses: tuple[str, ...]
+    devices: tuple[PciDevice, ...]
+    problem: str | None = None
+
+    @property
+    def is_gpu(self) -> bool:
+        """A display-class function (VGA or 3D controller) is behind this entry."""
+        return any(d.is_display for d in self.devices)
+
+
+@dataclass
+class Context:
+    state: HostState
+    cfg: VMConfig
+    machine: Machine
+    machine_error: str | None
+    ostype: str
+    passed: list[Passed] = field(default_factory=list)
+
+    @property
+    def running(self) -> bool:
+        return self.state.vm.status == "running"
+
+    @property
+    def is_windows(self) -> bool:
+        return self.ostype in WINDOWS_OSTYPES
+
+    @property
+    def gpu_entries(self) -> list[Passed]:
+        return [p for p in self.passed if p.is_gpu]
+
+    @property
+    def gpus(self) -> list[PciDevice]:
+        seen: dict[str, PciDevice] = {}
+        for p in self.gpu_entries:
+            for d in p.devices:
+                if d.is_display:
+                    seen.setdefault(d.address, d)
+        return list(seen.values())
+
+
+def _resolve(state: HostState, key: str, entry: HostPci) -> Passed:
+    devices = {d.address: d for d in state.pci_devices}
+    addresses: list[str] = []
+    problem = None
+    if entry.mapping:
+        mapping = state.mapping(entry.mapping)
+        if mapping is None:
+            problem = f"PCI mapping '{entry.mapping}' not found"
+        else:
+            for m in mapping.for_node(state.vm.node):
+                addresses.extend(full_address(p) for p in m.paths)
+            if not addresses:
+                problem = f"PCI mapping '{entry.mapping}' has no device on node {state.vm.node}"
+    else:
+        addresses.extend(full_address(h) for h in entry.hosts)
+    found: list[PciDevice] = []
+    for addr in addresses:
+        if addr.count(".") == 0:  # all functions of a slot
+            found.extend(d for a, d in sorted(devices.items()) if a.startswith(addr + "."))
+        elif addr in devices:
+            found.append(devices[addr])
+    return Passed(key, entry, tuple(addresses), tuple(found), problem)
+
+
+def build_context(state: HostState) -> Context:
+    cfg = VMConfig.parse(state.vm.config_text, f"{state.vm.vmid}.conf")
+    machine_error = None
+    try:
+        machine = Machine.parse(cfg.main.get("machine"))
+    except PvefixError as exc:
+        machine, machine_error = Machine.parse(None), exc.message
+    ctx = Context(state, cfg, machine, machine_error, cfg.main.get("ostype") or "other")
+    for key, value in sorted(cfg.main.as_dict().items(), key=lambda kv: _index(kv[0])):
+        if not HOSTPCI_KEY.match(key):
+            continue
+        try:
+            entry = HostPci.parse(value, key)
+        except PvefixError:
+            continue  # reported by the config rule
+        ctx.passed.append(_resolve(state, key, entry))
+    return ctx
+
+
+def _index(key: str) -> tuple[int, str]:
+    m = HOSTPCI_KEY.match(key)
+    return (int(m.group(1)), key) if m else (-1, key)

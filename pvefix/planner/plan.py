@@ -1,0 +1,165 @@
+"""plan(state) -> Plan: run every rule, then group the changes into phases. Pure."""
+
+from __future__ import annotations
+
+from pvefix import __version__
+from pvefix.planner.context import Context, build_context
+from pvefix.planner.model import (
+    DISRUPTION_ORDER,
+    Change,
+    Disruption,
+    Finding,
+    Noop,
+    Observed,
+    Phase,
+    Plan,
+    RuleResult,
+)
+from pvefix.planner.rules import RULES, permissions
+from pvefix.state import HOST_FILES, HostState
+
+SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
+
+
+def _activation_class(d: Disruption) -> str:
+    # A VM cold start also reboots the guest and activates immediate changes, so those share
+    # one phase; a host reboot is its own phase (least disruptive first, never merged).
+    return "host" if d == "host-reboot" else "vm"
+
+
+def _activation_text(disruption: Disruption, ctx: Context, number: int) -> str:
+    vmid = ctx.state.vm.vmid
+    if disruption == "host-reboot":
+        return (
+            f"`pvefix apply --phase {number} --reboot-host`: refresh the boot loader, then reboot"
+            " the host (every VM on the node stops; VMs with onboot=1 start again)."
+        )
+    if disruption == "vm-restart":
+        if ctx.running:
+            return (
+                f"`pvefix apply --phase {number} --restart`: the changes land in [PENDING] of VM"
+                f" {vmid} and take effect at its next cold start (shutdown + start; a reboot"
+                " inside the guest keeps the same QEMU process and applies nothing)."
+            )
+        return (
+            f"`pvefix apply --phase {number}`: VM {vmid} is stopped, so the config changes apply"
+            " at once and take effect when it starts."
+        )
+    if disruption == "guest-reboot":
+        return f"`pvefix apply --phase {number}`, then reboot the guest."
+    return f"`pvefix apply --phase {number}`: takes effect at once."
+
+
+def _phases(ctx: Context, changes: list[Change]) -> list[Phase]:
+    classes: dict[str, list[Change]] = {}
+    for c in changes:
+        classes.setdefault(_activation_class(c.disruption), []).append(c)
+
+    def level(group: list[Change]) -> int:
+        return max(DISRUPTION_ORDER[c.disruption] for c in group)
+
+    ordered = sorted(classes.values(), key=level)
+    # Honour prerequisites: a change may not sit in an earlier phase than what it requires.
+    where = {c.id: i for i, group in enumerate(ordered) for c in group}
+    moved = True
+    while moved:
+        moved = False
+        for i, group in enumerate(ordered):
+            for c in list(group):
+                need = max((where[r] for r in c.requires if r in where), default=i)
+                if need > i:
+                    group.remove(c)
+                    ordered[need].append(c)
+                    where[c.id] = need
+                    moved = True
+    phases: list[Phase] = []
+    for group in ordered:
+        if not group:
+            continue
+        group = _topological(group)
+        disruption = max((c.disruption for c in group), key=lambda d: DISRUPTION_ORDER[d])
+        if disruption in ("none", "guest-reboot") and any(
+            c.target == "vm-config" for c in group
+        ):
+            disruption = "vm-restart"
+        number = len(phases) + 1
+        phases.append(
+            Phase(
+                number=number,
+                disruption=disruption,
+                activation=_activation_text(disruption, ctx, number),
+                changes=group,
+            )
+        )
+    return phases
+
+
+def _topological(group: list[Change]) -> list[Change]:
+    """Order within a phase: what a change requires comes first (machine before pcie=1)."""
+    ids = {c.id for c in group}
+    done: list[Change] = []
+    placed: set[str] = set()
+    pending = list(group)
+    while pending:
+        for c in pending:
+            if all(r in placed or r not in ids for r in c.requires):
+                done.append(c)
+                placed.add(c.id)
+                pending.remove(c)
+                break
+        else:  # a cycle cannot come from the rules; keep the order rather than loop forever
+            done.extend(pending)
+            break
+    return done
+
+
+def _config_after(ctx: Context, changes: list[Change]) -> str:
+    from pvefix.vmconfig import VMConfig
+
+    cfg = VMConfig.parse(ctx.state.vm.config_text, ctx.cfg.source)
+    section = cfg.pending if ctx.running else cfg.main
+    for c in changes:
+        if c.target != "vm-config":
+            continue
+        if c.after is None:
+            section.delete(c.key)
+        else:
+            section.set(c.key, c.after)
+    return cfg.render()
+
+
+def plan(state: HostState) -> Plan:
+    """The plan for one VM on one host. The same state always gives the same plan."""
+    ctx = build_context(state)
+    results: list[RuleResult] = [r(ctx) for r in RULES if r is not permissions.rule]
+    changes = [c for r in results for c in r.changes]
+    results.append(permissions.check(ctx, changes))
+    findings: list[Finding] = sorted(
+        (f for r in results for f in r.findings), key=lambda f: SEVERITY_ORDER[f.severity]
+    )
+    noops = [Noop(rule=r.rule, reason=r.noop) for r in results if r.noop and not r.changes]
+    files_after: dict[str, str] = {}
+    for r in results:
+        files_after.update(r.files_after)
+    vm = state.vm
+    return Plan(
+        pvefix_version=__version__,
+        target={"node": vm.node, "vmid": vm.vmid},
+        observed=Observed(
+            node=vm.node,
+            vmid=vm.vmid,
+            vm_digest=vm.digest,
+            config_source=vm.config_source,
+            vm_status=vm.status,
+            running_machine=vm.running_machine,
+            files={p: state.file(p).sha256 for p in HOST_FILES if p in state.files},
+            access=f"{state.access.method}:{state.access.user or '-'}:{state.access.auth}",
+        ),
+        findings=findings,
+        phases=_phases(ctx, changes),
+        noops=noops,
+        config_before=vm.config_text,
+        config_after=_config_after(ctx, changes),
+        host_files_before={p: state.file(p).text or "" for p in files_after},
+        host_files_after=files_after,
+    )

@@ -1,0 +1,103 @@
+"""The VM's state before any change: locks, pending changes, config problems, start errors.
+
+pvefix refuses to plan on top of surprises: a locked VM cannot be changed (Proxmox answers
+`VM is locked`); existing [PENDING] changes would be applied by the same restart pvefix needs,
+so they are shown; config lines Proxmox would drop are reported; a machine that runs something
+else than its config says (pending chipset change) is reported.
+"""
+
+from __future__ import annotations
+
+from pvefix.errors import PvefixError
+from pvefix.planner.context import Context
+from pvefix.planner.model import Finding, RuleResult
+
+NAME = "vm-state"
+
+
+def rule(ctx: Context) -> RuleResult:
+    vm = ctx.state.vm
+    findings: list[Finding] = []
+    if vm.lock:
+        findings.append(
+            Finding(
+                id="vm.locked",
+                rule=NAME,
+                severity="error",
+                title=f"VM {vm.vmid} is locked ({vm.lock})",
+                detail="Proxmox refuses config changes while the lock is held; apply will refuse"
+                " until it is released (wait for the backup/operation, or `qm unlock`).",
+            )
+        )
+    if ctx.cfg.has_pending:
+        pend = ctx.cfg.pending
+        findings.append(
+            Finding(
+                id="vm.pending",
+                rule=NAME,
+                severity="warning",
+                title="The VM already has pending changes",
+                detail="They will be applied by the same cold start pvefix needs; review them.",
+                evidence=[f"{k}: {v}" for k, v in pend.as_dict().items()]
+                + [f"delete: {d}" for d in pend.deletes],
+            )
+        )
+    for problem in ctx.cfg.problems:
+        findings.append(
+            Finding(
+                id=f"vm.config.line{problem.line}",
+                rule=NAME,
+                severity="warning",
+                title="Config line Proxmox would warn about",
+                detail=problem.message + " (pvefix keeps the line untouched)",
+                evidence=[f"{vm.vmid}.conf:{problem.line}"],
+            )
+        )
+    for p in ctx.passed:
+        for err in p.entry.start_errors() + ([p.problem] if p.problem else []):
+            findings.append(
+                Finding(
+                    id=f"vm.{p.key}.start-error",
+                    rule=NAME,
+                    severity="error",
+                    title=f"{p.key} would fail the VM start",
+                    detail=err,
+                    evidence=[f"{p.key}: {p.entry.raw}"],
+                )
+            )
+        if (
+            p.entry.pcie
+            and ctx.machine.family != "q35"
+            and not any(q.entry.legacy_igd for q in ctx.passed)
+        ):
+            findings.append(
+                Finding(
+                    id=f"vm.{p.key}.pcie-without-q35",
+                    rule=NAME,
+                    severity="error",
+                    title=f"{p.key} has pcie=1 but the machine is not q35",
+                    detail="The next VM start fails with 'q35 machine model is not enabled'.",
+                    evidence=[f"{p.key}: {p.entry.raw}", f"machine: {ctx.machine.type}"],
+                )
+            )
+    if vm.status == "running" and vm.running_machine:
+        from pvefix.vmconfig import Machine
+
+        try:
+            running_family = Machine.parse(vm.running_machine.split(",")[0]).family
+        except PvefixError:  # an odd running-machine string is only reported
+            running_family = None
+        if running_family and running_family != ctx.machine.family:
+            findings.append(
+                Finding(
+                    id="vm.machine-not-running",
+                    rule=NAME,
+                    severity="info",
+                    title="The running machine differs from the configured one",
+                    detail=f"Running {vm.running_machine}; configured {ctx.machine.type}: the"
+                    " change waits for a cold start.",
+                )
+            )
+    if not findings:
+        return RuleResult(rule=NAME, noop="no lock, no pending changes, config clean")
+    return RuleResult(rule=NAME, findings=findings)

@@ -1,0 +1,218 @@
+"""iommu=pt on the host kernel cmdline, in the place its boot loader really reads.
+
+Where: `proxmox-boot-tool status` decides. Exit 0 with uefi/systemd-boot ESPs: the first line of
+/etc/kernel/cmdline, then `proxmox-boot-tool refresh`. Exit 0 with grub ESPs: /etc/default/grub
+(/etc/kernel/cmdline is then ignored), then `proxmox-boot-tool refresh`. Exit 2 (not managed):
+plain GRUB, /etc/default/grub, then `update-grub`. Each needs a host reboot.
+
+What it does, honestly: `iommu=pt` gives host-owned devices an identity (pass-through) DMA
+domain. GPUs assigned to a VM through VFIO always get their own translated domain, so it does
+not change guest P2P or DMA latency. It is harmless, often recommended (the Proxmox docs say it
+"might increase performance") and lowers IOMMU overhead for the host's own devices.
+
+Also: `amd_iommu=on` is not a valid value (the kernel logs `AMD-Vi: Unknown option - 'on'`; the
+AMD IOMMU is on by default), so its removal is planned; `intel_iommu=on` is a no-op on Proxmox
+kernels >= 6.8 and is reported, not touched. The configured and the running (/proc/cmdline)
+command lines are both reported.
+"""
+
+from __future__ import annotations
+
+from pvefix.cmdline import GrubDefaultFile, KernelCmdlineFile, ProcCmdline
+from pvefix.errors import PvefixError
+from pvefix.planner.context import Context
+from pvefix.planner.model import Change, Finding, Risk, RuleResult
+from pvefix.state import GRUB_DEFAULT, KERNEL_CMDLINE, PROC_CMDLINE
+
+NAME = "host-iommu"
+
+_WHERE = {
+    "systemd-boot": (KERNEL_CMDLINE, ["proxmox-boot-tool", "refresh"]),
+    "grub-esp": (GRUB_DEFAULT, ["proxmox-boot-tool", "refresh"]),
+    "grub": (GRUB_DEFAULT, ["update-grub"]),
+}
+
+
+def _vendor(ctx: Context) -> str | None:
+    v = (ctx.state.node.cpu_vendor or "").lower()
+    return "amd" if "amd" in v else "intel" if "intel" in v else None
+
+
+def rule(ctx: Context) -> RuleResult:
+    state = ctx.state
+    loader = state.boot_tool.loader
+    findings: list[Finding] = []
+    if loader == "unknown":
+        return RuleResult(
+            rule=NAME,
+            noop="cannot tell which boot loader the host uses",
+            findings=[
+                Finding(
+                    id="host.bootloader-unknown",
+                    rule=NAME,
+                    severity="warning",
+                    title="Boot loader unknown",
+                    detail=(
+                        "`proxmox-boot-tool status` could not be read or gave an unexpected"
+                        " answer, so pvefix does not know whether /etc/kernel/cmdline or"
+                        " /etc/default/grub is the host's cmdline. No host change is planned."
+                    ),
+                    evidence=[f"exit code {state.boot_tool.exit_code}", state.boot_tool.output],
+                )
+            ],
+        )
+    path, refresh = _WHERE[loader]
+    fact = state.file(path)
+    running = state.file(PROC_CMDLINE)
+    running_line = ProcCmdline.parse(running.text).config_cmdline if running.text else None
+    if fact.text is None:
+        if state.access.method == "api" and not state.access.ssh:
+            return RuleResult(
+                rule=NAME, noop="no SSH access: the host cmdline cannot be read (no API for it)"
+            )
+        base = running_line.render() if running_line is not None else "root=..."
+        return RuleResult(
+            rule=NAME,
+            changes=[
+                Change(
+                    id="host.cmdline.create",
+                    rule=NAME,
+                    target="manual",
+                    key="iommu",
+                    before=None,
+                    after=f"{base} iommu=pt".strip(),
+                    reason=f"{path} is missing but the boot loader ({loader}) reads it.",
+                    risk=Risk(
+                        level="high",
+                        text="A wrong root= makes the host unbootable; pvefix will not guess it.",
+                    ),
+                    evidence=[f"{path}: absent", f"boot loader: {loader}"],
+                    inverse=f"rm {path} && {' '.join(refresh)}",
+                    disruption="host-reboot",
+                    file=path,
+                    refresh_command=refresh,
+                    commands=[
+                        f"echo '{base} iommu=pt' > {path}   # check root= first",
+                        " ".join(refresh),
+                        "reboot",
+                    ],
+                )
+            ],
+        )
+    try:
+        editor: KernelCmdlineFile | GrubDefaultFile = (
+            KernelCmdlineFile.parse(fact.text, path)
+            if path == KERNEL_CMDLINE
+            else GrubDefaultFile.parse(fact.text, path)
+        )
+        configured = editor.cmdline
+    except PvefixError as exc:
+        return RuleResult(rule=NAME, noop=f"{path} cannot be read safely: {exc}")
+    vendor = _vendor(ctx)
+    for f in editor.findings(kernel_version=state.node.kernel_version, cpu_vendor=vendor):  # type: ignore[arg-type]
+        if f.code.startswith("amd-iommu") or f.severity == "error" or "intel" in f.code:
+            findings.append(
+                Finding(
+                    id=f"host.cmdline.{f.code}",
+                    rule=NAME,
+                    severity=f.severity,
+                    title=f"Host cmdline: {f.code}",
+                    detail=f.message,
+                    evidence=[f"{f.source or path}:{f.line or 1}: {f.token or ''}".rstrip(": ")],
+                )
+            )
+    changes: list[Change] = []
+    line_before = " ".join(t.raw for t in configured.tokens)
+    common = {
+        "rule": NAME,
+        "target": "host-cmdline",
+        "disruption": "host-reboot",
+        "file": path,
+        "refresh_command": refresh,
+    }
+    if vendor == "amd" and configured.has("amd_iommu", "on"):
+        try:
+            editor.remove("amd_iommu", "on")
+        except PvefixError as exc:
+            return RuleResult(rule=NAME, noop=str(exc), findings=findings)
+        line_after = " ".join(t.raw for t in editor.cmdline.tokens)
+        changes.append(
+            Change(
+                id="host.cmdline.amd_iommu",
+                key="amd_iommu",
+                before=line_before,
+                after=line_after,
+                reason=(
+                    'amd_iommu=on is not a valid value (the kernel logs "AMD-Vi: Unknown option'
+                    " - 'on'\"); the AMD IOMMU is on by default. Removing it removes noise."
+                ),
+                risk=Risk(level="low", text="None: the kernel ignores the value today."),
+                evidence=[f"{path}: {line_before}"],
+                inverse=f"add amd_iommu=on back to {path} and run {' '.join(refresh)}",
+                effect="No functional change; the boot log loses its 'Unknown option' line.",
+                **common,
+            )
+        )
+        line_before = line_after
+    if configured.has("iommu", "pt"):
+        pt_noop = f"iommu=pt is already in {path}"
+    else:
+        pt_noop = None
+        try:
+            editor.ensure("iommu", "pt")
+        except PvefixError as exc:
+            return RuleResult(rule=NAME, noop=str(exc), findings=findings)
+        line_after = " ".join(t.raw for t in editor.cmdline.tokens)
+        changes.append(
+            Change(
+                id="host.cmdline.iommu_pt",
+                key="iommu",
+                before=line_before,
+                after=line_after,
+                reason=(
+                    "iommu=pt puts host-owned devices in an identity DMA domain, lowering IOMMU"
+                    " overhead for the host's own I/O; commonly recommended for passthrough"
+                    " hosts."
+                ),
+                risk=Risk(
+                    level="low",
+                    text=(
+                        "Needs a host reboot (every VM on the node stops). The boot loader must"
+                        " be refreshed or the edit has no effect."
+                    ),
+                ),
+                evidence=[
+                    f"boot loader: {loader} (proxmox-boot-tool exit {state.boot_tool.exit_code})",
+                    f"{path}: {line_before}",
+                ],
+                inverse=f"remove iommu=pt from {path} and run {' '.join(refresh)}, then reboot",
+                effect=(
+                    "Does NOT change GPU peer-to-peer or DMA latency inside the VM: VFIO-assigned"
+                    " GPUs always get their own translated IOMMU domain. Expect no tok/s change"
+                    " from this alone."
+                ),
+                **common,
+            )
+        )
+    if running_line is not None:
+        configured_now = " ".join(t.raw for t in configured.tokens)
+        running_now = " ".join(t.raw for t in running_line.tokens)
+        if running_now != configured_now:
+            findings.append(
+                Finding(
+                    id="host.cmdline.not-booted",
+                    rule=NAME,
+                    severity="info",
+                    title="Configured and running host cmdline differ",
+                    detail=(
+                        f"{path} is not what the running kernel was booted with: a host reboot"
+                        " (after a boot loader refresh) is already pending."
+                    ),
+                    evidence=[f"configured: {configured_now}", f"running: {running_now}"],
+                )
+            )
+    if not changes:
+        return RuleResult(rule=NAME, noop=pt_noop or "nothing to change", findings=findings)
+    return RuleResult(
+        rule=NAME, changes=changes, findings=findings, files_after={path: editor.render()}
+    )

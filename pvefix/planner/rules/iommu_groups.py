@@ -1,0 +1,73 @@
+"""IOMMU groups: a passed device must be alone in its group (apart from its own functions).
+
+VFIO assigns whole IOMMU groups. When a passed GPU shares its group with a device the VM does not
+get (a NIC, a disk controller behind the same switch), the VM start fails or the other device is
+taken from the host. The ACS override patch (`pcie_acs_override=`) splits groups by pretending
+isolation the hardware may not provide; it never merges groups, and it is a no-op on ports that
+already have ACS. This rule reports; it plans no change.
+"""
+
+from __future__ import annotations
+
+from pvefix.planner.context import Context
+from pvefix.planner.model import Finding, RuleResult
+
+NAME = "iommu-groups"
+
+
+def rule(ctx: Context) -> RuleResult:
+    if not ctx.passed:
+        return RuleResult(rule=NAME, noop="no PCI device is passed through")
+    passed_addrs = {d.address for p in ctx.passed for d in p.devices}
+    by_group: dict[int, list[str]] = {}
+    for d in ctx.state.pci_devices:
+        if d.iommu_group is not None and not d.is_bridge:
+            by_group.setdefault(d.iommu_group, []).append(d.address)
+    findings: list[Finding] = []
+    missing = [p.key for p in ctx.passed if not p.devices]
+    for p in ctx.passed:
+        for d in p.devices:
+            if d.iommu_group is None:
+                continue
+            others = [
+                a
+                for a in by_group.get(d.iommu_group, [])
+                if a not in passed_addrs and a[:-2] != d.address[:-2]
+            ]
+            if others:
+                findings.append(
+                    Finding(
+                        id=f"iommu.shared.{d.address}",
+                        rule=NAME,
+                        severity="warning",
+                        title=f"IOMMU group {d.iommu_group} is shared",
+                        detail=(
+                            f"{d.address} ({p.key}) shares IOMMU group {d.iommu_group} with"
+                            f" {', '.join(others)}, which the VM does not get: VFIO must take the"
+                            " whole group. Pass those devices too, move the card to another slot,"
+                            " or (weakening isolation) use the ACS override, which only splits"
+                            " groups on ports without real ACS."
+                        ),
+                        evidence=[f"group {d.iommu_group}: {', '.join(by_group[d.iommu_group])}"],
+                    )
+                )
+    if missing and ctx.state.pci_devices:
+        findings.append(
+            Finding(
+                id="iommu.unknown-devices",
+                rule=NAME,
+                severity="warning",
+                title="Passed devices not found on the host",
+                detail=f"No sysfs facts for {', '.join(missing)}: check the ids and the mapping.",
+                evidence=[f"{p.key}: {p.entry.raw}" for p in ctx.passed if not p.devices],
+            )
+        )
+    if not findings:
+        groups = sorted(
+            {d.iommu_group for p in ctx.passed for d in p.devices if d.iommu_group is not None}
+        )
+        return RuleResult(
+            rule=NAME,
+            noop=f"each passed device has its own IOMMU group ({', '.join(map(str, groups))})",
+        )
+    return RuleResult(rule=NAME, findings=findings)

@@ -1,0 +1,1 @@
+"""Turn plans and results into text, JSON or Markdown. Nothing here touches a target."""

@@ -1,0 +1,96 @@
+"""Read a host tree (a bundle from `pvefix collect`, a scenario, a replay) into a HostState.
+
+No network: every fact comes from the tree's files and its `pvefix-host.json`. Errors name the
+file and, where there is one, the field.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pvefix.errors import ParseError, PvefixError
+from pvefix.hosttree.meta import META_FILE
+from pvefix.hosttree.tree import HostTree, load_tree
+from pvefix.sources.common import pending_items
+from pvefix.state import (
+    HOST_FILES,
+    AccessFacts,
+    BootToolFacts,
+    FileFact,
+    HostState,
+    NodeFacts,
+    VmFacts,
+)
+from pvefix.vmconfig.config import VMConfig
+
+
+def node_facts(tree: HostTree) -> NodeFacts:
+    """The node as the tree's metadata describes it."""
+    meta = tree.meta
+    return NodeFacts(
+        name=meta.node,
+        pve_version=meta.versions.pve,
+        kernel_version=meta.versions.kernel,
+        qemu_version=meta.versions.qemu,
+        cpu_vendor=meta.cpu.vendor,
+        cpu_model=meta.cpu.model,
+        boot_mode=meta.boot.mode,
+        secureboot=meta.boot.secureboot if meta.boot.mode == "efi" else None,
+        memory_bytes=meta.memory_bytes,
+    )
+
+
+def vm_facts(tree: HostTree, vmid: int) -> VmFacts:
+    """The VM's raw config, digest, pending rows and run state."""
+    vms = tree.vms()
+    if vmid not in vms:
+        known = ", ".join(str(v) for v in vms) or "none"
+        raise PvefixError(
+            f"no VM {vmid} in this host tree (VMs: {known})", source=str(tree.root)
+        )
+    path = tree.vm_config_path(vmid)
+    text = tree.read_vm_config(vmid)
+    cfg = VMConfig.parse(text, str(path))
+    run = tree.vm_state(vmid)
+    return VmFacts(
+        vmid=vmid,
+        node=vms[vmid],
+        config_text=text,
+        config_source="file",
+        digest=cfg.digest,
+        pending=pending_items(cfg, cfg.digest),
+        status=run.status,
+        running_machine=run.running_machine,
+        lock=run.lock,
+    )
+
+
+def read_tree(tree: HostTree, vmid: int) -> HostState:
+    """A HostState from an already loaded host tree."""
+    mapping_file = tree.pci_mappings()
+    boot = tree.meta.proxmox_boot_tool
+    return HostState(
+        node=node_facts(tree),
+        boot_tool=BootToolFacts(exit_code=boot.exit_code, output=boot.output),
+        files={path: FileFact.of(path, tree.read_text(path)) for path in HOST_FILES},
+        pci_devices=tree.pci_devices(),
+        acs=dict(tree.meta.acs),
+        mappings=list(mapping_file.mappings.values()) if mapping_file else [],
+        vm=vm_facts(tree, vmid),
+        access=AccessFacts(method="bundle", user=None, auth="none", ssh=False),
+    )
+
+
+def read_bundle(path: str | Path, vmid: int) -> HostState:
+    """Read the host tree at `path` and describe VM `vmid` and its host.
+
+    Raises ParseError naming the file (and field) when the tree is malformed, PvefixError when
+    the VM is not in it.
+    """
+    root = Path(path)
+    if not (root / META_FILE).is_file():
+        raise ParseError(
+            f"not a host tree: no {META_FILE} (make one with `pvefix collect` on the host)",
+            source=str(root),
+        )
+    return read_tree(load_tree(root), vmid)

@@ -1,0 +1,160 @@
+"""HostState: everything the planner knows about a host and one VM, and nothing else.
+
+Sources (a bundle, the API + SSH, the local host) build it; the planner only reads it. It is a
+frozen pydantic value: no raw dict leaves a source, and the same state always gives the same plan.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from pvefix.hosttree.mapping import PciMapping
+from pvefix.hosttree.sysfs import PciDevice
+
+BootLoader = Literal["systemd-boot", "grub", "grub-esp", "unknown"]
+
+KERNEL_CMDLINE = "/etc/kernel/cmdline"
+GRUB_DEFAULT = "/etc/default/grub"
+PROC_CMDLINE = "/proc/cmdline"
+HOST_FILES = (KERNEL_CMDLINE, GRUB_DEFAULT, PROC_CMDLINE)
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class FileFact(_Frozen):
+    """A file as read on the target: its text (None when absent) and the SHA-256 of it."""
+
+    path: str
+    text: str | None = None
+    sha256: str | None = None
+
+    @classmethod
+    def of(cls, path: str, text: str | None) -> FileFact:
+        return cls(path=path, text=text, sha256=None if text is None else sha256_text(text))
+
+    @property
+    def exists(self) -> bool:
+        return self.text is not None
+
+
+class NodeFacts(_Frozen):
+    """The node: what /nodes/{node}/status, pveversion and the CPU say."""
+
+    name: str
+    pve_version: str | None = None
+    kernel_version: str | None = None  # `uname -r`, e.g. 6.17.2-1-pve
+    qemu_version: str | None = None
+    cpu_vendor: str | None = None  # AuthenticAMD | GenuineIntel
+    cpu_model: str | None = None
+    boot_mode: Literal["efi", "legacy-bios"] | None = None
+    secureboot: bool | None = None
+    memory_bytes: int | None = None
+
+
+class BootToolFacts(_Frozen):
+    """`proxmox-boot-tool status`: exit code and output decide where the cmdline lives."""
+
+    exit_code: int | None = None  # None: could not run it
+    output: str = ""
+
+    @property
+    def loader(self) -> BootLoader:
+        """systemd-boot (edit /etc/kernel/cmdline), grub-esp (GRUB on ESPs managed by
+        proxmox-boot-tool: /etc/default/grub then `proxmox-boot-tool refresh`), grub (plain
+        GRUB: /etc/default/grub then `update-grub`), or unknown."""
+        if self.exit_code == 2:
+            return "grub"
+        if self.exit_code != 0:
+            return "unknown"
+        words = self.output.lower()
+        lines = [ln for ln in words.splitlines() if ln.strip() and "configured with:" in ln]
+        kinds = " ".join(lines) if lines else words
+        if "uefi" in kinds or "systemd-boot" in kinds:
+            return "systemd-boot"
+        if "grub" in kinds:
+            return "grub-esp"
+        return "unknown"
+
+
+class PendingItem(_Frozen):
+    """One row of GET .../pending: the current value, the pending one, or a pending delete."""
+
+    key: str
+    value: str | None = None
+    pending: str | None = None
+    delete: bool = False
+
+
+class VmFacts(_Frozen):
+    """The VM: its config exactly as stored, its digest, run state and what is really running."""
+
+    vmid: int
+    node: str
+    config_text: str = Field(description="the raw config file (all sections)")
+    config_source: Literal["file", "api"] = Field(
+        description="file: read as raw text (SSH, bundle, local); api: rebuilt from the API view"
+    )
+    digest: str
+    pending: list[PendingItem] = Field(default_factory=list)
+    status: Literal["running", "stopped"]
+    running_machine: str | None = None
+    lock: str | None = None
+
+
+class AccessFacts(_Frozen):
+    """How pvefix reached the target, which decides what it may change and how."""
+
+    method: Literal["bundle", "api", "local"]
+    user: str | None = None  # root@pam, root@pam!pvefix, ...
+    auth: Literal["ticket", "token", "none"] = "none"
+    ssh: bool = False  # an SSH session as root to the host is available
+    guest: Literal["ssh", "agent"] | None = None  # a way into the guest, if configured
+
+    @property
+    def is_root_pam_ticket(self) -> bool:
+        """Only root@pam with a password ticket may set raw hostpci, romfile and args."""
+        return self.auth == "ticket" and self.user == "root@pam"
+
+
+class GuestFacts(_Frozen):
+    """What was read inside the guest, if there is a way in (or a probe report)."""
+
+    cmdline: str | None = None
+    bar_errors: list[str] = Field(default_factory=list)
+    phys_bits: int | None = None
+
+
+class HostState(_Frozen):
+    """Everything the planner reads: node, boot loader, host files, PCI facts, mappings, VM."""
+
+    node: NodeFacts
+    boot_tool: BootToolFacts
+    files: dict[str, FileFact] = Field(default_factory=dict)
+    pci_devices: list[PciDevice] = Field(default_factory=list)
+    acs: dict[str, str] = Field(default_factory=dict)  # port address -> ACSCtl line
+    mappings: list[PciMapping] = Field(default_factory=list)
+    vm: VmFacts
+    access: AccessFacts
+    guest: GuestFacts | None = None
+    notes: list[str] = Field(
+        default_factory=list,
+        description="what the source could not read or had to infer, said plainly",
+    )
+
+    def file(self, path: str) -> FileFact:
+        return self.files.get(path) or FileFact(path=path)
+
+    def device(self, address: str) -> PciDevice | None:
+        return next((d for d in self.pci_devices if d.address == address), None)
+
+    def mapping(self, mapping_id: str) -> PciMapping | None:
+        return next((m for m in self.mappings if m.id == mapping_id), None)
