@@ -1,0 +1,447 @@
+"""The shell commands the simulated host answers over SSH, run against the host tree.
+
+Command lines are split with shlex; `a && b`, `a || b`, `a ; b` and `> FILE` / `>> FILE`
+redirections work; anything unknown answers `bash: NAME: command not found` with exit 127, as
+bash does. Paths are host paths (`/etc/kernel/cmdline`), relative ones start at /root.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import posixpath
+import shlex
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pvefix.errors import PvefixError
+from pvefix.sim import boot, vmops
+from pvefix.sim.auth import Identity
+from pvefix.sim.errors import ApiError
+from pvefix.sim.state import NodeState
+from pvefix.sim.vmview import api_config
+from pvefix.vmconfig.config import encode_text
+
+ROOT = Identity(user="root@pam", via="ssh")
+HIDDEN = (".pvefix-sim", "pvefix-host.json")
+
+
+@dataclass
+class Result:
+    """What one command line printed and its exit status; `after` runs once output is sent."""
+
+    stdout: str = ""
+    stderr: str = ""
+    code: int = 0
+    after: list[Callable[[], None]] = field(default_factory=list)
+
+
+class ShellError(Exception):
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
+class Shell:
+    """A tiny POSIX-ish shell over one node's state."""
+
+    def __init__(self, state: NodeState, cwd: str = "/root") -> None:
+        self.state = state
+        self.cwd = cwd
+
+    # -- paths ------------------------------------------------------------------------------
+
+    def host(self, path: str) -> str:
+        return posixpath.normpath(posixpath.join(self.cwd, path))
+
+    def tree_path(self, path: str) -> Path:
+        host = self.host(path)
+        parts = [p for p in host.split("/") if p]
+        if parts and parts[0] in HIDDEN:
+            raise ShellError(f"{path}: Permission denied")
+        try:
+            return self.state.tree.host_path(host if parts else "/.")
+        except PvefixError:
+            return self.state.tree.root
+
+    def read(self, cmd: str, path: str) -> str:
+        target = self.tree_path(path)
+        if target.is_dir():
+            raise ShellError(f"{cmd}: {path}: Is a directory")
+        try:
+            return target.read_text(encoding="utf-8", errors="surrogateescape")
+        except FileNotFoundError:
+            raise ShellError(f"{cmd}: {path}: No such file or directory") from None
+
+    def write(self, path: str, text: str, append: bool = False) -> None:
+        if append:
+            with contextlib.suppress(ShellError):
+                text = self.read("bash", path) + text
+        host = self.host(path)
+        self.tree_path(path)  # refuses hidden paths
+        self.state.write_host(host, text)
+
+    # -- running ----------------------------------------------------------------------------
+
+    def run(self, line: str) -> Result:
+        """Run a command line: a chain of simple commands joined by ;, && or ||."""
+        try:
+            lexer = shlex.shlex(line, posix=True, punctuation_chars=";&|>")
+            lexer.whitespace_split = True
+            tokens = list(lexer)
+        except ValueError as exc:
+            return Result(stderr=f"bash: syntax error: {exc}\n", code=2)
+        total = Result()
+        op = ";"
+        current: list[str] = []
+        for token in [*tokens, ";"]:
+            if token in (";", "&&", "||"):
+                runs = op == ";" or (op == "&&") == (total.code == 0)
+                if current and runs:
+                    one = self._simple(current)
+                    total.stdout += one.stdout
+                    total.stderr += one.stderr
+                    total.code = one.code
+                    total.after.extend(one.after)
+                current, op = [], token
+            else:
+                current.append(token)
+        return total
+
+    def _simple(self, tokens: list[str]) -> Result:
+        argv: list[str] = []
+        redirect: tuple[str, bool] | None = None
+        drop_stderr = False
+        i = 0
+        while i < len(tokens):
+            word = tokens[i]
+            if word in (">", ">>", ">&"):
+                fd = argv.pop() if argv and argv[-1] in ("1", "2") else "1"
+                target = tokens[i + 1] if i + 1 < len(tokens) else ""
+                i += 2
+                if word == ">&":
+                    continue  # 2>&1: one stream is all an exec channel needs here
+                if fd == "2":
+                    drop_stderr = drop_stderr or target == "/dev/null"
+                elif target != "/dev/null":
+                    redirect = (target, word == ">>")
+                else:
+                    redirect = ("", False)
+                continue
+            argv.append(word)
+            i += 1
+        if not argv:
+            return Result()
+        result = self._dispatch(argv)
+        if drop_stderr:
+            result.stderr = ""
+        if redirect is not None:
+            if redirect[0]:
+                try:
+                    self.write(redirect[0], result.stdout, append=redirect[1])
+                except ShellError as exc:
+                    return Result(stderr=f"bash: {exc.message}\n", code=1)
+            result.stdout = ""
+        return result
+
+    def _dispatch(self, argv: list[str]) -> Result:
+        handler = _COMMANDS.get(argv[0])
+        if handler is None:
+            return Result(stderr=f"bash: {argv[0]}: command not found\n", code=127)
+        try:
+            with self.state.lock:
+                result = handler(self, argv)
+        except ShellError as exc:
+            return Result(stderr=exc.message.rstrip("\n") + "\n", code=exc.code)
+        return result
+
+
+Command = Callable[[Shell, list[str]], Result]
+
+
+def _cat(sh: Shell, argv: list[str]) -> Result:
+    out, err, code = "", "", 0
+    for path in argv[1:]:
+        try:
+            out += sh.read("cat", path)
+        except ShellError as exc:
+            err += exc.message + "\n"
+            code = 1
+    return Result(out, err, code)
+
+
+def _test(sh: Shell, argv: list[str]) -> Result:
+    if len(argv) != 3 or argv[1] not in ("-e", "-f", "-d", "-s", "-r"):
+        return Result(code=2, stderr="test: unsupported expression\n")
+    try:
+        target = sh.tree_path(argv[2])
+    except ShellError:
+        return Result(code=1)
+    flag = argv[1]
+    if flag in ("-e", "-r"):
+        ok = target.exists()
+    elif flag == "-f":
+        ok = target.is_file()
+    elif flag == "-d":
+        ok = target.is_dir()
+    else:
+        ok = target.is_file() and target.stat().st_size > 0
+    return Result(code=0 if ok else 1)
+
+
+def _uname(sh: Shell, argv: list[str]) -> Result:
+    kernel = sh.state.tree.meta.versions.kernel
+    if "-a" in argv:
+        return Result(f"Linux {sh.state.node} {kernel} #1 SMP PREEMPT_DYNAMIC PMX {kernel} "
+                      "x86_64 GNU/Linux\n")
+    if "-r" in argv:
+        return Result(kernel + "\n")
+    return Result("Linux\n")
+
+
+def _boot_tool(sh: Shell, argv: list[str]) -> Result:
+    meta = sh.state.tree.meta
+    sub = argv[1] if len(argv) > 1 else ""
+    if sub == "status":
+        status = meta.proxmox_boot_tool
+        if "--quiet" in argv:
+            return Result(code=status.exit_code)
+        return Result(status.output, status.stderr, status.exit_code)
+    if sub == "refresh":
+        kind = boot.flavor(meta)
+        if kind == "systemd-boot":
+            line = boot.kernel_cmdline_first_line(sh.state.read_host("/etc/kernel/cmdline"))
+            if line:
+                sh.state.boot.install(line)
+        elif kind == "grub-esp":
+            _install_grub(sh)
+        return Result(boot.refresh_output(kind, meta.versions.kernel))
+    usage = "USAGE: proxmox-boot-tool <commands> [ARGS]\n"
+    return Result(stderr=usage, code=1)
+
+
+def _install_grub(sh: Shell) -> None:
+    default = sh.state.read_host("/etc/default/grub") or ""
+    running = (sh.state.read_host("/proc/cmdline") or "").strip()
+    sh.state.boot.install(boot.grub_cmdline(default, running))
+
+
+def _update_grub(sh: Shell, argv: list[str]) -> Result:
+    if boot.flavor(sh.state.tree.meta) != "systemd-boot":
+        _install_grub(sh)
+    return Result(stderr=boot.update_grub_output(sh.state.tree.meta.versions.kernel))
+
+
+def _reboot(sh: Shell, argv: list[str]) -> Result:
+    state = sh.state
+
+    def go() -> None:
+        state.reboot(lambda: vmops.start_on_boot(state))
+
+    return Result(after=[go])
+
+
+def _qm(sh: Shell, argv: list[str]) -> Result:
+    if len(argv) < 3 or not argv[2].isdigit():
+        return Result(stderr="400 not enough arguments\nqm <command> <vmid> [OPTIONS]\n",
+                      code=255)
+    sub, vmid = argv[1], int(argv[2])
+    state = sh.state
+    try:
+        node = state.vms().get(vmid, state.node)
+        if sub == "config":
+            loaded = state.load(vmid)
+            data = api_config(loaded.parse(), loaded.digest, current="--current" in argv)
+            lines = []
+            for key in sorted(data):
+                if key == "digest":
+                    continue
+                value = data[key]
+                text = encode_text(str(value)) if key == "description" else str(value)
+                lines.append(f"{key}: {text}\n")
+            return Result("".join(lines))
+        if sub == "set":
+            vmops.update_config(state, ROOT, node, vmid, _options(argv[3:]), sync=True)
+            return Result()
+        if sub in ("start", "stop", "shutdown", "reboot"):
+            upid = vmops.power(state, ROOT, node, vmid, sub, {})
+            task = state.tasks.get(upid)
+            if task.exitstatus != "OK":
+                return Result(stderr=task.exitstatus + "\n", code=255)
+            return Result()
+        if sub == "status":
+            return Result(f"status: {state.run_state(vmid).status}\n")
+    except ApiError as exc:
+        return Result(stderr=vmops.api_error_text(exc) + "\n", code=255)
+    return Result(stderr=f"unknown command 'qm {sub}'\n", code=255)
+
+
+def _options(args: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if not arg.startswith("-"):
+            raise ShellError(f"400 unable to parse option\nqm set: unexpected argument '{arg}'",
+                             255)
+        key = arg.lstrip("-")
+        if "=" in key:
+            key, value = key.split("=", 1)
+            i += 1
+        elif i + 1 < len(args):
+            value = args[i + 1]
+            i += 2
+        else:
+            raise ShellError(f"400 Parameter verification failed.\n{key}: missing value", 255)
+        out[key] = value
+    return out
+
+
+def _mv(sh: Shell, argv: list[str]) -> Result:
+    args = [a for a in argv[1:] if not a.startswith("-")]
+    if len(args) != 2:
+        raise ShellError("mv: missing file operand")
+    src, dst = sh.tree_path(args[0]), sh.tree_path(args[1])
+    if not src.exists():
+        raise ShellError(f"mv: cannot stat '{args[0]}': No such file or directory")
+    if dst.is_dir():
+        dst = dst / src.name
+    os.replace(src, dst)
+    return Result()
+
+
+def _cp(sh: Shell, argv: list[str]) -> Result:
+    args = [a for a in argv[1:] if not a.startswith("-")]
+    if len(args) != 2:
+        raise ShellError("cp: missing file operand")
+    src, dst = sh.tree_path(args[0]), sh.tree_path(args[1])
+    if not src.is_file():
+        raise ShellError(f"cp: cannot stat '{args[0]}': No such file or directory")
+    if dst.is_dir():
+        dst = dst / src.name
+    shutil.copy2(src, dst)
+    return Result()
+
+
+def _sha256sum(sh: Shell, argv: list[str]) -> Result:
+    out, err, code = "", "", 0
+    for path in argv[1:]:
+        try:
+            target = sh.tree_path(path)
+            data = target.read_bytes()
+        except (ShellError, FileNotFoundError, IsADirectoryError):
+            err += f"sha256sum: {path}: No such file or directory\n"
+            code = 1
+            continue
+        out += f"{hashlib.sha256(data).hexdigest()}  {path}\n"
+    return Result(out, err, code)
+
+
+def _stat(sh: Shell, argv: list[str]) -> Result:
+    if len(argv) < 4 or argv[1] not in ("-c", "--format"):
+        raise ShellError("stat: only 'stat -c FORMAT FILE...' is supported")
+    fmt, out = argv[2], ""
+    for path in argv[3:]:
+        target = sh.tree_path(path)
+        try:
+            st = target.stat()
+        except FileNotFoundError:
+            raise ShellError(f"stat: cannot statx '{path}': No such file or directory") from None
+        values = {
+            "%s": str(st.st_size), "%a": f"{st.st_mode & 0o7777:o}", "%Y": str(int(st.st_mtime)),
+            "%n": path, "%U": "root", "%G": "root", "%u": "0", "%g": "0",
+            "%F": "directory" if target.is_dir() else "regular file",
+            "%y": time.strftime("%Y-%m-%d %H:%M:%S.000000000 +0000", time.gmtime(st.st_mtime)),
+        }
+        line = fmt
+        for key, value in values.items():
+            line = line.replace(key, value)
+        out += line + "\n"
+    return Result(out)
+
+
+def _mkdir(sh: Shell, argv: list[str]) -> Result:
+    parents = "-p" in argv
+    for path in [a for a in argv[1:] if not a.startswith("-")]:
+        target = sh.tree_path(path)
+        try:
+            target.mkdir(parents=parents, exist_ok=parents)
+        except FileExistsError:
+            raise ShellError(f"mkdir: cannot create directory '{path}': File exists") from None
+        except FileNotFoundError:
+            raise ShellError(
+                f"mkdir: cannot create directory '{path}': No such file or directory"
+            ) from None
+    return Result()
+
+
+def _rm(sh: Shell, argv: list[str]) -> Result:
+    force = any(a.startswith("-") and "f" in a for a in argv[1:])
+    for path in [a for a in argv[1:] if not a.startswith("-")]:
+        target = sh.tree_path(path)
+        try:
+            target.unlink()
+        except FileNotFoundError:
+            if not force:
+                raise ShellError(
+                    f"rm: cannot remove '{path}': No such file or directory"
+                ) from None
+    return Result()
+
+
+def _echo(sh: Shell, argv: list[str]) -> Result:
+    args = argv[1:]
+    newline = True
+    if args and args[0] == "-n":
+        newline, args = False, args[1:]
+    return Result(" ".join(args) + ("\n" if newline else ""))
+
+
+def _pveversion(sh: Shell, argv: list[str]) -> Result:
+    meta = sh.state.tree.meta
+    return Result(f"pve-manager/{meta.versions.pve}/5e6a2d8c0b1f4a7e "
+                  f"(running kernel: {meta.versions.kernel})\n")
+
+
+def _hostname(sh: Shell, argv: list[str]) -> Result:
+    return Result(sh.state.node + "\n")
+
+
+def _true(sh: Shell, argv: list[str]) -> Result:
+    return Result()
+
+
+def _false(sh: Shell, argv: list[str]) -> Result:
+    return Result(code=1)
+
+
+_COMMANDS: dict[str, Command] = {
+    "cat": _cat,
+    "test": _test,
+    "uname": _uname,
+    "proxmox-boot-tool": _boot_tool,
+    "update-grub": _update_grub,
+    "reboot": _reboot,
+    "qm": _qm,
+    "mv": _mv,
+    "cp": _cp,
+    "sha256sum": _sha256sum,
+    "stat": _stat,
+    "mkdir": _mkdir,
+    "rm": _rm,
+    "echo": _echo,
+    "pveversion": _pveversion,
+    "hostname": _hostname,
+    "true": _true,
+    "false": _false,
+}
+
+# Sysfs readers (readlink -m, grep -H, lspci): registered here, written in commands_sysfs.
+from pvefix.sim.commands_sysfs import SYSFS_COMMANDS  # noqa: E402
+
+_COMMANDS.update(SYSFS_COMMANDS)

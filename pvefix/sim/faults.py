@@ -1,0 +1,133 @@
+"""Fault injection: latency, a failing Nth write, a concurrent edit, a VM lock, an SSH drop.
+
+Set from the command line (`--inject latency=50 --inject fail-write=2 ...`), from Python
+(`Simulator.faults.update(...)`) or at runtime through `/api2/json/_sim/inject` (root@pam ticket
+only). One-shot faults disarm themselves when they fire.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from pvefix.errors import ParseError
+
+
+class FaultSettings(BaseModel):
+    """What is armed. `fail_write` counts writes from the moment it is armed (1 = the next)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    latency_ms: int = Field(0, ge=0)
+    fail_write: int | None = Field(None, ge=1)
+    edit_between: bool = False
+    lock: dict[int, str] = Field(default_factory=dict)
+    ssh_disconnect_after: int | None = Field(None, ge=0)
+
+
+INJECT_HELP = (
+    "latency=MS | fail-write=N | edit-between | lock=VMID:NAME | ssh-disconnect=BYTES"
+)
+
+
+def parse_inject(specs: list[str]) -> dict[str, object]:
+    """Turn `--inject` strings into FaultSettings fields; ParseError names the bad spec."""
+    out: dict[str, object] = {}
+    locks: dict[int, str] = {}
+    for spec in specs:
+        name, _, value = spec.partition("=")
+        name = name.strip().replace("_", "-")
+        try:
+            if name == "latency":
+                out["latency_ms"] = int(value)
+            elif name == "fail-write":
+                out["fail_write"] = int(value)
+            elif name == "edit-between":
+                out["edit_between"] = value.strip().lower() not in ("0", "false", "no")
+            elif name == "lock":
+                vmid, _, lock = value.partition(":")
+                locks[int(vmid)] = lock or "backup"
+            elif name == "ssh-disconnect":
+                out["ssh_disconnect_after"] = int(value)
+            else:
+                raise ValueError("unknown fault")
+        except ValueError as exc:
+            raise ParseError(
+                f"bad --inject {spec!r} ({exc}); expected one of: {INJECT_HELP}",
+                source="--inject",
+            ) from None
+    if locks:
+        out["lock"] = locks
+    return out
+
+
+class Faults:
+    """The armed faults of one simulator, safe to read and change from any thread."""
+
+    def __init__(self, settings: FaultSettings | None = None) -> None:
+        self._lock = threading.Lock()
+        self._settings = settings or FaultSettings()
+        self._writes = 0
+
+    @property
+    def settings(self) -> FaultSettings:
+        return self._settings
+
+    def update(self, **changes: object) -> FaultSettings:
+        """Arm or change faults; `fail_write` restarts its write count."""
+        with self._lock:
+            merged = {**self._settings.model_dump(), **changes}
+            self._settings = FaultSettings.model_validate(merged)
+            if "fail_write" in changes:
+                self._writes = 0
+            return self._settings
+
+    def clear(self) -> None:
+        with self._lock:
+            self._settings = FaultSettings()
+            self._writes = 0
+
+    @property
+    def latency_s(self) -> float:
+        return self._settings.latency_ms / 1000.0
+
+    def count_write(self) -> int | None:
+        """Count one write; return its number if it is the one to fail (and disarm)."""
+        with self._lock:
+            target = self._settings.fail_write
+            if target is None:
+                return None
+            self._writes += 1
+            if self._writes < target:
+                return None
+            number = self._writes
+            self._settings = self._settings.model_copy(update={"fail_write": None})
+            self._writes = 0
+            return number
+
+    def take_edit_between(self) -> bool:
+        """True once after `edit_between` was armed."""
+        with self._lock:
+            if not self._settings.edit_between:
+                return False
+            self._settings = self._settings.model_copy(update={"edit_between": False})
+            return True
+
+    def take_locks(self) -> dict[int, str]:
+        """The VM locks to apply now (applied once, then forgotten: the config keeps them)."""
+        with self._lock:
+            locks = dict(self._settings.lock)
+            if locks:
+                self._settings = self._settings.model_copy(update={"lock": {}})
+            return locks
+
+    def take_ssh_disconnect(self) -> int | None:
+        """Bytes after which the next SFTP transfer is cut (one-shot)."""
+        with self._lock:
+            limit = self._settings.ssh_disconnect_after
+            if limit is not None:
+                self._settings = self._settings.model_copy(
+                    update={"ssh_disconnect_after": None}
+                )
+            return limit

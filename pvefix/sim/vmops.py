@@ -1,0 +1,414 @@
+"""VM operations with Proxmox's rules: config updates, power actions, snapshots.
+
+Used by the API handlers and by `qm` over SSH. Messages are Proxmox's own (qemu-server
+API2/Qemu.pm, QemuServer.pm, QemuServer/PCI.pm, AbstractConfig.pm) so clients that match them
+keep working.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+from pvefix.errors import ValidationError
+from pvefix.sim.auth import Identity
+from pvefix.sim.errors import ApiError, die, param_error
+from pvefix.sim.state import LoadedConfig, NodeState
+from pvefix.sim.tasks import TaskLog
+from pvefix.sim.vmview import (
+    HOT_KEYS,
+    add_snapshot,
+    apply_pending,
+    cleanup_pending,
+    pending_delete,
+    pending_revert,
+    pending_set,
+    section_values,
+    set_description,
+)
+from pvefix.vmconfig.config import VMConfig
+from pvefix.vmconfig.hostpci import HOSTPCI_KEY, HostPci
+from pvefix.vmconfig.machine import Machine
+from pvefix.vmconfig.schema import is_known_key, parse_bool
+from pvefix.vmconfig.values import validate
+
+# check_vm_modify_config_perm's last branch: keys no privilege covers are root@pam's alone.
+ROOT_ONLY_KEYS = frozenset({"args", "lock"})
+PCI_PM_LINE = 510  # where PCI.pm dies without a newline (Perl appends " at FILE line N.")
+SNAPNAME_RE = re.compile(r"^[a-zA-Z][a-zA-Z0-9_\-]+$")
+
+
+def split_list(text: str | None) -> list[str]:
+    """PVE::Tools::split_list: items separated by commas, semicolons or blanks."""
+    return [item for item in re.split(r"[;,\s]+", text or "") if item]
+
+
+def _field_message(key: str, exc: ValidationError) -> str:
+    message = exc.message
+    return message[len(key) + 2:] if message.startswith(f"{key}: ") else message
+
+
+def check_lock(cfg: VMConfig) -> None:
+    lock = cfg.main.get("lock")
+    if lock:
+        raise die(f"VM is locked ({lock})")
+
+
+def check_digest(loaded: LoadedConfig, digest: str | None) -> None:
+    if digest and digest != loaded.digest:
+        raise die("checksum mismatch (file change by other user?)")
+
+
+def check_hostpci_perm(ident: Identity, key: str, value: str) -> None:
+    """Raw devices and `romfile` are root@pam's; mappings need Mapping.Use (a token has it)."""
+    if ident.is_root_pam:
+        return
+    try:
+        dev = HostPci.parse(value, key)
+    except ValidationError as exc:
+        raise param_error({key: _field_message(key, exc)}) from None
+    if dev.hosts:
+        raise die(f"only root can set '{key}' config for non-mapped devices")
+    if not dev.mapping:
+        raise die("either 'host' or 'mapping' must be set.")
+    if dev.romfile is not None:
+        raise param_error({key: "only root@pam can set 'romfile' option"})
+
+
+def update_config(
+    state: NodeState, ident: Identity, node: str, vmid: int, params: dict[str, str],
+    *, sync: bool,
+) -> str | None:
+    """PUT (sync) or POST (async: returns a UPID) .../config, as update_vm_api does it."""
+    params = dict(params)
+    shown = " ".join(f"-{k} {v}" for k, v in params.items() if k != "digest")
+    digest = params.pop("digest", None)
+    skiplock = parse_bool(params.pop("skiplock", "0") or "0")
+    if skiplock and not ident.is_root_pam:
+        raise param_error({"skiplock": "Only root may use this option."})
+    delete_str, revert_str = params.pop("delete", ""), params.pop("revert", "")
+    force = parse_bool(params.pop("force", "0") or "0") or False
+    params.pop("background_delay", None)
+    if not delete_str and not revert_str and not params:
+        raise die("no options specified")
+    errors: dict[str, str] = {}
+    for key, value in params.items():
+        try:
+            validate(key, value)
+        except ValidationError as exc:
+            errors[key] = _field_message(key, exc)
+    revert = split_list(revert_str)
+    for opt in revert:
+        if not is_known_key(opt):
+            errors["revert"] = f"unknown option '{opt}'"
+        elif opt in params:
+            errors["delete"] = f"you can't use '-{opt}' and -revert {opt}' at the same time"
+    delete = ["ide2" if opt == "cdrom" else opt for opt in split_list(delete_str)]
+    for opt in delete:
+        if opt in params:
+            errors["delete"] = f"you can't use '-{opt}' and -delete {opt}' at the same time"
+        elif opt in revert:
+            errors["revert"] = f"you can't use '-delete {opt}' and -revert {opt}' at the same time"
+        elif not is_known_key(opt):
+            errors["delete"] = f"unknown option '{opt}'"
+    if errors:
+        raise param_error(errors)
+    if not ident.is_root_pam:
+        for opt in [*delete, *params]:
+            if opt in ROOT_ONLY_KEYS:
+                raise die(f"only root can set '{opt}' config")
+
+    def checks() -> LoadedConfig:
+        loaded = state.load(vmid, node)
+        check_digest(loaded, digest)
+        if not skiplock:
+            check_lock(loaded.parse())
+        return loaded
+
+    def work(log: TaskLog) -> None:
+        loaded = checks()
+        log(f"update VM {vmid}: {shown}")
+        cfg = loaded.parse()
+        main, pend = cfg.main, cfg.pending
+        for opt in revert:
+            pending_revert(cfg, opt)
+        for opt in delete:
+            value = main.get(opt)
+            if value is None:
+                value = pend.get(opt)
+            if value is None:
+                log(f"cannot delete '{opt}' - not set in current configuration!")
+                continue
+            if HOSTPCI_KEY.match(opt):
+                check_hostpci_perm(ident, opt, value)
+            pending_delete(cfg, opt, force)
+        for opt, value in params.items():
+            if section_values(pend).get(opt) == value:
+                continue
+            if HOSTPCI_KEY.match(opt):
+                old = main.get(opt)
+                if old:
+                    check_hostpci_perm(ident, opt, old)
+                check_hostpci_perm(ident, opt, value)
+            pending_set(cfg, opt, value)
+        cleanup_pending(cfg)
+        running = state.run_state(vmid).status == "running"
+        apply_pending(cfg, HOT_KEYS if running else None)
+        state.store(loaded, cfg)
+
+    with state.lock:
+        checks()  # early checks, before forking a worker (as Proxmox does)
+        if sync:
+            work(TaskLog())
+            return None
+        return state.tasks.run("qmconfig", str(vmid), ident.authuser, work)
+
+
+# -- power ------------------------------------------------------------------------------------
+
+
+def running_machine(value: str | None, qemu: str | None) -> str:
+    """What QEMU really runs: `q35` -> `pc-q35-<ver>+pve0`, absent -> `pc-i440fx-<ver>+pve0`."""
+    machine = Machine.parse(value)
+    version = machine.version or ".".join((qemu or "10.1").split(".")[:2])
+    family = "q35" if machine.is_q35 else "i440fx"
+    return f"pc-{family}-{version}{machine.pve_revision or '+pve0'}"
+
+
+def _vfio_name(state: NodeState, dev: HostPci) -> str:
+    if dev.hosts:
+        host = dev.hosts[0]
+        return host if host.count(":") == 2 else f"0000:{host}"
+    mappings = state.tree.pci_mappings()
+    mapping = mappings.get(dev.mapping or "") if mappings else None
+    entries = mapping.for_node(state.node) if mapping else []
+    return entries[0].paths[0] if entries else dev.key
+
+
+def start_checks(state: NodeState, cfg: VMConfig) -> None:
+    """What config_to_command refuses for passthrough (PCI.pm's order)."""
+    main = cfg.main
+    q35 = Machine.parse(main.get("machine")).is_q35
+    mappings = state.tree.pci_mappings()
+    legacy = False
+    for key in sorted(main.keys(), key=lambda k: (len(k), k)):
+        if not HOSTPCI_KEY.match(key):
+            continue
+        value = main.get(key) or ""
+        try:
+            dev = HostPci.parse(value, key)
+        except ValidationError as exc:
+            raise die(f"unable to parse value of '{key}' - {_field_message(key, exc)}") from None
+        if dev.pcie and not q35:
+            raise die(
+                "q35 machine model is not enabled at /usr/share/perl5/PVE/QemuServer/PCI.pm"
+                f" line {PCI_PM_LINE}."
+            )
+        if dev.legacy_igd:
+            if legacy:
+                raise die("only one device can be assigned in legacy-igd mode")
+            legacy = True
+            if main.get("vga") != "none":
+                raise die("legacy IGD assignment requires VGA mode to be 'none'")
+            if not dev.rombar:
+                raise die("legacy IGD assignment requires rombar to be enabled")
+            if dev.x_vga:
+                raise die("legacy IGD assignment is not compatible with x-vga")
+            if q35:
+                raise die("legacy IGD assignment is not compatible with q35")
+        for problem in dev.start_errors():
+            raise die(problem)
+        if dev.mapping and (mappings is None or mappings.get(dev.mapping) is None):
+            raise die(f"PCI device mapping not found for '{dev.mapping}'")
+
+
+def _start_now(state: NodeState, vmid: int, node: str, skiplock: bool, log: TaskLog) -> None:
+    loaded = state.load(vmid, node)
+    cfg = loaded.parse()
+    if not skiplock:
+        check_lock(cfg)
+    if state.run_state(vmid).status == "running":
+        raise die(f"VM {vmid} already running")
+    if cfg.has_pending:
+        apply_pending(cfg)
+        loaded = state.store(loaded, cfg)
+        cfg = loaded.parse()
+    start_checks(state, cfg)
+    state.set_running(vmid, running_machine(cfg.main.get("machine"), state.tree.meta.versions.qemu))
+
+
+def _stop_now(state: NodeState, vmid: int, node: str) -> None:
+    """vm_stop + vm_stop_cleanup: QEMU goes away and pending changes are applied."""
+    loaded = state.load(vmid, node)
+    if state.run_state(vmid).status != "running":
+        return
+    state.set_stopped(vmid)
+    cfg = loaded.parse()
+    if cfg.has_pending:
+        apply_pending(cfg)
+        state.store(loaded, cfg)
+
+
+def power(
+    state: NodeState, ident: Identity, node: str, vmid: int, action: str, params: dict[str, str]
+) -> str:
+    """POST .../status/{start,stop,shutdown,reboot}: a task; errors land in its exit status."""
+    skiplock = bool(parse_bool(params.get("skiplock", "0") or "0"))
+    if skiplock and not ident.is_root_pam:
+        raise param_error({"skiplock": "Only root may use this option."})
+    with state.lock:
+        state.load(vmid, node)  # 500 at once when the VM is not here
+
+        def start(log: TaskLog) -> None:
+            _start_now(state, vmid, node, skiplock, log)
+
+        def stop(log: TaskLog) -> None:
+            if not skiplock:
+                check_lock(state.load(vmid, node).parse())
+            _stop_now(state, vmid, node)
+
+        def shutdown(log: TaskLog) -> None:
+            if state.run_state(vmid).status != "running":
+                raise die(f"VM {vmid} not running")
+            stop(log)
+
+        def reboot(log: TaskLog) -> None:
+            # vm_reboot stops QEMU; qmeventd then starts a new process (its own task), so
+            # pending changes ARE applied. A reboot from inside the guest keeps the process.
+            if state.run_state(vmid).status != "running":
+                raise die(f"VM {vmid} not running")
+            stop(log)
+            state.tasks.run("qmstart", str(vmid), "root@pam", start)
+
+        work = {"start": start, "stop": stop, "shutdown": shutdown, "reboot": reboot}[action]
+        kind = {"start": "qmstart", "stop": "qmstop", "shutdown": "qmshutdown",
+                "reboot": "qmreboot"}[action]
+        return state.tasks.run(kind, str(vmid), ident.authuser, work)
+
+
+def start_on_boot(state: NodeState) -> None:
+    """After a host reboot: every local VM is stopped, those with `onboot: 1` start again."""
+    for vmid, node in state.vms().items():
+        if node != state.node:
+            continue
+        if state.run_state(vmid).status == "running":
+            state.set_stopped(vmid)
+            loaded = state.load(vmid, node)
+            cfg = loaded.parse()
+            if cfg.has_pending:
+                apply_pending(cfg)
+                state.store(loaded, cfg)
+        cfg = state.load(vmid, node).parse()
+        if parse_bool(cfg.main.get("onboot") or "0"):
+
+            def start(log: TaskLog, vmid: int = vmid, node: str = node) -> None:
+                _start_now(state, vmid, node, False, log)
+
+            state.tasks.run("qmstart", str(vmid), "root@pam", start)
+
+
+# -- snapshots --------------------------------------------------------------------------------
+
+
+def list_snapshots(state: NodeState, node: str, vmid: int) -> list[dict[str, object]]:
+    cfg = state.load(vmid, node).parse()
+    out: list[dict[str, object]] = []
+    for name, sec in cfg.snapshots.items():
+        item: dict[str, object] = {"name": name, "description": sec.description or ""}
+        snaptime = sec.get("snaptime")
+        if snaptime and snaptime.isdigit():
+            item["snaptime"] = int(snaptime)
+        if sec.get("parent"):
+            item["parent"] = sec.get("parent")
+        item["vmstate"] = 1 if sec.get("vmstate") else 0
+        out.append(item)
+    current: dict[str, object] = {
+        "name": "current", "description": "You are here!", "digest": state.load(vmid).digest,
+        "running": 1 if state.run_state(vmid).status == "running" else 0,
+    }
+    if cfg.main.get("parent"):
+        current["parent"] = cfg.main.get("parent")
+    out.append(current)
+    return out
+
+
+def create_snapshot(
+    state: NodeState, ident: Identity, node: str, vmid: int, params: dict[str, str]
+) -> str:
+    name = params.get("snapname", "")
+    if not SNAPNAME_RE.match(name):
+        raise param_error({"snapname": f"invalid format - invalid configuration ID '{name}'"})
+    if name == "current":
+        raise die("unable to use snapshot name 'current' (reserved name)")
+    if name.lower() == "pending":
+        raise die("unable to use snapshot name 'pending' (reserved name)")
+    vmstate = bool(parse_bool(params.get("vmstate", "0") or "0"))
+    with state.lock:
+        state.load(vmid, node)
+
+        def work(log: TaskLog) -> None:
+            loaded = state.load(vmid, node)
+            cfg = loaded.parse()
+            check_lock(cfg)
+            if name in cfg.snapshots:
+                raise die(f"snapshot name '{name}' already used")
+            running = state.run_state(vmid).status == "running"
+            if vmstate and running:
+                for key in sorted(cfg.main.keys()):
+                    if HOSTPCI_KEY.match(key):
+                        dev = HostPci.parse(cfg.main.get(key) or "", key)
+                        raise die(
+                            "unable to save VM state and RAM - "
+                            f"{_vfio_name(state, dev)}: VFIO device doesn't support migration"
+                        )
+            values = section_values(cfg.main)
+            values.pop("lock", None)
+            values["snaptime"] = str(int(time.time()))
+            values["description"] = params.get("description", "")
+            if vmstate and running:
+                values["vmstate"] = f"local:state-{name}"
+                values["runningmachine"] = state.run_state(vmid).running_machine or ""
+            add_snapshot(cfg, name, values)
+            cfg.main.set("parent", name)
+            state.store(loaded, cfg)
+
+        return state.tasks.run("qmsnapshot", str(vmid), ident.authuser, work)
+
+
+def rollback_snapshot(
+    state: NodeState, ident: Identity, node: str, vmid: int, name: str
+) -> str:
+    with state.lock:
+        state.load(vmid, node)
+
+        def work(log: TaskLog) -> None:
+            loaded = state.load(vmid, node)
+            cfg = loaded.parse()
+            check_lock(cfg)
+            snap = cfg.snapshots.get(name)
+            if snap is None:
+                raise die(f"snapshot '{name}' does not exist")
+            if state.run_state(vmid).status == "running" and not snap.get("vmstate"):
+                state.set_stopped(vmid)
+            values = section_values(snap)
+            for key in ("snaptime", "vmstate", "runningmachine", "snapstate"):
+                values.pop(key, None)
+            main = cfg.main
+            main.lines = []
+            for key in sorted(values):
+                if key != "description":
+                    main.set(key, values[key])
+            set_description(main, values.get("description"))
+            if cfg.has_pending:
+                cfg.pending.lines = []
+            main.set("parent", name)
+            state.store(loaded, cfg)
+
+        return state.tasks.run("qmrollback", str(vmid), ident.authuser, work)
+
+
+def api_error_text(exc: ApiError) -> str:
+    """One line for an SSH client (`qm` prints Proxmox's message)."""
+    if exc.errors:
+        return "\n".join(f"{k}: {v}" for k, v in exc.errors.items())
+    return exc.message

@@ -1,0 +1,89 @@
+"""Shared fixtures. A simulator starts only in tests that ask for one of these fixtures."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from pvefix.sim.serve import ReadyInfo
+
+
+class SimLauncher:
+    """Starts in-process simulators in temporary directories and stops them all at the end."""
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self._stops: list[Callable[[], None]] = []
+        self._count = 0
+
+    def launch(
+        self, scenario: str = "kpro6", **options: Any
+    ) -> tuple[ReadyInfo, Callable[[], None]]:
+        """Start one in its own directory; returns its ReadyInfo and its stop function."""
+        from pvefix.sim.serve import Simulator
+
+        self._count += 1
+        root = self.base / f"{scenario.replace('/', '_')}-{self._count}"
+        options.setdefault("task_seconds", 0.05)
+        sim = Simulator(scenario, root, **options)
+        return sim.start(), sim.stop
+
+    def start(self, scenario: str = "kpro6", **options: Any) -> ReadyInfo:
+        """Start one that lives until the end of the session."""
+        info, stop = self.launch(scenario, **options)
+        self._stops.append(stop)
+        return info
+
+    def stop_all(self) -> None:
+        while self._stops:
+            self._stops.pop()()
+
+
+@pytest.fixture(scope="session")
+def sim_launcher(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimLauncher]:
+    """Session-wide launcher: `sim_launcher.start("kpro6")` -> ReadyInfo."""
+    launcher = SimLauncher(tmp_path_factory.mktemp("sim"))
+    yield launcher
+    launcher.stop_all()
+
+
+@pytest.fixture(scope="session")
+def kpro6_sim(sim_launcher: SimLauncher) -> ReadyInfo:
+    """One kpro6 simulator for the whole session: read from it, do not change it."""
+    return sim_launcher.start("kpro6")
+
+
+@pytest.fixture
+def fresh_sim(sim_launcher: SimLauncher) -> Iterator[Callable[..., ReadyInfo]]:
+    """A factory for simulators of one's own (for tests that change the node); they stop when
+    the test ends."""
+    stops: list[Callable[[], None]] = []
+
+    def start(scenario: str = "kpro6", **options: Any) -> ReadyInfo:
+        info, stop = sim_launcher.launch(scenario, **options)
+        stops.append(stop)
+        return info
+
+    yield start
+    for stop in stops:
+        stop()
+
+
+@pytest.fixture(scope="session")
+def kpro6_token(kpro6_sim: ReadyInfo) -> Any:
+    """proxmoxer client of the shared kpro6 simulator, with the root@pam!pvefix token."""
+    from tests.simkit import api
+
+    return api(kpro6_sim, "token")
+
+
+@pytest.fixture(scope="session")
+def kpro6_ticket(kpro6_sim: ReadyInfo) -> Any:
+    """proxmoxer client of the shared kpro6 simulator, logged in as root@pam (ticket)."""
+    from tests.simkit import api
+
+    return api(kpro6_sim, "ticket")

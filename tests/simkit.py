@@ -1,0 +1,53 @@
+"""Clients for a simulated node, as users' tools build them: proxmoxer's https backend with the
+generated CA, and paramiko with strict host key checking against the generated known_hosts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import paramiko
+from proxmoxer import ProxmoxAPI
+from proxmoxer.tools import Tasks
+
+from pvefix.sim.serve import ReadyInfo
+
+
+def api(info: ReadyInfo, auth: str = "token") -> Any:
+    """A proxmoxer client; `auth` is "token" (root@pam!pvefix) or "ticket" (root@pam password)."""
+    host = info.api_url.removeprefix("https://")
+    if auth == "token":
+        user, _, name = info.token_id.partition("!")
+        return ProxmoxAPI(host, user=user, token_name=name, token_value=info.token_secret,
+                          verify_ssl=info.ca_cert, timeout=10)
+    return ProxmoxAPI(host, user=info.user, password=info.password, verify_ssl=info.ca_cert,
+                      timeout=10)
+
+
+def ssh(info: ReadyInfo, *, password: bool = False) -> paramiko.SSHClient:
+    """A paramiko client that only trusts the simulator's generated host key."""
+    client = paramiko.SSHClient()
+    client.load_host_keys(info.known_hosts)
+    client.set_missing_host_key_policy(paramiko.RejectPolicy())
+    if password:
+        client.connect(info.ssh_host, port=info.ssh_port, username=info.ssh_user,
+                       password=info.password, look_for_keys=False, allow_agent=False,
+                       timeout=10)
+    else:
+        client.connect(info.ssh_host, port=info.ssh_port, username=info.ssh_user,
+                       key_filename=info.ssh_key, look_for_keys=False, allow_agent=False,
+                       timeout=10)
+    return client
+
+
+def run(client: paramiko.SSHClient, command: str) -> tuple[int, str, str]:
+    """Run one command: (exit status, stdout, stderr)."""
+    _, out, err = client.exec_command(command, timeout=20)
+    code = out.channel.recv_exit_status()
+    return code, out.read().decode(), err.read().decode()
+
+
+def wait_task(prox: Any, upid: str) -> dict[str, Any]:
+    """Poll a task until it stops; fail loudly instead of returning None on timeout."""
+    status = Tasks.blocking_status(prox, upid, timeout=20, polling_interval=0.02)
+    assert status is not None, f"task {upid} did not finish"
+    return dict(status)
