@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/python -m pvefix inspect config tests/data/kpro6-100.conf
+	$(BIN)/python -m pvefix.demo
 
 test: $(STAMP)
 	$(BIN)/ruff check pvefix tests bench

@@ -9,7 +9,7 @@ from __future__ import annotations
 import typer
 
 from pvefix import __version__
-from pvefix.commands import inspect_cmd
+from pvefix.commands import inspect_cmd, plan_cmd, probe_cmd, sim_cmd
 
 app = typer.Typer(
     name="pvefix",
@@ -20,6 +20,9 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 app.add_typer(inspect_cmd.app, name="inspect")
+app.add_typer(probe_cmd.app, name="probe")
+app.add_typer(sim_cmd.app, name="sim")
+app.command("plan")(plan_cmd.plan_command)
 
 
 def _version(value: bool) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import typer
 
+from pvefix.commands.options import ConnectionOptions, connection_options, resolve_state
 from pvefix.errors import EXIT_CHANGES, EXIT_OK
 
 PLANS_DIR = Path("plans")
@@ -54,13 +55,9 @@ def emit_plan(plan: object, fmt: PlanFormat, out: str | None) -> int:
     return EXIT_CHANGES if plan.has_changes else EXIT_OK
 
 
+@connection_options
 def plan_command(
     vmid: int = typer.Argument(..., help="The VM to plan for (its VMID)."),
-    bundle: Path | None = typer.Option(
-        None,
-        "--bundle",
-        help="Read a host tree (bundle, scenario or replay) instead of a live host.",
-    ),
     fmt: PlanFormat = typer.Option(
         PlanFormat.text,
         "--format",
@@ -74,15 +71,17 @@ def plan_command(
         "-o",
         help="Save the plan file (JSON) here; a bare name goes into plans/.",
     ),
+    *,
+    opts: ConnectionOptions,
 ) -> int:
     """Plan the changes that make GPU passthrough right for VM VMID, as a dry run.
 
-    Exit codes: 0 nothing to do, 2 changes planned, 1 error.
+    Reads a live host (API + SSH), the local host (--local) or a host tree (--bundle), and
+    changes nothing. Exit codes: 0 nothing to do, 2 changes planned, 1 error.
     """
     from pvefix.planner import plan as make_plan
-    from pvefix.sources.bundle import read_bundle
 
-    if bundle is None:
-        raise typer.BadParameter("give --bundle PATH (live connections: see pvefix plan --help)")
-    state = read_bundle(bundle, vmid)
+    state = resolve_state(opts, vmid)
+    for note in state.notes:
+        print(f"note: {note}", file=sys.stderr)
     return emit_plan(make_plan(state), fmt, out)

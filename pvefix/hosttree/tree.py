@@ -134,10 +134,13 @@ class HostTree:
                 alt = self.root.joinpath(*node_dir, *parts[2:])
             elif parts[2] == "local":
                 alt = self.root.joinpath(*node_dir, *parts[3:])
+            elif parts[:4] == node_dir and len(parts) > 5 and parts[4] == "qemu-server":
+                # the reverse link: nodes/<local node>/qemu-server is etc/pve/qemu-server
+                alt = self.root.joinpath("etc", "pve", *parts[4:])
             else:
                 alt = path
-            if alt.exists():
-                return alt
+            if alt.exists() or (alt.parent.is_dir() and not path.parent.is_dir()):
+                return alt  # also a new file (a temporary one beside a config) in that folder
         return path
 
     def read_text(self, host_path: str) -> str | None:

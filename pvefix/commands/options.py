@@ -1,0 +1,186 @@
+"""Connection options shared by plan, apply and check, and the one call that reads the target.
+
+Use the decorator on a typer command that takes `opts: ConnectionOptions`:
+
+    @app.command()
+    @connection_options
+    def plan(vmid: int, opts: ConnectionOptions) -> None:
+        state = resolve_state(opts, vmid)
+
+The decorator adds every option below to the command's signature (so `--help` lists them with
+their help text) and hands them over as one frozen ConnectionOptions value.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import typing
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import typer
+
+if TYPE_CHECKING:
+    from pvefix.connection.settings import Connection
+    from pvefix.state import HostState
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass(frozen=True)
+class ConnectionOptions:
+    """The connection flags as given on the command line (None: not given)."""
+
+    connection: Path | None = None
+    config: Path | None = None
+    profile: str | None = None
+    bundle: Path | None = None
+    local: bool | None = None
+    host: str | None = None
+    port: int | None = None
+    node: str | None = None
+    user: str | None = None
+    token_id: str | None = None
+    auth: str | None = None
+    insecure: bool | None = None
+    ca_cert: Path | None = None
+    fingerprint: str | None = None
+    timeout: float | None = None
+    ssh: bool | None = None
+    ssh_host: str | None = None
+    ssh_port: int | None = None
+    ssh_user: str | None = None
+    ssh_key: Path | None = None
+    known_hosts: Path | None = None
+    accept_new_host_key: bool | None = None
+
+    def flags(self) -> dict[str, Any]:
+        """The Connection fields given as flags (file/profile/bundle selectors left out)."""
+        skip = {"connection", "config", "profile", "bundle", "local"}
+        values = {k: v for k, v in asdict(self).items() if k not in skip and v is not None}
+        if self.local:
+            values["backend"] = "local"
+        return values
+
+
+_OPTIONS: dict[str, tuple[Any, Any]] = {
+    "connection": (Path | None, typer.Option(
+        None, "--connection", help="A simulator's ready file (JSON): api_url, node, user, "
+        "credentials, CA, SSH. Overrides every other setting it names.", show_default=False)),
+    "config": (Path | None, typer.Option(
+        None, "--config", help="Config file with profiles.NAME tables "
+        "(default: ~/.config/pvefix/config.toml; env PVEFIX_CONFIG).", show_default=False)),
+    "profile": (str | None, typer.Option(
+        None, "--profile", help="Profile of the config file to use (env PVEFIX_PROFILE; "
+        "default: the file's default_profile).", show_default=False)),
+    "bundle": (Path | None, typer.Option(
+        None, "--bundle", help="Read a host tree (from `pvefix collect`) instead of a live "
+        "node: no network at all.", show_default=False)),
+    "local": (bool | None, typer.Option(
+        None, "--local", help="pvefix runs on the node itself: read files directly, API "
+        "through pvesh.", show_default=False)),
+    "host": (str | None, typer.Option(
+        None, "--host", help="API host name or address (env PROXMOX_HOST).",
+        show_default=False)),
+    "port": (int | None, typer.Option(
+        None, "--port", help="API port (env PROXMOX_PORT; default 8006).", show_default=False)),
+    "node": (str | None, typer.Option(
+        None, "--node", help="Node of the VM, when known (saves one round trip) "
+        "(env PVEFIX_NODE).", show_default=False)),
+    "user": (str | None, typer.Option(
+        None, "--user", help="API user, e.g. root@pam (env PROXMOX_USER). The password comes "
+        "from PROXMOX_PASSWORD or the profile (password_command, password_file).",
+        show_default=False)),
+    "token_id": (str | None, typer.Option(
+        None, "--token-id", help="API token: its name, or user@realm!name "
+        "(env PROXMOX_TOKEN_ID). The secret comes from PROXMOX_TOKEN_SECRET or the profile.",
+        show_default=False)),
+    "auth": (str | None, typer.Option(
+        None, "--auth", help="token, password or auto (a token when one is complete) "
+        "(env PVEFIX_AUTH).", show_default=False)),
+    "insecure": (bool | None, typer.Option(
+        None, "--insecure", help="Do not check the API's TLS certificate (warns loudly; "
+        "prefer --ca-cert or --fingerprint).", show_default=False)),
+    "ca_cert": (Path | None, typer.Option(
+        None, "--ca-cert", help="CA file to check the API certificate with (the node's "
+        "/etc/pve/pve-root-ca.pem) (env PVEFIX_CA_CERT).", show_default=False)),
+    "fingerprint": (str | None, typer.Option(
+        None, "--fingerprint", help="Pin the API certificate's SHA-256 fingerprint "
+        "(hex, colons allowed) (env PVEFIX_FINGERPRINT).", show_default=False)),
+    "timeout": (float | None, typer.Option(
+        None, "--timeout", help="Seconds to wait for the API and SSH (env PVEFIX_TIMEOUT; "
+        "default 30).", show_default=False)),
+    "ssh": (bool | None, typer.Option(
+        None, "--ssh/--no-ssh", help="Use SSH for host files, boot loader and sysfs "
+        "(env PVEFIX_SSH; default on).", show_default=False)),
+    "ssh_host": (str | None, typer.Option(
+        None, "--ssh-host", help="SSH host (env PVEFIX_SSH_HOST; default: the API host).",
+        show_default=False)),
+    "ssh_port": (int | None, typer.Option(
+        None, "--ssh-port", help="SSH port (env PVEFIX_SSH_PORT; default 22).",
+        show_default=False)),
+    "ssh_user": (str | None, typer.Option(
+        None, "--ssh-user", help="SSH user (env PVEFIX_SSH_USER; default root).",
+        show_default=False)),
+    "ssh_key": (Path | None, typer.Option(
+        None, "--ssh-key", help="SSH private key file (env PVEFIX_SSH_KEY; default: the "
+        "agent).", show_default=False)),
+    "known_hosts": (Path | None, typer.Option(
+        None, "--known-hosts", help="known_hosts file (env PVEFIX_KNOWN_HOSTS; default "
+        "~/.ssh/known_hosts).", show_default=False)),
+    "accept_new_host_key": (bool | None, typer.Option(
+        None, "--accept-new-host-key", help="Trust an unknown SSH host key on first use and "
+        "save it to known_hosts (a changed key is still refused).", show_default=False)),
+}
+
+
+def connection_options(func: F) -> F:
+    """Add the connection options to a typer command that takes `opts: ConnectionOptions`."""
+    signature = inspect.signature(func)
+    kept = [p for p in signature.parameters.values() if p.name != "opts"]
+    added = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option,
+                          annotation=annotation)
+        for name, (annotation, option) in _OPTIONS.items()
+    ]
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        values = {name: kwargs.pop(name, None) for name in _OPTIONS}
+        return func(*args, opts=ConnectionOptions(**values), **kwargs)
+
+    # Evaluate the command's own annotations in its module (they may be strings under
+    # `from __future__ import annotations`); typer reads them from the wrapper.
+    hints = typing.get_type_hints(func)
+    kept = [p.replace(annotation=hints.get(p.name, p.annotation)) for p in kept]
+    annotations = {k: v for k, v in hints.items() if k != "opts"}
+    annotations.update({name: annotation for name, (annotation, _) in _OPTIONS.items()})
+    wrapper.__annotations__ = annotations
+    wrapper.__signature__ = signature.replace(parameters=[*kept, *added])  # type: ignore[attr-defined]
+    del wrapper.__wrapped__  # typer must see the new signature
+    return wrapper  # type: ignore[return-value]
+
+
+def resolve_connection_options(opts: ConnectionOptions) -> Connection:
+    """The Connection these options, the environment and the config file describe."""
+    from pvefix.connection.settings import resolve_connection
+
+    return resolve_connection(
+        flags=opts.flags(), config=opts.config, profile=opts.profile,
+        connection_file=opts.connection,
+    )
+
+
+def resolve_state(opts: ConnectionOptions, vmid: int) -> HostState:
+    """Read VM `vmid` and its node: from `--bundle` if given, else live (API + SSH, or
+    local). This is what plan, apply and check call."""
+    if opts.bundle is not None:
+        from pvefix.sources.bundle import read_bundle
+
+        return read_bundle(opts.bundle, vmid)
+    from pvefix.sources.live import read_live
+
+    return read_live(resolve_connection_options(opts), vmid)

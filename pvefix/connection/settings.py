@@ -1,0 +1,327 @@
+"""Connection settings: where the target is and how to authenticate, from four layers.
+
+Precedence, lowest first: a TOML config file profile, environment variables, command-line flags,
+and `--connection FILE` (a simulator's ready file, which describes one target completely).
+Secrets are `SecretStr` everywhere: they never show in a repr, a log line or an error message.
+A config file may name secrets indirectly (`password_command`, `token_secret_file`,
+`password_env`, ...), so the file itself can be shared.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+import pydantic
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+
+from pvefix.errors import ParseError, PvefixError
+
+DEFAULT_TIMEOUT = 30.0
+DEFAULT_API_PORT = 8006
+DEFAULT_CONFIG = Path("~/.config/pvefix/config.toml")
+SECRET_FIELDS = ("password", "token_secret", "ssh_password")
+SECRET_SOURCES = ("file", "command", "env")
+
+# Environment variables: PROXMOX_* as Ansible's community.proxmox reads them, PVEFIX_* for the
+# rest. Each maps to a Connection field.
+ENV_VARS: dict[str, str] = {
+    "PROXMOX_HOST": "host",
+    "PROXMOX_PORT": "port",
+    "PROXMOX_USER": "user",
+    "PROXMOX_PASSWORD": "password",
+    "PROXMOX_TOKEN_ID": "token_id",
+    "PROXMOX_TOKEN_SECRET": "token_secret",
+    "PVEFIX_NODE": "node",
+    "PVEFIX_BACKEND": "backend",
+    "PVEFIX_AUTH": "auth",
+    "PVEFIX_CA_CERT": "ca_cert",
+    "PVEFIX_FINGERPRINT": "fingerprint",
+    "PVEFIX_INSECURE": "insecure",
+    "PVEFIX_TIMEOUT": "timeout",
+    "PVEFIX_SSH": "ssh",
+    "PVEFIX_SSH_HOST": "ssh_host",
+    "PVEFIX_SSH_PORT": "ssh_port",
+    "PVEFIX_SSH_USER": "ssh_user",
+    "PVEFIX_SSH_KEY": "ssh_key",
+    "PVEFIX_SSH_PASSWORD": "ssh_password",
+    "PVEFIX_SSH_AGENT": "ssh_agent",
+    "PVEFIX_KNOWN_HOSTS": "known_hosts",
+    "PVEFIX_ACCEPT_NEW_HOST_KEY": "accept_new_host_key",
+    "PVEFIX_LOCAL_ROOT": "local_root",
+}
+ENV_PROFILE = "PVEFIX_PROFILE"
+ENV_CONFIG = "PVEFIX_CONFIG"
+ENV_CONNECTION = "PVEFIX_CONNECTION"
+
+
+class Connection(BaseModel):
+    """Everything needed to reach one Proxmox node: API, TLS, SSH, timeouts.
+
+    `backend="api"`: the HTTPS API (proxmoxer) plus SSH (paramiko) for what the API lacks.
+    `backend="local"`: pvefix runs on the node itself (files read directly, `pvesh` for the API).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    profile: str | None = None
+    backend: Literal["api", "local"] = "api"
+    host: str | None = Field(default=None, description="API host name or address")
+    port: int = Field(default=DEFAULT_API_PORT, ge=1, le=65535)
+    node: str | None = Field(default=None, description="node name, when known (saves a wave)")
+    user: str | None = Field(default=None, description="user@realm, e.g. root@pam")
+    auth: Literal["auto", "token", "password"] = "auto"
+    password: SecretStr | None = None
+    token_id: str | None = Field(default=None, description="token name, or user@realm!name")
+    token_secret: SecretStr | None = None
+    ca_cert: Path | None = None
+    fingerprint: str | None = Field(default=None, description="pinned SHA-256, hex")
+    insecure: bool = False
+    timeout: float = Field(default=DEFAULT_TIMEOUT, gt=0)
+    ssh: bool = True
+    ssh_host: str | None = None
+    ssh_port: int = Field(default=22, ge=1, le=65535)
+    ssh_user: str = "root"
+    ssh_key: Path | None = None
+    ssh_password: SecretStr | None = None
+    ssh_agent: bool = True
+    known_hosts: Path = Path("~/.ssh/known_hosts")
+    accept_new_host_key: bool = False
+    local_root: Path = Path("/")
+
+    @field_validator("fingerprint")
+    @classmethod
+    def _sha256(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        hexed = value.strip().lower().removeprefix("sha256:").replace(":", "")
+        if len(hexed) != 64 or any(c not in "0123456789abcdef" for c in hexed):
+            raise ValueError("expected a SHA-256 fingerprint: 64 hex digits (colons allowed)")
+        return hexed
+
+    @property
+    def token_user(self) -> str | None:
+        """The token's user (root@pam of root@pam!pvefix)."""
+        if self.token_id and "!" in self.token_id:
+            return self.token_id.split("!", 1)[0]
+        return self.user
+
+    @property
+    def token_name(self) -> str | None:
+        """The token's own name (pvefix of root@pam!pvefix)."""
+        if self.token_id is None:
+            return None
+        return self.token_id.split("!", 1)[1] if "!" in self.token_id else self.token_id
+
+    @property
+    def auth_method(self) -> Literal["token", "password"]:
+        """Which credentials will be used (auto: a token if one is complete, else password)."""
+        if self.auth != "auto":
+            return self.auth
+        if self.token_id and self.token_secret is not None:
+            return "token"
+        return "password"
+
+    @property
+    def api_user(self) -> str | None:
+        """Who the API sees: user@realm!name for a token, user@realm for a ticket."""
+        if self.auth_method == "token":
+            return f"{self.token_user}!{self.token_name}" if self.token_name else None
+        return self.user
+
+    @property
+    def effective_ssh_host(self) -> str | None:
+        return self.ssh_host or self.host
+
+    def expanded(self, path: Path) -> Path:
+        return Path(os.path.expanduser(str(path)))
+
+    def check_ready(self) -> None:
+        """Raise a PvefixError naming what is missing before any network traffic."""
+        if self.backend == "local":
+            return
+        missing = []
+        if not self.host:
+            missing.append("host (--host, PROXMOX_HOST, or `host` in the profile)")
+        method = self.auth_method
+        if method == "token" and (not self.token_id or self.token_secret is None):
+            missing.append("token_id and token_secret")
+        if method == "token" and not self.token_user:
+            missing.append("user (the token's user@realm) or a token_id of user@realm!name")
+        if method == "password" and (not self.user or self.password is None):
+            missing.append("user and password, or token_id and token_secret")
+        if missing:
+            raise PvefixError("connection incomplete: missing " + "; ".join(missing))
+
+
+# -- layers -----------------------------------------------------------------------------------
+
+_FIELDS = set(Connection.model_fields)
+_BOOL_FIELDS = {"insecure", "ssh", "ssh_agent", "accept_new_host_key"}
+
+
+def _as_bool(name: str, value: object, source: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off", ""):
+        return False
+    raise ParseError(f"{name}: expected a boolean, got {text!r}", source=source)
+
+
+def _secret_from(name: str, kind: str, ref: str, source: str, env: Mapping[str, str]) -> str:
+    """Resolve `NAME_file`, `NAME_command` or `NAME_env`; errors never carry the secret."""
+    where = f"{name}_{kind}"
+    if kind == "file":
+        path = Path(os.path.expanduser(ref))
+        try:
+            return path.read_text(encoding="utf-8").rstrip("\r\n")
+        except OSError as exc:
+            message = f"{where}: cannot read {path}: {exc.strerror}"
+            raise ParseError(message, source=source) from None
+    if kind == "env":
+        if ref not in env:
+            raise ParseError(f"{where}: environment variable {ref} is not set", source=source)
+        return env[ref]
+    try:
+        argv = shlex.split(ref)
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, ValueError, subprocess.TimeoutExpired) as exc:
+        message = f"{where}: cannot run the command: {type(exc).__name__}"
+        raise ParseError(message, source=source) from None
+    if done.returncode != 0:
+        # The command line is not repeated: people put secrets in them too.
+        raise ParseError(f"{where}: the command exited with {done.returncode}", source=source)
+    return done.stdout.rstrip("\r\n")
+
+
+def profile_layer(
+    path: Path, profile: str | None, env: Mapping[str, str], *, required: bool
+) -> tuple[dict[str, Any], str | None]:
+    """The settings of one profile of a TOML config file, and the profile's name."""
+    source = str(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        if required:
+            raise ParseError("config file not found", source=source) from None
+        return {}, profile
+    except tomllib.TOMLDecodeError as exc:
+        raise ParseError(f"not valid TOML: {exc}", source=source) from None
+    unknown = set(data) - {"default_profile", "profiles"}
+    if unknown:
+        raise ParseError(f"unknown top-level key(s): {', '.join(sorted(unknown))}", source=source)
+    profiles = data.get("profiles", {})
+    if not isinstance(profiles, dict):
+        raise ParseError("profiles: expected [profiles.NAME] tables", source=source)
+    name = profile or data.get("default_profile")
+    if name is None:
+        if len(profiles) == 1:
+            name = next(iter(profiles))
+        else:
+            return {}, None
+    if name not in profiles:
+        known = ", ".join(sorted(profiles)) or "none"
+        raise ParseError(f"no profile '{name}' (profiles: {known})", source=source)
+    table = profiles[name]
+    if not isinstance(table, dict):
+        raise ParseError(f"profiles.{name}: expected a table", source=source)
+    out: dict[str, Any] = {}
+    for key, value in table.items():
+        field = f"profiles.{name}.{key}"
+        base, _, kind = key.rpartition("_")
+        if base in SECRET_FIELDS and kind in SECRET_SOURCES:
+            out[base] = _secret_from(base, kind, str(value), f"{source}: {field}", env)
+        elif key in _FIELDS and key != "profile":
+            out[key] = value
+        else:
+            raise ParseError(f"unknown key '{field}'", source=source)
+    return out, str(name)
+
+
+def env_layer(env: Mapping[str, str]) -> dict[str, Any]:
+    """Settings from PROXMOX_* and PVEFIX_* environment variables (empty ones ignored)."""
+    return {field: env[var] for var, field in ENV_VARS.items() if env.get(var)}
+
+
+def ready_file_layer(path: Path) -> dict[str, Any]:
+    """Settings from a simulator's ready file (JSON: api_url, node, user, password, ...)."""
+    source = str(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ParseError("connection file not found", source=source) from None
+    except json.JSONDecodeError as exc:
+        raise ParseError(f"not valid JSON: {exc.msg}", source=source, line=exc.lineno) from None
+    if not isinstance(data, dict) or "api_url" not in data:
+        raise ParseError("not a ready file: no api_url", source=source)
+    url = urlsplit(str(data["api_url"]))
+    out: dict[str, Any] = {"host": url.hostname, "port": url.port or DEFAULT_API_PORT}
+    direct = ("node", "user", "password", "token_id", "token_secret", "ca_cert", "ssh_host",
+              "ssh_port", "ssh_user", "ssh_key", "known_hosts")
+    for key in direct:
+        if data.get(key) not in (None, ""):
+            out[key] = data[key]
+    return out
+
+
+def _validated(values: dict[str, Any], sources: dict[str, str]) -> Connection:
+    for name in _BOOL_FIELDS & set(values):
+        values[name] = _as_bool(name, values[name], sources.get(name, "settings"))
+    try:
+        return Connection.model_validate(values)
+    except pydantic.ValidationError as exc:
+        # Only the field and the reason: pydantic's own text would echo the input (a secret?).
+        problems = []
+        for err in exc.errors():
+            field = ".".join(str(p) for p in err["loc"])
+            problems.append(f"{field} (from {sources.get(field, 'settings')}): {err['msg']}")
+        raise ParseError("invalid connection settings: " + "; ".join(problems)) from None
+
+
+def resolve_connection(
+    *,
+    flags: Mapping[str, Any] | None = None,
+    config: Path | None = None,
+    profile: str | None = None,
+    connection_file: Path | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Connection:
+    """Merge the layers (config file < environment < flags < connection file) into one
+    Connection. `flags` holds only the options given on the command line (None = not given).
+    """
+    environ = dict(os.environ if env is None else env)
+    profile = profile or environ.get(ENV_PROFILE) or None
+    explicit = config or (Path(environ[ENV_CONFIG]) if environ.get(ENV_CONFIG) else None)
+    config_path = Path(os.path.expanduser(str(explicit or DEFAULT_CONFIG)))
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+
+    def layer(items: Mapping[str, Any], name: str) -> None:
+        for key, value in items.items():
+            if value is not None:
+                values[key] = value
+                sources[key] = name
+
+    file_values, chosen = profile_layer(
+        config_path, profile, environ, required=explicit is not None or profile is not None
+    )
+    layer(file_values, str(config_path))
+    layer(env_layer(environ), "environment")
+    layer(dict(flags or {}), "command line")
+    ready = connection_file or (
+        Path(environ[ENV_CONNECTION]) if environ.get(ENV_CONNECTION) else None
+    )
+    if ready is not None:
+        layer(ready_file_layer(Path(os.path.expanduser(str(ready)))), str(ready))
+    values["profile"] = chosen
+    return _validated(values, sources)

@@ -1,0 +1,205 @@
+"""SSH to the node through paramiko: checked host keys, one transport, concurrent commands.
+
+Host keys are checked against a known_hosts file and never added silently: an unknown host is
+refused with its SHA256 fingerprint (as `ssh` prints it) and the way to accept it;
+`accept_new_host_key` trusts it on first use and writes it to the known_hosts file. A changed
+key is always refused. Every command is an argument list joined with shlex.join, and the
+independent ones run at once as separate exec channels of one connection.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import shlex
+import socket
+import sys
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NoReturn
+
+import paramiko
+
+from pvefix.connection.settings import Connection
+from pvefix.errors import PvefixError, RefusedError
+
+# OpenSSH's sshd allows 10 sessions per connection (MaxSessions); stay under it.
+MAX_CHANNELS = 8
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    """What one remote command printed, and its exit status."""
+
+    argv: tuple[str, ...]
+    exit_code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
+
+
+class HostKeyUnknown(RefusedError):
+    """The SSH host is not in known_hosts (and trust on first use was not asked for)."""
+
+
+class HostKeyChanged(RefusedError):
+    """The SSH host presents a different key than known_hosts records."""
+
+
+def openssh_fingerprint(key: paramiko.PKey) -> str:
+    """`SHA256:...` as `ssh-keygen -lf` and ssh's prompts print it."""
+    digest = hashlib.sha256(key.asbytes()).digest()
+    return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
+
+
+def known_hosts_name(host: str, port: int) -> str:
+    return host if port == 22 else f"[{host}]:{port}"
+
+
+class _Refuse(paramiko.RejectPolicy):
+    def __init__(self, known_hosts: Path) -> None:
+        self.known_hosts = known_hosts
+
+    def missing_host_key(self, client: paramiko.SSHClient, hostname: str,
+                         key: paramiko.PKey) -> NoReturn:
+        raise HostKeyUnknown(
+            f"SSH host key of {hostname} is not known ({key.get_name()} "
+            f"{openssh_fingerprint(key)}). Check it on the node with "
+            "`ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub`; if it matches, accept it "
+            f"once with --accept-new-host-key (it is then saved to {self.known_hosts}), or "
+            f"add it yourself: ssh-keyscan -p PORT HOST >> {self.known_hosts}",
+            source=str(self.known_hosts),
+        )
+
+
+class _TrustOnFirstUse(paramiko.MissingHostKeyPolicy):
+    def __init__(self, known_hosts: Path) -> None:
+        self.known_hosts = known_hosts
+
+    def missing_host_key(self, client: paramiko.SSHClient, hostname: str,
+                         key: paramiko.PKey) -> None:
+        self.known_hosts.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        line = f"{hostname} {key.get_name()} {key.get_base64()}\n"
+        fd = os.open(self.known_hosts, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        with os.fdopen(fd, "a", encoding="utf-8") as handle:
+            handle.write(line)
+        client.get_host_keys().add(hostname, key.get_name(), key)
+        print(
+            f"pvefix: trusting new SSH host key of {hostname} ({key.get_name()} "
+            f"{openssh_fingerprint(key)}), saved to {self.known_hosts}",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+class SshShell:
+    """One SSH connection to the node; run commands on it, many at once."""
+
+    def __init__(self, conn: Connection) -> None:
+        host = conn.effective_ssh_host
+        if not host:
+            raise PvefixError("no SSH host: set --ssh-host or --host")
+        self.where = f"{conn.ssh_user}@{host}:{conn.ssh_port}"
+        self.timeout = conn.timeout
+        self.exec_count = 0
+        known = conn.expanded(conn.known_hosts)
+        client = paramiko.SSHClient()
+        if known.is_file():
+            try:
+                client.load_host_keys(str(known))
+            except (OSError, paramiko.SSHException) as exc:
+                raise PvefixError(f"cannot read known_hosts: {exc}", source=str(known)) from None
+        policy: paramiko.MissingHostKeyPolicy = (
+            _TrustOnFirstUse(known) if conn.accept_new_host_key else _Refuse(known)
+        )
+        client.set_missing_host_key_policy(policy)
+        try:
+            # Our own socket, to set TCP_NODELAY as OpenSSH does: small command round trips
+            # otherwise wait on Nagle and delayed ACKs (~40 ms each).
+            sock = socket.create_connection((host, conn.ssh_port), timeout=conn.timeout)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            client.connect(
+                host,
+                port=conn.ssh_port,
+                username=conn.ssh_user,
+                password=conn.ssh_password.get_secret_value() if conn.ssh_password else None,
+                key_filename=str(conn.expanded(conn.ssh_key)) if conn.ssh_key else None,
+                allow_agent=conn.ssh_agent,
+                look_for_keys=False,
+                timeout=conn.timeout,
+                banner_timeout=conn.timeout,
+                auth_timeout=conn.timeout,
+                sock=sock,
+            )
+        except paramiko.BadHostKeyException as exc:
+            raise HostKeyChanged(
+                f"SSH host key of {host} CHANGED: known_hosts has "
+                f"{openssh_fingerprint(exc.expected_key)}, the server shows "
+                f"{openssh_fingerprint(exc.key)}. This may be an attack; if the node was "
+                f"reinstalled, remove the old key with `ssh-keygen -R` and check the new one.",
+                source=str(known),
+            ) from None
+        except paramiko.AuthenticationException:
+            raise PvefixError(
+                f"SSH authentication failed for {self.where} (tried: "
+                f"{_methods(conn)})"
+            ) from None
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            client.close()
+            raise PvefixError(f"cannot connect over SSH to {self.where}: {exc}") from None
+        except RefusedError:
+            client.close()
+            raise
+        transport = client.get_transport()
+        assert transport is not None
+        self.client = client
+        self.transport = transport
+
+    def run(self, argv: Sequence[str]) -> CommandResult:
+        """Run one command (an argument list, quoted with shlex.join)."""
+        command = shlex.join(argv)
+        self.exec_count += 1
+        try:
+            channel = self.transport.open_session(timeout=self.timeout)
+            channel.settimeout(self.timeout)
+            channel.exec_command(command)
+            stdout = channel.makefile("rb").read()
+            stderr = channel.makefile_stderr("rb").read()
+            code = channel.recv_exit_status()
+            channel.close()
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            reason = "timed out" if isinstance(exc, socket.timeout) else str(exc) or "closed"
+            raise PvefixError(f"SSH command {command!r} on {self.where}: {reason}") from None
+        return CommandResult(
+            tuple(argv),
+            code,
+            stdout.decode("utf-8", "surrogateescape"),
+            stderr.decode("utf-8", "surrogateescape"),
+        )
+
+    def run_many(self, commands: Sequence[Sequence[str]]) -> list[CommandResult]:
+        """Run independent commands at once, each on its own channel; results in order."""
+        if not commands:
+            return []
+        with ThreadPoolExecutor(max_workers=min(MAX_CHANNELS, len(commands))) as pool:
+            return list(pool.map(self.run, commands))
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def _methods(conn: Connection) -> str:
+    methods = []
+    if conn.ssh_key:
+        methods.append(f"key {conn.ssh_key}")
+    if conn.ssh_agent:
+        methods.append("agent")
+    if conn.ssh_password is not None:
+        methods.append("password")
+    return ", ".join(methods) or "none configured"

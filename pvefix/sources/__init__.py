@@ -1,0 +1,25 @@
+"""Sources: read a target (a bundle, a live node, the local node) into a HostState.
+
+Heavy modules (proxmoxer, paramiko) load only when a live read is asked for.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pvefix.sources.bundle import read_bundle
+
+if TYPE_CHECKING:
+    from pvefix.connection.settings import Connection
+    from pvefix.sources.live import LiveTrace
+    from pvefix.state import HostState
+
+
+def read_live(connection: Connection, vmid: int, *, trace: LiveTrace | None = None) -> HostState:
+    """Read a live node (API + SSH, or local); see pvefix.sources.live."""
+    from pvefix.sources import live
+
+    return live.read_live(connection, vmid, trace=trace)
+
+
+__all__ = ["read_bundle", "read_live"]

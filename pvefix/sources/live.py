@@ -1,0 +1,429 @@
+"""Read a live node (API + SSH, or the local backend) into a HostState.
+
+Round trips are the budget (a node 20 ms away): every independent API read goes out in one
+wave, and the SSH session is opened and used for the host files while that wave is in flight.
+
+    wave 0 (only when the node is not known): GET /cluster/resources?type=vm
+    wave 1: config?current=1, pending, status/current, node status, hardware/pci, mappings
+    SSH, on one connection, concurrent channels:
+      A (during wave 1): cat the host files, pci.cfg (and the VM config when the node is
+        known), proxmox-boot-tool status, uname -r, lspci -D -vv (ACS)
+      B: readlink -m of every PCI function (its physical path: root port, bridges)
+      C: grep -H '' of the sysfs files of the VM's functions and the bridges above them,
+         readlink -m of their iommu_group and driver links
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
+
+from pvefix.connection.api import ApiClient, ApiError
+from pvefix.connection.settings import Connection
+from pvefix.connection.ssh import CommandResult
+from pvefix.errors import PvefixError
+from pvefix.hosttree.mapping import MAPPING_FILE, PciMapping, PciMappingFile
+from pvefix.hosttree.sysfs import PciDevice
+from pvefix.sources import remote_facts as rf
+from pvefix.sources.common import (
+    bridges_above,
+    pending_from_api,
+    pending_items,
+    vm_device_addresses,
+)
+from pvefix.state import (
+    GRUB_DEFAULT,
+    KERNEL_CMDLINE,
+    PROC_CMDLINE,
+    AccessFacts,
+    FileFact,
+    HostState,
+    VmFacts,
+)
+from pvefix.vmconfig.config import VMConfig
+
+T = TypeVar("T")
+MAX_COMMAND = 96 * 1024  # one exec request's command line (the remote `sh -c` argument)
+
+
+class Api(Protocol):
+    def get(self, path: str, params: Mapping[str, str] | None = None) -> Any: ...
+
+    def close(self) -> None: ...
+
+
+class Shell(Protocol):
+    exec_count: int
+
+    def run_many(self, commands: Sequence[Sequence[str]]) -> list[CommandResult]: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass
+class LiveTrace:
+    """What a live read did, for benchmarks: SSH rounds (start, end, commands), timings."""
+
+    ssh_rounds: list[tuple[float, float, int]] = field(default_factory=list)
+    ssh_connect: tuple[float, float] | None = None
+    record_api: bool = False  # keep a record of every API request (ApiClient.records)
+    api: ApiClient | None = None
+    started: float = 0.0
+    finished: float = 0.0
+
+
+def vm_conf_path(node: str, vmid: int) -> str:
+    return f"/etc/pve/nodes/{node}/qemu-server/{vmid}.conf"
+
+
+class _Reader:
+    def __init__(
+        self, api: Api, shell_factory: Callable[[], Shell] | None, trace: LiveTrace,
+        notes: list[str],
+    ) -> None:
+        self.api = api
+        self.shell_factory = shell_factory
+        self.trace = trace
+        self.notes = notes
+        self.pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="pvefix-read")
+
+    def rounds(self, shell: Shell, commands: list[list[str]]) -> list[CommandResult]:
+        start = time.perf_counter()
+        results = shell.run_many(commands)
+        self.trace.ssh_rounds.append((start, time.perf_counter(), len(commands)))
+        return results
+
+    def connect(self) -> Shell:
+        assert self.shell_factory is not None
+        start = time.perf_counter()
+        shell = self.shell_factory()
+        self.trace.ssh_connect = (start, time.perf_counter())
+        return shell
+
+    def find_node(self, vmid: int) -> str:
+        try:
+            items = self.api.get("/cluster/resources", {"type": "vm"})
+        except ApiError as exc:
+            raise PvefixError(f"cannot find the node of VM {vmid}: {exc}") from None
+        for item in items or []:
+            if item.get("vmid") == vmid and item.get("type", "qemu") == "qemu":
+                return str(item["node"])
+        raise PvefixError(f"no QEMU VM {vmid} in this cluster (GET /cluster/resources)")
+
+    def submit(self, fn: Callable[..., T], *args: Any) -> Future[T]:
+        return self.pool.submit(fn, *args)
+
+
+def _chunks(prefix: list[str], paths: list[str]) -> list[list[str]]:
+    """Split one long argument list into commands whose line stays under MAX_COMMAND."""
+    out: list[list[str]] = []
+    current: list[str] = []
+    size = 0
+    for path in paths:
+        if current and size + len(path) + 3 > MAX_COMMAND:
+            out.append([*prefix, *current])
+            current, size = [], 0
+        current.append(path)
+        size += len(path) + 3
+    if current:
+        out.append([*prefix, *current])
+    return out
+
+
+def read_target(
+    api: Api,
+    shell_factory: Callable[[], Shell] | None,
+    vmid: int,
+    *,
+    node: str | None,
+    access: AccessFacts,
+    trace: LiveTrace | None = None,
+) -> HostState:
+    """Read VM `vmid` and its node through `api` and (if given) a shell; see the module doc."""
+    trace = trace or LiveTrace()
+    trace.started = time.perf_counter()
+    notes: list[str] = []
+    reader = _Reader(api, shell_factory, trace, notes)
+    shell: Shell | None = None
+    ssh_future: Future[tuple[Shell, list[CommandResult]]] | None = None
+    try:
+        known_node = node
+        round_a = [
+            ["cat", KERNEL_CMDLINE],
+            ["cat", GRUB_DEFAULT],
+            ["cat", PROC_CMDLINE],
+            ["proxmox-boot-tool", "status"],
+            ["uname", "-r"],
+            ["cat", MAPPING_FILE],
+            ["lspci", "-D", "-vv"],
+        ]
+        if known_node is not None:
+            round_a.append(["cat", vm_conf_path(known_node, vmid)])
+
+        def ssh_first() -> tuple[Shell, list[CommandResult]]:
+            opened = reader.connect()
+            return opened, reader.rounds(opened, round_a)
+
+        ssh_future = reader.submit(ssh_first) if shell_factory is not None else None
+        if known_node is None:
+            known_node = reader.find_node(vmid)
+        base = f"/nodes/{known_node}/qemu/{vmid}"
+        wave = {
+            "config": reader.submit(api.get, f"{base}/config", {"current": "1"}),
+            "pending": reader.submit(api.get, f"{base}/pending", None),
+            "status": reader.submit(api.get, f"{base}/status/current", None),
+            "node": reader.submit(api.get, f"/nodes/{known_node}/status", None),
+            "pci": reader.submit(
+                api.get, f"/nodes/{known_node}/hardware/pci", {"pci-class-blacklist": ""}
+            ),
+            "mapping": reader.submit(api.get, "/cluster/mapping/pci", None),
+        }
+        answers = {name: future.result() for name, future in wave.items()}
+        results: dict[tuple[str, ...], CommandResult] = {}
+        if ssh_future is not None:
+            shell, first = ssh_future.result()
+            results.update({r.argv: r for r in first})
+        state = _assemble(reader, shell, vmid, known_node, answers, results, access, notes)
+        return state
+    finally:
+        reader.pool.shutdown(wait=True)
+        if shell is None and ssh_future is not None and ssh_future.exception() is None:
+            shell = ssh_future.result()[0]  # the API failed first: still close the session
+        if shell is not None:
+            shell.close()
+        trace.finished = time.perf_counter()
+
+
+def _assemble(
+    reader: _Reader,
+    shell: Shell | None,
+    vmid: int,
+    node: str,
+    answers: dict[str, Any],
+    results: dict[tuple[str, ...], CommandResult],
+    access: AccessFacts,
+    notes: list[str],
+) -> HostState:
+    pci_items: list[dict[str, Any]] = list(answers["pci"] or [])
+    api_mappings = rf.mappings_from_api(answers["mapping"] or [])
+    addresses = [str(item["id"]) for item in pci_items if "id" in item]
+
+    # Round B: the VM's raw config (if round A could not name its path) with the physical
+    # path of every PCI function (readlink -m), which needs hardware/pci's list.
+    conf_path = vm_conf_path(node, vmid)
+    dev_paths = [f"{rf.SYSFS_PCI}/{a}" for a in addresses]
+    readlink_cmds = _chunks(["readlink", "-m"], dev_paths) if shell is not None else []
+    round_b = [] if shell is None or ("cat", conf_path) in results else [["cat", conf_path]]
+    if shell is not None and (round_b or readlink_cmds):
+        for result in reader.rounds(shell, [*round_b, *readlink_cmds]):
+            results[result.argv] = result
+    links: dict[str, str] = {}
+    for command in readlink_cmds:
+        links.update(rf.readlink_lines(results[tuple(command)], command[2:]))
+    paths = {a: rf.parent_path(links[p]) for a, p in zip(addresses, dev_paths, strict=True)
+             if p in links}
+    cfg, vm_facts = _vm_facts(vmid, node, answers, results.get(("cat", conf_path)), notes)
+
+    mappings = api_mappings
+    if shell is not None:
+        mapping_file = rf.file_fact(MAPPING_FILE, results.get(("cat", MAPPING_FILE)))
+        if mapping_file.text is not None:
+            mappings = list(PciMappingFile.parse(mapping_file.text, MAPPING_FILE).mappings.values())
+        elif api_mappings:
+            notes.append(f"{MAPPING_FILE} not readable over SSH; mappings from the API")
+
+    vm_devices = vm_device_addresses(cfg, node, mappings, addresses)
+    devices = _pci_devices(reader, shell, pci_items, paths, vm_devices, notes)
+
+    files: dict[str, FileFact] = {}
+    for path in (KERNEL_CMDLINE, GRUB_DEFAULT, PROC_CMDLINE):
+        files[path] = rf.file_fact(path, results.get(("cat", path)))
+    uname = results.get(("uname", "-r"))
+    lspci = results.get(("lspci", "-D", "-vv"))
+    acs: dict[str, str] = {}
+    if lspci is not None and lspci.ok:
+        acs = rf.acs_from_lspci(lspci.stdout)
+    elif shell is not None:
+        notes.append("ACS settings unknown: `lspci -D -vv` failed on the node")
+    if shell is None:
+        notes.append(
+            "no SSH: host kernel cmdline files, boot loader, sysfs (root ports, BAR sizes) "
+            "and ACS are unknown; pass SSH settings to read them"
+        )
+    running_qemu = (answers["status"] or {}).get("running-qemu")
+    node_facts = rf.node_facts(
+        node,
+        answers["node"] or {},
+        uname.stdout.strip() if uname is not None and uname.ok else None,
+        str(running_qemu) if running_qemu else None,
+    )
+    return HostState(
+        node=node_facts,
+        boot_tool=rf.boot_tool_facts(results.get(("proxmox-boot-tool", "status"))),
+        files=files,
+        pci_devices=devices,
+        acs=acs,
+        mappings=mappings,
+        vm=vm_facts,
+        access=access,
+        notes=notes,
+    )
+
+
+def _vm_facts(
+    vmid: int,
+    node: str,
+    answers: dict[str, Any],
+    raw: CommandResult | None,
+    notes: list[str],
+) -> tuple[VMConfig, VmFacts]:
+    config: dict[str, Any] = answers["config"] or {}
+    api_digest = str(config.get("digest", ""))
+    rows: list[dict[str, Any]] = list(answers["pending"] or [])
+    status: dict[str, Any] = answers["status"] or {}
+    conf_path = vm_conf_path(node, vmid)
+    text: str | None = None
+    if raw is not None:
+        text = rf.file_fact(conf_path, raw).text
+        if text is None:
+            raise PvefixError("VM config not found on the node over SSH", source=conf_path)
+    if text is not None:
+        cfg = VMConfig.parse(text, conf_path)
+        source = "file"
+        digest = cfg.digest
+        pending = pending_items(cfg, digest)
+        if api_digest and digest != api_digest:
+            notes.append(
+                f"the VM config changed between reads (file digest {digest}, API digest "
+                f"{api_digest}); re-run the plan"
+            )
+    else:
+        cfg = rf.rebuild_config(config, rows)
+        text = cfg.render()
+        source = "api"
+        digest = api_digest
+        pending = pending_from_api(rows)
+        if cfg.digest == api_digest:
+            notes.append("VM config rebuilt from the API; it matches the API digest exactly")
+        else:
+            notes.append(
+                "VM config rebuilt from the API; it differs from the stored file (its digest "
+                f"{cfg.digest} is not the API's {api_digest}: comments, order or snapshots); "
+                "the API digest is used for writes"
+            )
+    run = str(status.get("status", "stopped"))
+    return cfg, VmFacts(
+        vmid=vmid,
+        node=node,
+        config_text=text,
+        config_source=source,
+        digest=digest,
+        pending=pending,
+        status="running" if run == "running" else "stopped",
+        running_machine=status.get("running-machine") if run == "running" else None,
+        lock=status.get("lock") or None,
+    )
+
+
+def _pci_devices(
+    reader: _Reader,
+    shell: Shell | None,
+    pci_items: list[dict[str, Any]],
+    paths: dict[str, list[str]],
+    vm_devices: list[str],
+    notes: list[str],
+) -> list[PciDevice]:
+    """API facts for every function; full sysfs facts (round C) for the VM's functions and
+    the bridges above them."""
+    api_devices = {
+        dev.address: dev
+        for dev in (rf.api_device(item, paths.get(str(item.get("id")), [])) for item in pci_items)
+        if dev is not None
+    }
+    missing = [a for a in vm_devices if a not in api_devices]
+    if missing:
+        notes.append("passed-through devices not on the node: " + ", ".join(missing))
+    if shell is None:
+        return sorted(api_devices.values(), key=lambda d: d.address)
+    wanted = [a for a in vm_devices if a in api_devices]
+    wanted += [b for b in bridges_above(api_devices[a] for a in wanted) if b in api_devices]
+    wanted = sorted(set(wanted))
+    if not wanted:
+        return sorted(api_devices.values(), key=lambda d: d.address)
+    file_paths = [f"{rf.SYSFS_PCI}/{a}/{name}" for a in wanted for name in rf.SYSFS_FILES]
+    link_paths = [f"{rf.SYSFS_PCI}/{a}/{name}" for a in wanted for name in ("iommu_group",
+                                                                              "driver")]
+    grep_cmds = _chunks(["grep", "-H", ""], file_paths)
+    link_cmds = _chunks(["readlink", "-m"], link_paths)
+    results = reader.rounds(shell, [*grep_cmds, *link_cmds])
+    texts: dict[str, str] = {}
+    targets: dict[str, str] = {}
+    for command, result in zip(grep_cmds, results[: len(grep_cmds)], strict=True):
+        texts.update(rf.grep_files(result, command[3:]))
+    for command, result in zip(link_cmds, results[len(grep_cmds) :], strict=True):
+        targets.update(rf.readlink_lines(result, command[2:]))
+    for address in wanted:
+        prefix = f"{rf.SYSFS_PCI}/{address}/"
+        device = rf.sysfs_device(
+            address,
+            {name: texts[prefix + name] for name in rf.SYSFS_FILES if prefix + name in texts},
+            {name: targets.get(prefix + name, "") for name in ("iommu_group", "driver")},
+            paths.get(address, []),
+        )
+        if device is not None:
+            api_devices[address] = device
+    return sorted(api_devices.values(), key=lambda d: d.address)
+
+
+def read_live(connection: Connection, vmid: int, *, trace: LiveTrace | None = None) -> HostState:
+    """Read VM `vmid` and its node live: the API (token or root@pam ticket) plus one SSH
+    session, or the local backend on the node itself. See the module docstring for the waves.
+    """
+    trace = trace or LiveTrace()
+    if connection.backend == "local":
+        from pvefix.connection.local import LocalApi, LocalShell
+
+        local_api = LocalApi(connection.timeout)
+        root = connection.expanded(connection.local_root)
+        access = AccessFacts(method="local", user="root@pam", auth="ticket", ssh=True)
+        # pvesh and qm run as root@pam on the node: the same rights as a root@pam ticket.
+        return read_target(
+            local_api, lambda: LocalShell(root, connection.timeout), vmid,
+            node=connection.node, access=access, trace=trace,
+        )
+    client = ApiClient(connection, record=trace.record_api)
+    trace.api = client
+    shell_factory: Callable[[], Shell] | None = None
+    if connection.ssh:
+        from pvefix.connection.ssh import SshShell
+
+        def shell_factory() -> Shell:
+            return SshShell(connection)
+
+    access = AccessFacts(
+        method="api",
+        user=connection.api_user,
+        auth="token" if connection.auth_method == "token" else "ticket",
+        ssh=connection.ssh,
+    )
+    try:
+        return read_target(
+            client, shell_factory, vmid, node=connection.node, access=access, trace=trace
+        )
+    finally:
+        client.close()
+
+
+def same_mappings(a: list[PciMapping], b: list[PciMapping]) -> bool:
+    """Mappings equal in what matters (ids and map entries), whatever their source."""
+
+    def key(ms: list[PciMapping]) -> list[tuple[str, list[tuple[object, ...]]]]:
+        return sorted(
+            (m.id, [(e.node, e.id, e.path, e.iommugroup, e.subsystem_id) for e in m.maps])
+            for m in ms
+        )
+
+    return key(a) == key(b)
