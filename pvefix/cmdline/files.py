@@ -58,7 +58,7 @@ class KernelCmdlineFile:
     def parse(cls, text: str, source: str = KERNEL_CMDLINE_PATH) -> KernelCmdlineFile:
         """Parse the file's text; never fails (a missing root= is a finding, not an error)."""
         line, newline, rest = text.partition("\n")
-        return cls(Cmdline.parse(line, source=f"{source}:1"), newline + rest, source)
+        return cls(Cmdline.parse(line, source=source, line=1), newline + rest, source)
 
     @property
     def cmdline(self) -> Cmdline:
@@ -214,14 +214,16 @@ class GrubDefaultFile:
                 ) from None
             last = index + text.count("\n", offsets[index], end)
             suffix = lines[last][end - offsets[last] :]
-            if _SUFFIX.fullmatch(suffix) is None:
+            if _SUFFIX.fullmatch(suffix) is None or (
+                suffix.lstrip().startswith(";") and "GRUB_CMDLINE_LINUX" in suffix
+            ):
                 raise ParseError(
                     f"{match.group(1)}: pvefix does not understand {suffix.strip()!r} after "
                     "the value",
                     source=self.source,
                     line=last + 1,
                 )
-            cmdline = Cmdline.parse(word.value, source=f"{self.source}:{index + 1}")
+            cmdline = Cmdline.parse(word.value, source=self.source, line=index + 1)
             found.append(
                 GrubAssignment(
                     match.group(1), index + 1, last + 1, line[: match.end()], word, suffix,
@@ -279,7 +281,7 @@ class GrubDefaultFile:
             if winner is not None and winner.line != a.line:
                 found.append(self._finding(
                     "grub-overridden-assignment", "info", a,
-                    f"{a.variable} is assigned again on line {winner.line}; this one is unused",
+                    f"{a.variable} is assigned again on line {winner.line}, which wins",
                 ))
             elif a.word.expansions:
                 found.append(self._finding(
@@ -376,19 +378,34 @@ class GrubDefaultFile:
 
     def _commit(self, edits: dict[int, Cmdline], append: Cmdline | None = None) -> None:
         # Build every new line first, so a refusal leaves the file as it was.
+        if not edits and append is None:
+            return
         lines = self._text.split("\n")
+        expected = {a.line: a.cmdline.render() for a in self._assignments}
         for a in self._assignments:
             if a.line in edits:
                 lines[a.line - 1] = self._rewrite(a, edits[a.line].render())
+                expected[a.line] = edits[a.line].render()
         if append is not None:
             new_line = f"{GRUB_LINUX_DEFAULT}={quote(append.render(), 'double')}"
             if lines[-1] == "":
                 lines.insert(len(lines) - 1, new_line)
+                expected[len(lines) - 1] = append.render()
             else:
                 lines.extend([new_line, ""])
-        if not edits and append is None:
-            return
+                expected[len(lines) - 1] = append.render()
         text = "\n".join(lines)
+        # Never write what would not read back as intended (a trailing backslash, say, would
+        # join an appended line to the one before it).
+        try:
+            got = {a.line: a.cmdline.render() for a in self._scan(text)}
+        except ParseError:
+            got = {}
+        if got != expected:
+            raise RefusedError(
+                "the edited file would not read back as intended; edit it by hand",
+                source=self.source,
+            )
         self._assignments = self._scan(text)
         self._text = text
 

@@ -123,7 +123,8 @@ def lint(
                 token=_last_realloc_off(cmdline),
             )
         )
-    return [f.model_copy(update={"source": src}) if src and not f.source else f for f in findings]
+    where = {"source": src, "line": cmdline.line}
+    return [f.model_copy(update=where) if src and not f.source else f for f in findings]
 
 
 def _check_token(token: Token, kernel_version: str | None) -> list[Finding]:

@@ -155,19 +155,22 @@ class Cmdline:
         *,
         unterminated_quote: bool = False,
         source: str | None = None,
+        line: int | None = None,
     ) -> None:
         self._leading = leading
         self._items = items
         self._tail = tail
         self.unterminated_quote = unterminated_quote
         self.source = source
+        self.line = line
 
     @classmethod
-    def parse(cls, text: str, *, source: str | None = None) -> Cmdline:
+    def parse(cls, text: str, *, source: str | None = None, line: int | None = None) -> Cmdline:
         """Parse any text; never fails (the kernel accepts any text too).
 
         An unterminated quote swallows the rest of the line, as it does in the kernel; the
-        result records it (`unterminated_quote`) and refuses edits.
+        result records it (`unterminated_quote`) and refuses edits. `source` and `line` say
+        where the text came from, for error messages.
         """
         pos = _skip_ws(text, 0)
         leading = text[:pos]
@@ -183,7 +186,9 @@ class Cmdline:
             nxt = _skip_ws(text, end)
             items.append(_Item(token, text[end:nxt]))
             pos = nxt
-        return cls(leading, items, tail, unterminated_quote=open_quote, source=source)
+        return cls(
+            leading, items, tail, unterminated_quote=open_quote, source=source, line=line
+        )
 
     def copy(self) -> Cmdline:
         """An independent copy (edits to one do not show in the other)."""
@@ -194,6 +199,7 @@ class Cmdline:
             self._tail,
             unterminated_quote=self.unterminated_quote,
             source=self.source,
+            line=self.line,
         )
 
     # -- reading --------------------------------------------------------------------------
@@ -257,6 +263,7 @@ class Cmdline:
                 "the command line has an unterminated '\"'; the kernel would swallow any "
                 "parameter added after it, so pvefix will not edit it",
                 source=self.source,
+                line=self.line,
             )
 
     def ensure(self, name: str, value: str | None = None) -> bool:

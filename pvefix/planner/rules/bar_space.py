@@ -131,7 +131,24 @@ def rule(ctx: Context) -> RuleResult:
     behind_ports = ctx.machine.family == "q35" or q35_planned
     guest_line = guest.cmdline if guest and guest.cmdline is not None else None
     realloc = pci_realloc_state(Cmdline.parse(guest_line)) if guest_line is not None else None
-    if bar_errors or (behind_ports and largest >= LARGE_BAR):
+    if guest_line is None and not bar_errors and not q35_planned:
+        # Already q35 and nothing seen in the guest: pvefix cannot tell whether the guest boots
+        # with pci=realloc, so it says so instead of planning the same manual step forever.
+        findings.append(
+            Finding(
+                id="bar.guest-unknown",
+                rule=NAME,
+                severity="info",
+                title="Guest cmdline not known",
+                detail=(
+                    "The GPUs have large BARs behind q35 root ports; check that the guest boots"
+                    " with pci=realloc and logs no BAR errors (`cat /proc/cmdline`, `dmesg | grep"
+                    " -i BAR`), or give pvefix a way into the guest (or a probe report)."
+                ),
+                evidence=evidence,
+            )
+        )
+    elif bar_errors or (behind_ports and largest >= LARGE_BAR):
         if realloc == "on":
             return RuleResult(
                 rule=NAME,
@@ -208,5 +225,9 @@ def rule(ctx: Context) -> RuleResult:
                 )
             )
     if not changes:
-        return RuleResult(rule=NAME, noop=f"GPU BARs fit: {'; '.join(evidence)}", findings=findings)
+        if any(f.id == "bar.guest-unknown" for f in findings):
+            reason = "the MMIO window is large enough; the guest's cmdline is out of reach"
+        else:
+            reason = f"GPU BARs fit: {'; '.join(evidence)}"
+        return RuleResult(rule=NAME, noop=reason, findings=findings)
     return RuleResult(rule=NAME, changes=changes, findings=findings)
