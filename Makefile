@@ -23,7 +23,9 @@ test: $(STAMP)
 	$(BIN)/pytest
 
 bench: $(STAMP)
-	$(BIN)/python bench/run.py
+	$(BIN)/python bench/startup_and_parse.py
+	$(BIN)/python bench/sim_throughput.py
+	$(BIN)/python bench/plan_roundtrips.py --latency-ms 20
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

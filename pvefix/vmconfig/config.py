@@ -195,7 +195,15 @@ class VMConfig:
         self.sections = sections
         self.trailing_newline = trailing_newline
         self.source = source
-        self.problems: list[Problem] = []
+        self._problems: list[Problem] | None = None
+
+    @property
+    def problems(self) -> list[Problem]:
+        """What Proxmox's parser would warn about; checked on first use, over the lines then held."""
+        if self._problems is None:
+            self._problems = []
+            self._check()
+        return self._problems
 
     # ---- parsing --------------------------------------------------------------------------
     @classmethod
@@ -223,7 +231,6 @@ class VMConfig:
             current.lines.append(line)
         cfg = cls(sections, trailing, source)
         cfg._mark_duplicates()
-        cfg._check()
         if strict and cfg.problems:
             first = cfg.problems[0]
             raise ParseError(first.message, source=source, line=first.line)
@@ -297,7 +304,8 @@ class VMConfig:
             self._problem(ln.number, f"invalid value: {exc.message}")
 
     def _problem(self, line: int, message: str) -> None:
-        self.problems.append(Problem(line, message))
+        assert self._problems is not None
+        self._problems.append(Problem(line, message))
 
     # ---- access ---------------------------------------------------------------------------
     def _active(self, kind: SectionKind, name: str | None = None) -> Section | None:
