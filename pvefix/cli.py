@@ -9,7 +9,18 @@ from __future__ import annotations
 import typer
 
 from pvefix import __version__
-from pvefix.commands import inspect_cmd, plan_cmd, probe_cmd, sim_cmd
+from pvefix.commands import (
+    apply_cmd,
+    check_cmd,
+    desired_cmd,
+    inspect_cmd,
+    plan_cmd,
+    probe_cmd,
+    rollback_cmd,
+    sim_cmd,
+    snapshots_cmd,
+    verify_cmd,
+)
 
 app = typer.Typer(
     name="pvefix",
@@ -23,6 +34,12 @@ app.add_typer(inspect_cmd.app, name="inspect")
 app.add_typer(probe_cmd.app, name="probe")
 app.add_typer(sim_cmd.app, name="sim")
 app.command("plan")(plan_cmd.plan_command)
+app.command("apply")(apply_cmd.apply_command)
+app.command("rollback")(rollback_cmd.rollback_command)
+app.command("snapshots")(snapshots_cmd.snapshots_command)
+app.command("check")(check_cmd.check_command)
+app.command("desired")(desired_cmd.desired_command)
+app.command("verify")(verify_cmd.verify_command)
 
 
 def _version(value: bool) -> None:

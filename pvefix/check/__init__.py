@@ -1,0 +1,1 @@
+"""Drift check: compare live (or bundled) VMs and nodes with a desired state."""

@@ -1,0 +1,228 @@
+"""Read many VMs of a cluster at once, for `pvefix check --all`.
+
+One GET /cluster/resources lists every VM and its node; then a bounded thread pool sends each
+VM's GET .../pending (current and pending value of every key) and, for a running VM,
+GET .../status/current (the running machine), over one requests Session with keep-alive. The
+host facts (cmdline files, boot loader, /proc/cmdline) are read once, over one SSH session,
+while the API reads are in flight; `hostname` says which node that session reaches.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from pvefix.check.observed import ObservedNode, ObservedVm, node_from_files, vm_from_api
+from pvefix.connection.settings import Connection
+from pvefix.connection.ssh import CommandResult
+from pvefix.errors import PvefixError
+from pvefix.state import GRUB_DEFAULT, KERNEL_CMDLINE, PROC_CMDLINE
+
+DEFAULT_WORKERS = 32
+HOST_COMMANDS: tuple[tuple[str, ...], ...] = (
+    ("hostname",),
+    ("cat", KERNEL_CMDLINE),
+    ("cat", GRUB_DEFAULT),
+    ("cat", PROC_CMDLINE),
+    ("proxmox-boot-tool", "status"),
+)
+
+
+class Api(Protocol):
+    def get(self, path: str, params: Mapping[str, str] | None = None) -> Any: ...
+
+    def close(self) -> None: ...
+
+
+class Shell(Protocol):
+    def run_many(self, commands: Sequence[Sequence[str]]) -> list[CommandResult]: ...
+
+    def close(self) -> None: ...
+
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass
+class ClusterRead:
+    """What the reader found: each VM (or why it could not be read), the SSH node's facts."""
+
+    vms: dict[int, ObservedVm | str] = field(default_factory=dict)
+    nodes: dict[str, ObservedNode] = field(default_factory=dict)
+    listed: dict[int, str] = field(default_factory=dict)  # every VM of the cluster: its node
+    ssh_node: str | None = None
+    notes: list[str] = field(default_factory=list)
+    elapsed_s: float = 0.0
+
+
+def node_from_commands(results: Sequence[CommandResult]) -> tuple[str, ObservedNode]:
+    """The node an SSH session reaches, from the HOST_COMMANDS results (in that order)."""
+    from pvefix.sources import remote_facts as rf
+
+    by_argv = {r.argv: r for r in results}
+    host = by_argv[("hostname",)]
+    if not host.ok or not host.stdout.strip():
+        raise PvefixError("`hostname` failed over SSH: cannot tell which node SSH reaches")
+    name = host.stdout.strip().split(".")[0]
+    files = {
+        path: rf.file_fact(path, by_argv.get(("cat", path))).text
+        for path in (KERNEL_CMDLINE, GRUB_DEFAULT, PROC_CMDLINE)
+    }
+    boot = rf.boot_tool_facts(by_argv.get(("proxmox-boot-tool", "status")))
+    return name, node_from_files(name, boot, files)
+
+
+def _vm_path(vmid: int, node: str) -> str:
+    return f"/nodes/{node}/qemu/{vmid}"
+
+
+def read_cluster(
+    api: Api,
+    shell_factory: Callable[[], Shell] | None,
+    vmids: Sequence[int] | None,
+    *,
+    workers: int = DEFAULT_WORKERS,
+    progress: Progress | None = None,
+) -> ClusterRead:
+    """Read `vmids` (every VM of the cluster when None) and the SSH node's host facts."""
+    start = time.perf_counter()
+    out = ClusterRead()
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="pvefix-check") as pool:
+        host_future: Future[list[CommandResult]] | None = None
+        if shell_factory is not None:
+            host_future = pool.submit(_host_facts, shell_factory)
+        resources = api.get("/cluster/resources", {"type": "vm"}) or []
+        where: dict[int, tuple[str, bool]] = {}
+        for item in resources:
+            if item.get("type", "qemu") != "qemu" or "vmid" not in item:
+                continue
+            where[int(item["vmid"])] = (str(item["node"]), item.get("status") == "running")
+        out.listed = {vmid: node for vmid, (node, _) in sorted(where.items())}
+        wanted = sorted(where) if vmids is None else list(dict.fromkeys(vmids))
+        for vmid in wanted:
+            if vmid not in where:
+                out.vms[vmid] = "not a QEMU VM of this cluster (GET /cluster/resources)"
+        todo = [v for v in wanted if v in where]
+        pending = {pool.submit(api.get, f"{_vm_path(v, where[v][0])}/pending"): v for v in todo}
+        statuses = _running_machines(api, pool, todo, where)
+        rows: dict[int, Any] = {}
+        for done, future in enumerate(as_completed(pending), start=1):
+            vmid = pending[future]
+            try:
+                rows[vmid] = future.result() or []
+            except PvefixError as exc:
+                out.vms[vmid] = f"cannot read: {exc}"
+            if progress is not None:
+                progress(done, len(todo))
+        for vmid in todo:
+            if vmid in rows:
+                out.vms[vmid] = vm_from_api(vmid, where[vmid][0], rows[vmid],
+                                            statuses.get(vmid, {"status": "stopped"}))
+        if host_future is not None:
+            try:
+                name, node = node_from_commands(host_future.result())
+                out.ssh_node = name
+                out.nodes[name] = node
+            except PvefixError as exc:
+                out.notes.append(f"host facts not read over SSH: {exc}")
+    out.elapsed_s = time.perf_counter() - start
+    return out
+
+
+def _running_machines(
+    api: Api, pool: ThreadPoolExecutor, todo: list[int], where: Mapping[int, tuple[str, bool]],
+) -> dict[int, Mapping[str, Any]]:
+    """Status (with `running-machine`) of the running VMs among `todo`.
+
+    One GET /nodes/{node}/qemu?full=1 per node answers it for all of a node's VMs on Proxmox
+    (vmstatus queries each QEMU); a VM it leaves without a running machine is asked with its
+    own GET .../status/current. A VM that /cluster/resources calls stopped has no running
+    machine to compare; one that starts between the reads is seen by the next check.
+    """
+    running = [v for v in todo if where[v][1]]
+    nodes = sorted({where[v][0] for v in running})
+    lists = {node: pool.submit(api.get, f"/nodes/{node}/qemu", {"full": "1"}) for node in nodes}
+    found: dict[int, Mapping[str, Any]] = {}
+    for future in lists.values():
+        try:
+            items = future.result() or []
+        except PvefixError:
+            continue  # fall back to one status call per VM
+        for item in items:
+            if "vmid" in item:
+                found[int(item["vmid"])] = item
+    missing = [
+        v for v in running
+        if found.get(v, {}).get("status", "running") == "running"
+        and not found.get(v, {}).get("running-machine")
+    ]
+    asked = {pool.submit(api.get, f"{_vm_path(v, where[v][0])}/status/current"): v
+             for v in missing}
+    for future, vmid in asked.items():
+        try:
+            found[vmid] = future.result() or {}
+        except PvefixError:
+            found[vmid] = {"status": "running"}  # running, machine unknown: reported skipped
+    return found
+
+
+def _host_facts(shell_factory: Callable[[], Shell]) -> list[CommandResult]:
+    shell = shell_factory()
+    try:
+        return shell.run_many([list(c) for c in HOST_COMMANDS])
+    finally:
+        shell.close()
+
+
+def open_api(connection: Connection, workers: int) -> Api:
+    """The API client of `connection`, its keep-alive pool sized for `workers` threads."""
+    if connection.backend == "local":
+        from pvefix.connection.local import LocalApi
+
+        return LocalApi(connection.timeout)
+    from requests.adapters import HTTPAdapter
+
+    from pvefix.connection.api import ApiClient, PinnedAdapter
+
+    client = ApiClient(connection)
+    adapter: HTTPAdapter
+    if connection.fingerprint:
+        adapter = PinnedAdapter(connection.fingerprint, pool_connections=4,
+                                pool_maxsize=workers)
+    else:
+        adapter = HTTPAdapter(pool_connections=4, pool_maxsize=workers)
+    client.session.mount("https://", adapter)
+    return client
+
+
+def shell_factory_for(connection: Connection) -> Callable[[], Shell] | None:
+    """How to reach the node's shell (SSH, or the local files), or None when SSH is off."""
+    if connection.backend == "local":
+        from pvefix.connection.local import LocalShell
+
+        root = connection.expanded(connection.local_root)
+        return lambda: LocalShell(root, connection.timeout)
+    if not connection.ssh:
+        return None
+    from pvefix.connection.ssh import SshShell
+
+    return lambda: SshShell(connection)
+
+
+def read_live_cluster(
+    connection: Connection,
+    vmids: Sequence[int] | None,
+    *,
+    workers: int = DEFAULT_WORKERS,
+    progress: Progress | None = None,
+) -> ClusterRead:
+    """`read_cluster` over a connection (API + SSH, or the local backend)."""
+    api = open_api(connection, workers)
+    try:
+        return read_cluster(api, shell_factory_for(connection), vmids, workers=workers,
+                            progress=progress)
+    finally:
+        api.close()

@@ -1,0 +1,293 @@
+"""Compare observed VMs and nodes with a desired state. Pure: no I/O, same input, same report.
+
+Equivalent forms are not drift: a machine pinned only by family matches every version of it
+(`q35` ~ `pc-q35-9.2+pve0`), and property strings compare as sets of their parts
+(`pcie=1,x-vga=1` ~ `x-vga=1,pcie=1`). Each VM property is judged on the config now and on
+the config after [PENDING]; each host parameter on the configured and on the booted cmdline.
+A difference on one side only is labelled with when it takes effect, and still is drift.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from pvefix.check.observed import NOT_CONFIG, ObservedNode, ObservedVm
+from pvefix.check.report import AT_COLD_START, AT_HOST_REBOOT, CheckItem, CheckReport
+from pvefix.cmdline import Cmdline
+from pvefix.desired.model import (
+    CmdlineRules,
+    DesiredState,
+    HostPciRule,
+    MachineRule,
+    NodeDesired,
+    VmDesired,
+    parameter,
+)
+from pvefix.errors import PvefixError
+from pvefix.sources.common import normalize_address
+from pvefix.vmconfig import HostPci, Machine, PropertyString
+
+# Keys that come and go by themselves (a backup sets `lock`): never "unexpected".
+TRANSIENT = frozenset({"lock"})
+
+Judge = Callable[[Mapping[str, str]], tuple[bool, str]]
+
+
+def _parts(value: str, default_key: str | None) -> list[tuple[str, str]]:
+    ps = PropertyString.parse(value.strip(), default_key=default_key)
+    return sorted((k, v.strip()) for k, v in ps.items())
+
+
+def same_value(a: str, b: str, default_key: str | None = None) -> bool:
+    """Equal, or equal as property strings whatever the order of their parts."""
+    if a == b:
+        return True
+    if "=" not in a and "=" not in b:
+        return False
+    return _parts(a, default_key) == _parts(b, default_key)
+
+
+def _vm_item(vm: ObservedVm, prop: str, expected: str, judge: Judge, detail: str = "") -> CheckItem:
+    ok_now, now = judge(vm.current)
+    ok_next, after = judge(vm.next)
+    actual = now if now == after else f"{now} (pending: {after})"
+    when: str | None = None
+    if ok_now and ok_next:
+        status = "ok"
+    else:
+        status = "drift"
+        if ok_next:
+            when = f"only in [PENDING]: {AT_COLD_START}"
+        elif ok_now:
+            when = f"[PENDING] undoes it: {AT_COLD_START}"
+    return CheckItem(target="vm", vmid=vm.vmid, node=vm.node, property=prop, status=status,
+                     expected=expected, actual=actual, when=when, detail=detail)
+
+
+# -- machine ----------------------------------------------------------------------------------
+
+
+def _machine_text(value: str | None) -> str:
+    return value if value else "(absent: pc, i440fx)"
+
+
+def _machine_judge(rule: MachineRule) -> Judge:
+    def judge(config: Mapping[str, str]) -> tuple[bool, str]:
+        value = config.get("machine")
+        try:
+            machine = Machine.parse(value)
+        except PvefixError:
+            return False, f"{value} (invalid)"
+        if rule.exact is not None:
+            ok = same_value(rule.exact.strip(), (value or "pc").strip(), "type")
+        else:
+            ok = machine.family == rule.family
+        return ok, f"{_machine_text(value)} [{machine.family}]"
+
+    return judge
+
+
+def _running_machine(vm: ObservedVm, rule: MachineRule) -> CheckItem:
+    wanted = rule.exact or rule.wanted_family
+    base = CheckItem(target="vm", vmid=vm.vmid, node=vm.node, property="machine (running)",
+                     status="ok", expected=wanted)
+    if vm.running_machine is None:
+        return base.model_copy(update={
+            "status": "skipped", "detail": "the running machine was not reported"})
+    try:
+        running = Machine.parse(vm.running_machine)
+    except PvefixError:
+        return base.model_copy(update={"status": "drift", "actual": vm.running_machine})
+    ok = running.family == rule.wanted_family
+    if ok and rule.exact is not None:
+        pinned = Machine.parse(rule.exact)
+        ok = pinned.version is None or pinned.version == running.version
+    configured_ok = _machine_judge(rule)(vm.next)[0]
+    return base.model_copy(update={
+        "status": "ok" if ok else "drift",
+        "actual": f"{vm.running_machine} [{running.family}]",
+        "when": None if ok or not configured_ok else
+        f"the running QEMU still uses the old machine: {AT_COLD_START}",
+    })
+
+
+# -- hostpci ----------------------------------------------------------------------------------
+
+
+def _hosts(text: str) -> set[str]:
+    return {normalize_address(h) or h for h in text.split(";")}
+
+
+def _hostpci_judge(name: str, option: str, want: str) -> Judge:
+    def judge(config: Mapping[str, str]) -> tuple[bool, str]:
+        raw = config.get(name)
+        if raw is None:
+            return False, f"{name} absent"
+        try:
+            entry = HostPci.parse(raw, name)
+        except PvefixError:
+            return False, f"{raw} (invalid)"
+        if option == "present":
+            return True, raw
+        if option == "mapping":
+            return entry.mapping == want, f"mapping={entry.mapping}" if entry.mapping else raw
+        if option == "host":
+            ok = bool(entry.hosts) and _hosts(";".join(entry.hosts)) == _hosts(want)
+            return ok, f"host={';'.join(entry.hosts)}" if entry.hosts else raw
+        flag = entry.pcie if option == "pcie" else entry.x_vga
+        return flag == (want == "1"), f"{option}={int(flag)}"
+
+    return judge
+
+
+def _hostpci_items(vm: ObservedVm, name: str, rule: HostPciRule) -> list[CheckItem]:
+    fields = rule.fields() or [("present", "")]
+    items = []
+    for option, want in fields:
+        prop = name if option == "present" else f"{name}.{option}"
+        expected = f"{name} present" if option == "present" else f"{option}={want}"
+        items.append(_vm_item(vm, prop, expected, _hostpci_judge(name, option, want)))
+    return items
+
+
+# -- keys -------------------------------------------------------------------------------------
+
+
+def _key_judge(key: str, want: str | None) -> Judge:
+    def judge(config: Mapping[str, str]) -> tuple[bool, str]:
+        value = config.get(key)
+        if want is None:
+            return value is None, "(absent)" if value is None else value
+        if value is None:
+            return False, "(absent)"
+        return same_value(value, want), value
+
+    return judge
+
+
+def _unexpected_judge(rule: VmDesired) -> Judge:
+    def judge(config: Mapping[str, str]) -> tuple[bool, str]:
+        extra = sorted(k for k in config
+                       if k not in NOT_CONFIG and k not in TRANSIENT and not rule.covers(k))
+        return not extra, ", ".join(extra) if extra else "(none)"
+
+    return judge
+
+
+# -- cmdlines ---------------------------------------------------------------------------------
+
+
+def _found(line: Cmdline, name: str) -> str:
+    raws = [t.raw for t in line.tokens if t.matches(name)]
+    return " ".join(raws) if raws else "absent"
+
+
+def _cmdline_items(
+    rules: CmdlineRules, configured: Cmdline | None, running: Cmdline | None,
+    make: Callable[..., CheckItem], problem: str | None, *, host: bool,
+) -> list[CheckItem]:
+    items = []
+    for kind, params in (("required", rules.required), ("forbidden", rules.forbidden)):
+        for param in params:
+            name, value = parameter(param)
+            prop = f"{'cmdline' if host else 'guest cmdline'} {param} ({kind})"
+            expected = param if kind == "required" else f"no {param}"
+            if configured is None and (host or running is None):
+                items.append(make(property=prop, status="unknown", expected=expected,
+                                  actual="unknown", detail=problem or "not read"))
+                continue
+            if not host:  # the guest: only what is booted can be read
+                assert running is not None
+                ok = running.has(name, value) == (kind == "required")
+                items.append(make(property=prop, status="ok" if ok else "drift",
+                                  expected=expected, actual=_found(running, name)))
+                continue
+            assert configured is not None
+            ok_conf = configured.has(name, value) == (kind == "required")
+            ok_run = None if running is None else running.has(name, value) == (kind == "required")
+            actual = f"configured: {_found(configured, name)}"
+            if running is not None:
+                actual += f"; booted: {_found(running, name)}"
+            when = None
+            if ok_conf and ok_run is False:
+                when = f"configured, not booted yet: {AT_HOST_REBOOT}"
+            elif not ok_conf and ok_run:
+                when = f"the booted kernel still complies; the configuration does not: " \
+                       f"{AT_HOST_REBOOT}"
+            ok = ok_conf and ok_run is not False
+            items.append(make(property=prop, status="ok" if ok else "drift",
+                              expected=expected, actual=actual, when=when))
+    return items
+
+
+# -- whole VMs and nodes ------------------------------------------------------------------------
+
+
+def compare_vm(rule: VmDesired, vm: ObservedVm) -> list[CheckItem]:
+    """Every property `rule` names, judged on `vm` (in the order the file lists them)."""
+    items: list[CheckItem] = []
+    if rule.machine is not None:
+        expected = rule.machine.exact or f"family {rule.machine.family}"
+        items.append(_vm_item(vm, "machine", expected, _machine_judge(rule.machine)))
+        if vm.status == "running":
+            items.append(_running_machine(vm, rule.machine))
+    for name in sorted(rule.hostpci, key=lambda k: int(k[len("hostpci"):])):
+        items.extend(_hostpci_items(vm, name, rule.hostpci[name]))
+    for key in sorted(rule.keys):
+        items.append(_vm_item(vm, key, rule.keys[key], _key_judge(key, rule.keys[key])))
+    for key in rule.absent:
+        items.append(_vm_item(vm, f"{key} (absent)", "(absent)", _key_judge(key, None)))
+    if rule.closed:
+        items.append(_vm_item(vm, "unexpected keys", "(none)", _unexpected_judge(rule),
+                              detail="closed = true: keys not pinned, absent or free"))
+    if rule.guest_cmdline is not None:
+        guest = None if vm.guest_cmdline is None else Cmdline.parse(vm.guest_cmdline)
+
+        def make(**fields: object) -> CheckItem:
+            return CheckItem(target="vm", vmid=vm.vmid, node=vm.node, **fields)
+
+        items.extend(_cmdline_items(
+            rule.guest_cmdline, None, guest, make,
+            "the guest cmdline was not read (no guest access in this source)", host=False,
+        ))
+    return items
+
+
+def compare_node(rule: NodeDesired, node: ObservedNode) -> list[CheckItem]:
+    """The node's cmdline rules, judged on its configured and booted cmdlines."""
+
+    def make(**fields: object) -> CheckItem:
+        return CheckItem(target="node", node=node.name, **fields)
+
+    return _cmdline_items(rule.cmdline, node.configured_cmdline(), node.running_cmdline(),
+                          make, node.problem, host=True)
+
+
+def build_report(
+    desired: DesiredState,
+    vms: Mapping[int, ObservedVm | str],
+    nodes: Mapping[str, ObservedNode],
+    *,
+    notes: list[str] | None = None,
+    source: str = "",
+) -> CheckReport:
+    """The report for these VMs (an ObservedVm, or why it could not be read) and nodes."""
+    items: list[CheckItem] = []
+    for name in sorted(nodes):
+        rule = desired.nodes.get(name)
+        if rule is not None:
+            items.extend(compare_node(rule, nodes[name]))
+    for vmid in sorted(vms):
+        observed = vms[vmid]
+        vm_rule = desired.vms.get(vmid)
+        node = observed.node if isinstance(observed, ObservedVm) else (
+            (vm_rule.node if vm_rule else None) or "?")
+        if isinstance(observed, str):
+            items.append(CheckItem(target="vm", vmid=vmid, node=node, property="read",
+                                   status="unknown", detail=observed))
+        elif vm_rule is None:
+            items.append(CheckItem(target="vm", vmid=vmid, node=node, property="desired state",
+                                   status="skipped", detail="no desired state for this VM"))
+        else:
+            items.extend(compare_vm(vm_rule, observed))
+    return CheckReport(items=items, notes=list(notes or []), source=source)

@@ -1,0 +1,179 @@
+"""What a check compares against the desired state: a VM's config views and its node's cmdlines.
+
+Built from a HostState (bundle, or `read_live`) or straight from API answers (the cluster
+reader), so every source gives the comparison the same values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from pvefix.cmdline import Cmdline, GrubDefaultFile, KernelCmdlineFile, ProcCmdline
+from pvefix.state import (
+    GRUB_DEFAULT,
+    KERNEL_CMDLINE,
+    PROC_CMDLINE,
+    BootLoader,
+    BootToolFacts,
+    HostState,
+)
+from pvefix.vmconfig.config import Section, VMConfig
+
+# Keys the API adds that are not config (digest) and never drift by themselves.
+NOT_CONFIG = frozenset({"digest"})
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ObservedVm(_Frozen):
+    """One VM as read: the config now (`current`), after [PENDING] is applied (`next`), and what
+    QEMU really runs."""
+
+    vmid: int
+    node: str
+    status: Literal["running", "stopped"]
+    running_machine: str | None = None
+    current: dict[str, str] = Field(default_factory=dict)
+    next: dict[str, str] = Field(default_factory=dict)
+    guest_cmdline: str | None = None
+
+    @property
+    def has_pending(self) -> bool:
+        return self.current != self.next
+
+
+class ObservedNode(_Frozen):
+    """One node's kernel cmdline: configured (where its boot loader reads it) and booted."""
+
+    name: str
+    loader: BootLoader = "unknown"
+    configured: str | None = None
+    configured_source: str | None = None
+    running: str | None = None
+    problem: str | None = Field(
+        default=None, description="why the configured cmdline could not be read"
+    )
+
+    def configured_cmdline(self) -> Cmdline | None:
+        return None if self.configured is None else Cmdline.parse(self.configured)
+
+    def running_cmdline(self) -> Cmdline | None:
+        return None if self.running is None else Cmdline.parse(self.running)
+
+
+def _values(sec: Section) -> dict[str, str]:
+    values = sec.as_dict()
+    if sec.description is not None:
+        values["description"] = sec.description
+    return values
+
+
+def vm_from_config(
+    vmid: int, node: str, text: str, status: Literal["running", "stopped"],
+    running_machine: str | None, guest_cmdline: str | None = None,
+) -> ObservedVm:
+    """A VM from its raw config file (all sections)."""
+    cfg = VMConfig.parse(text, f"{vmid}.conf")
+    current = _values(cfg.main)
+    after = dict(current)
+    if cfg.has_pending:
+        after.update(_values(cfg.pending))
+        for key in cfg.pending.deletes:
+            after.pop(key.lstrip("!"), None)
+    return ObservedVm(
+        vmid=vmid, node=node, status=status,
+        running_machine=running_machine if status == "running" else None,
+        current=current, next=after, guest_cmdline=guest_cmdline,
+    )
+
+
+def vm_from_state(state: HostState) -> ObservedVm:
+    vm = state.vm
+    return vm_from_config(
+        vm.vmid, vm.node, vm.config_text, vm.status, vm.running_machine,
+        state.guest.cmdline if state.guest is not None else None,
+    )
+
+
+def _text(value: object) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    return str(value)
+
+
+def vm_from_api(
+    vmid: int, node: str, pending_rows: Iterable[Mapping[str, Any]], status: Mapping[str, Any],
+) -> ObservedVm:
+    """A VM from GET .../pending (current and pending value of every key) and
+    GET .../status/current."""
+    current: dict[str, str] = {}
+    after: dict[str, str] = {}
+    for row in pending_rows:
+        key = str(row.get("key"))
+        if key in NOT_CONFIG:
+            continue
+        value, pending = row.get("value"), row.get("pending")
+        if value is not None:
+            current[key] = _text(value)
+        if row.get("delete"):
+            continue
+        if pending is not None:
+            after[key] = _text(pending)
+        elif value is not None:
+            after[key] = _text(value)
+    run = "running" if status.get("status") == "running" else "stopped"
+    machine = status.get("running-machine")
+    return ObservedVm(
+        vmid=vmid, node=node, status=run,
+        running_machine=str(machine) if machine and run == "running" else None,
+        current=current, next=after,
+    )
+
+
+def node_from_files(
+    name: str, boot_tool: BootToolFacts, files: Mapping[str, str | None], *,
+    unreadable: str | None = None,
+) -> ObservedNode:
+    """A node from its boot loader facts and host files (None: absent or not read)."""
+    proc = files.get(PROC_CMDLINE)
+    running = ProcCmdline.parse(proc).config_cmdline.render().strip() if proc else None
+    if unreadable is not None:
+        return ObservedNode(name=name, running=running, problem=unreadable)
+    loader = boot_tool.loader
+    if loader == "unknown":
+        return ObservedNode(
+            name=name, running=running,
+            problem="boot loader unknown (`proxmox-boot-tool status` gave no usable answer): "
+            "pvefix cannot tell which file holds the configured cmdline",
+        )
+    path = KERNEL_CMDLINE if loader == "systemd-boot" else GRUB_DEFAULT
+    text = files.get(path)
+    if text is None:
+        return ObservedNode(
+            name=name, loader=loader, running=running, configured_source=path,
+            problem=f"{path} is absent on the node",
+        )
+    if path == KERNEL_CMDLINE:
+        configured = KernelCmdlineFile.parse(text, path).cmdline.render().strip()
+    else:
+        configured = GrubDefaultFile.parse(text, path).cmdline.render().strip()
+    return ObservedNode(
+        name=name, loader=loader, configured=configured, configured_source=path,
+        running=running,
+    )
+
+
+def node_from_state(state: HostState) -> ObservedNode:
+    """The VM's node from a HostState (no SSH: the host files are unknown)."""
+    if state.access.method == "api" and not state.access.ssh:
+        return node_from_files(
+            state.node.name, state.boot_tool, {},
+            unreadable="no SSH access: the host cmdline has no API (pass SSH settings)",
+        )
+    files = {path: fact.text for path, fact in state.files.items()}
+    return node_from_files(state.node.name, state.boot_tool, files)

@@ -1,0 +1,98 @@
+"""Render a check report: text with a diff per drifted property, JSON, GitHub annotations."""
+
+from __future__ import annotations
+
+import json
+
+from pvefix.check.report import CheckItem, CheckReport
+
+# Subjects without a problem get one line each up to this many; beyond it only a count.
+LIST_OK_UP_TO = 20
+_MARK = {"ok": "ok", "drift": "DRIFT", "unknown": "UNKNOWN", "skipped": "skipped"}
+
+
+def _diff(item: CheckItem) -> list[str]:
+    lines = [f"  {_MARK[item.status]:<8}{item.property}"]
+    if item.when:
+        lines.append(f"          ({item.when})")
+    if item.status == "drift":
+        lines.append(f"          - {item.actual}")
+        lines.append(f"          + {item.expected}")
+    elif item.status == "unknown" and item.expected:
+        lines.append(f"          wanted: {item.expected}")
+    if item.detail and item.status != "ok":
+        lines.append(f"          {item.detail}")
+    return lines
+
+
+def render_text(report: CheckReport, *, verbose: bool = False) -> str:
+    """The terminal view: a headline, then each VM or node with a problem and its diffs."""
+    counts = {s: report.count(s) for s in ("drift", "unknown", "ok", "skipped")}
+    lines = [
+        f"pvefix check ({report.source}): {counts['drift']} drifted, {counts['unknown']} "
+        f"unknown, {counts['ok']} ok, {counts['skipped']} skipped"
+    ]
+    quiet_ok: list[str] = []
+    skipped: list[str] = []
+    for subject, items in report.subjects():
+        where = f" (node {items[0].node})" if items[0].target == "vm" else ""
+        bad = [i for i in items if i.status in ("drift", "unknown")]
+        if not bad and not verbose:
+            if all(i.status == "skipped" for i in items):
+                skipped.append(f"{subject}{where}: skipped ({items[0].detail})")
+            else:
+                n_ok = sum(1 for i in items if i.status == "ok")
+                noun = "property" if n_ok == 1 else "properties"
+                quiet_ok.append(f"{subject}{where}: no drift ({n_ok} {noun})")
+            continue
+        lines.append("")
+        lines.append(f"{subject}{where}")
+        for item in items if verbose else bad:
+            lines.extend(_diff(item))
+    if quiet_ok:
+        lines.append("")
+        if len(quiet_ok) <= LIST_OK_UP_TO:
+            lines.extend(quiet_ok)
+        else:
+            lines.append(f"{len(quiet_ok)} VMs/nodes without drift")
+    if skipped:
+        if len(skipped) <= LIST_OK_UP_TO:
+            lines.extend(skipped)
+        else:
+            lines.append(f"{len(skipped)} VMs skipped: no desired state")
+    for note in report.notes:
+        lines.append(f"note: {note}")
+    verdict = {0: "no drift", 1: "check incomplete (see UNKNOWN)", 2: "drift found"}
+    lines.append("")
+    lines.append(f"result: {verdict[report.exit_code]} (exit {report.exit_code})")
+    return "\n".join(lines) + "\n"
+
+
+def render_json(report: CheckReport) -> str:
+    return json.dumps(report.to_json_dict(), indent=2) + "\n"
+
+
+def _escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def github_annotations(report: CheckReport) -> str:
+    """`::error title=...::message` lines for each drifted or unknown property."""
+    out = []
+    for item in report.items:
+        if item.status not in ("drift", "unknown"):
+            continue
+        kind = "drift" if item.status == "drift" else "not checked"
+        title = f"pvefix {kind}: {item.subject} {item.property}"
+        if item.status == "drift":
+            message = f"wanted {item.expected}, found {item.actual}"
+        else:
+            message = item.detail or "could not be read"
+        if item.when:
+            message += f" ({item.when})"
+        out.append(f"::error title={_escape_property(title)}::{_escape_data(message)}")
+    return "".join(line + "\n" for line in out)

@@ -1,0 +1,84 @@
+"""The result of a drift check: one item per VM (or node) and property, and the exit code."""
+
+from __future__ import annotations
+
+import builtins
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from pvefix.errors import EXIT_CHANGES, EXIT_ERROR, EXIT_OK
+
+Status = Literal["ok", "drift", "unknown", "skipped"]
+REPORT_SCHEMA = "pvefix.check/v1"
+
+# The two labels for drift that is real but not yet (or no longer) in effect.
+AT_COLD_START = "takes effect at the next cold start"
+AT_HOST_REBOOT = "takes effect at the next host reboot"
+
+
+class CheckItem(BaseModel):
+    """One property of one VM or node, and whether it holds.
+
+    `expected` / `actual` are short texts for the diff; `when` labels drift that lives only in
+    [PENDING] or only in the configured-but-not-booted cmdline (it still counts as drift).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    target: Literal["vm", "node"]
+    vmid: int | None = None
+    node: str
+    property: str
+    status: Status
+    expected: str = ""
+    actual: str = ""
+    when: str | None = None
+    detail: str = ""
+
+    @builtins.property
+    def subject(self) -> str:
+        return f"VM {self.vmid}" if self.target == "vm" else f"node {self.node}"
+
+
+class CheckReport(BaseModel):
+    """Everything a check found, in a stable order (nodes by name, then VMs by VMID)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    items: list[CheckItem] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+    source: str = ""
+
+    def count(self, status: Status) -> int:
+        return sum(1 for item in self.items if item.status == status)
+
+    @property
+    def drifted(self) -> list[CheckItem]:
+        return [i for i in self.items if i.status == "drift"]
+
+    @property
+    def exit_code(self) -> int:
+        """1 when something asked for could not be checked, else 2 on drift, else 0."""
+        if self.count("unknown"):
+            return EXIT_ERROR
+        if self.count("drift"):
+            return EXIT_CHANGES
+        return EXIT_OK
+
+    def subjects(self) -> list[tuple[str, list[CheckItem]]]:
+        """Items grouped by VM or node, in report order."""
+        groups: dict[str, list[CheckItem]] = {}
+        for item in self.items:
+            groups.setdefault(item.subject, []).append(item)
+        return list(groups.items())
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return {
+            "schema": REPORT_SCHEMA,
+            "source": self.source,
+            "exit_code": self.exit_code,
+            "summary": {s: self.count(s) for s in ("ok", "drift", "unknown", "skipped")},
+            "items": [item.model_dump() for item in self.items],
+            "notes": list(self.notes),
+        }

@@ -1,0 +1,119 @@
+"""`pvefix apply PLAN_FILE|VMID --phase N`: apply one phase, snapshotted, journaled, verified.
+
+Dry run is the default posture: the phase is shown and nothing is written without a yes (a
+terminal's answer, or --yes). Exit 0 applied, 1 failed (and undone), 3 refused for safety.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from pvefix.commands.options import ConnectionOptions, connection_options
+from pvefix.errors import EXIT_OK, PvefixError
+
+
+def state_dir_option() -> Any:
+    return typer.Option(
+        None, "--state-dir",
+        help="Where snapshots live (env PVEFIX_STATE_DIR; default $XDG_STATE_HOME/pvefix or "
+        "~/.local/state/pvefix).", show_default=False,
+    )
+
+
+def rollback_hint(opts: ConnectionOptions, state_dir: Path | None) -> str:
+    """The options a printed rollback command needs to reach the same target and snapshots."""
+    parts: list[str] = []
+    if state_dir is not None:
+        parts += ["--state-dir", str(state_dir)]
+    if opts.connection is not None:
+        parts += ["--connection", str(opts.connection)]
+    if opts.profile is not None:
+        parts += ["--profile", opts.profile]
+    if opts.config is not None:
+        parts += ["--config", str(opts.config)]
+    if opts.host is not None:
+        parts += ["--host", opts.host]
+    return shlex.join(parts)
+
+
+@connection_options
+def apply_command(
+    target: str = typer.Argument(
+        ..., help="A plan file (JSON, pvefix.plan/v1, from `pvefix plan -o`) or a VMID to plan "
+        "afresh from the live target.", show_default=False),
+    phase: int = typer.Option(..., "--phase", "-p", help="The phase to apply (see the plan).",
+                              show_default=False),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Apply without asking (automation). "
+                             "Without it, a terminal is asked and anything else is refused."),
+    replan: bool = typer.Option(False, "--replan", help="When the plan file is stale, plan "
+                                "afresh from the live target instead of refusing."),
+    restart: bool = typer.Option(False, "--restart", help="Activate VM changes: shut the VM "
+                                 "down cleanly, start it, check the start task and "
+                                 "running-machine."),
+    force_stop: bool = typer.Option(False, "--force-stop", help="With --restart: stop the VM "
+                                    "hard when the clean shutdown times out."),
+    reboot_host: bool = typer.Option(False, "--reboot-host", help="Activate host changes: "
+                                     "reboot the node, wait for API and SSH, check "
+                                     "/proc/cmdline."),
+    auto_rollback: bool = typer.Option(False, "--auto-rollback", help="If the VM fails to "
+                                       "start after the change, roll back and start it again."),
+    pve_snapshot: bool = typer.Option(False, "--pve-snapshot", help="Also take a disk-only "
+                                      "Proxmox snapshot first (rolling THAT back also rolls "
+                                      "back the disks)."),
+    qm_set: bool = typer.Option(False, "--qm-set", help="For changes only root@pam may make "
+                                "(raw hostpci) over an API token: run `qm set` as root over "
+                                "SSH, every argument quoted."),
+    shutdown_timeout: float = typer.Option(120.0, "--shutdown-timeout", help="Seconds the "
+                                           "guest gets to shut down cleanly."),
+    task_timeout: float = typer.Option(60.0, "--task-timeout", help="Seconds to wait for a "
+                                       "Proxmox task (config write, start, stop)."),
+    reboot_timeout: float = typer.Option(900.0, "--reboot-timeout", help="Seconds to wait "
+                                         "for the host to come back after --reboot-host."),
+    state_dir: Path | None = state_dir_option(),
+    *,
+    opts: ConnectionOptions,
+) -> int:
+    """Apply phase N of a plan to a live target: snapshot, write, verify, (activate).
+
+    Refuses (exit 3) a stale plan, a phase whose prerequisite phase is not in effect, changes
+    the credentials cannot make, and anything not confirmed. A failure undoes what was done.
+    """
+    from pvefix.commands.options import resolve_connection_options
+    from pvefix.executor.apply import ApplyOptions, apply_phase, load_plan_file
+    from pvefix.executor.console import Console
+    from pvefix.executor.statedir import resolve_state_dir
+
+    if opts.bundle is not None:
+        raise PvefixError("apply writes to a live target: a bundle (--bundle) is read-only")
+    plan = None
+    if target.isdigit():
+        vmid = int(target)
+    else:
+        plan = load_plan_file(Path(target))
+        vmid = plan.observed.vmid
+    conn = resolve_connection_options(opts)
+    options = ApplyOptions(
+        phase=phase, state_dir=resolve_state_dir(state_dir), yes=yes, replan=replan,
+        restart=restart, force_stop=force_stop, reboot_host=reboot_host,
+        auto_rollback=auto_rollback, pve_snapshot=pve_snapshot, qm_set=qm_set,
+        shutdown_timeout=shutdown_timeout, task_timeout=task_timeout,
+        reboot_timeout=reboot_timeout, rollback_hint=rollback_hint(opts, state_dir),
+    )
+    console = Console()
+    result = apply_phase(conn, vmid, options, console, plan=plan)
+    console.say(f"applied phase {result.phase} to VM {result.vmid} (snapshot "
+                f"{result.snapshot_id})")
+    for line in result.activated:
+        console.say(f"activated: {line}")
+    for line in result.pending:
+        console.say(f"pending: {line}")
+    if result.manual:
+        console.say("left to you (pvefix has no way into the guest):")
+        for line in result.manual:
+            console.say(f"    {line}")
+    console.say(f"to undo: {result.rollback_command}")
+    return EXIT_OK

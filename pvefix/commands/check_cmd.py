@@ -1,0 +1,107 @@
+"""`pvefix check [VMID ...] [--all]`: drift between the target and its desired state.
+
+Exit 0 no drift, 2 drift, 1 error (including a property that could not be checked), as
+`terraform plan -detailed-exitcode` does for CI.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from enum import StrEnum
+from pathlib import Path
+
+import typer
+
+from pvefix.commands.options import (
+    ConnectionOptions,
+    connection_options,
+    resolve_connection_options,
+)
+
+DEFAULT_WORKERS = 32
+
+
+class CheckFormat(StrEnum):
+    text = "text"
+    json = "json"
+    junit = "junit"
+
+
+def _desired(desired: Path | None, state_dir: Path | None, vmids: list[int]) -> object:
+    from pvefix.desired import load_desired, load_recorded
+    from pvefix.executor.statedir import resolve_state_dir
+
+    if desired is not None:
+        return load_desired(desired)
+    return load_recorded(resolve_state_dir(state_dir), vmids or None)
+
+
+@connection_options
+def check_command(
+    vmids: list[int] | None = typer.Argument(
+        None, help="VMs to check (VMIDs). With --all: every VM.", show_default=False),
+    all_vms: bool = typer.Option(
+        False, "--all", help="Every VM of every node (with --desired: the VMs the file names; "
+        "without: VMs lacking a recorded desired state are listed as skipped)."),
+    desired: Path | None = typer.Option(
+        None, "--desired", "-d", help="Desired-state file (TOML, pvefix.desired/v1). Default: "
+        "what `pvefix apply` recorded in the state directory.", show_default=False),
+    fmt: CheckFormat = typer.Option(
+        CheckFormat.text, "--format", "-f", help="text: a diff per drifted property; json: "
+        "pvefix.check/v1; junit: JUnit XML (a testcase per VM and property)."),
+    output: Path | None = typer.Option(
+        None, "--output", "-o", help="Write the report (in --format) to this file; the text "
+        "view then goes to stdout.", show_default=False),
+    state_dir: Path | None = typer.Option(
+        None, "--state-dir", help="State directory (env PVEFIX_STATE_DIR; default "
+        "$XDG_STATE_HOME/pvefix).", show_default=False),
+    workers: int = typer.Option(
+        DEFAULT_WORKERS, "--workers", min=1, max=256, help="Concurrent API reads."),
+    verbose: bool = typer.Option(
+        False, "--verbose", "-v", help="List every property checked, not only the drifted."),
+    *,
+    opts: ConnectionOptions,
+) -> int:
+    """Compare VMs (and their nodes' kernel cmdlines) with the desired state.
+
+    Exit codes: 0 no drift, 2 drift (also when it only waits in [PENDING] or for a host
+    reboot), 1 error or something that could not be checked.
+    """
+    from pvefix.check.junit import render_junit
+    from pvefix.check.progress import ProgressBar
+    from pvefix.check.render import github_annotations, render_json, render_text
+    from pvefix.check.run import check_bundle, check_live
+    from pvefix.desired.model import DesiredState
+
+    ids = list(vmids or [])
+    if not ids and not all_vms:
+        raise typer.BadParameter("name the VMs to check (VMID ...) or pass --all")
+    loaded = _desired(desired, state_dir, ids if not all_vms else [])
+    assert isinstance(loaded, DesiredState)
+    if opts.bundle is not None:
+        report = check_bundle(opts.bundle, loaded, ids, all_vms=all_vms,
+                              from_file=desired is not None)
+    else:
+        bar = ProgressBar.for_terminal("checking VMs")
+        report = check_live(resolve_connection_options(opts), loaded, ids, all_vms=all_vms,
+                            from_file=desired is not None, workers=workers, progress=bar)
+    text = render_text(report, verbose=verbose)
+    body = {CheckFormat.text: text, CheckFormat.json: render_json(report)}.get(fmt)
+    if fmt is CheckFormat.junit:
+        body = render_junit(report)
+    assert body is not None
+    text_on_stdout = output is not None or fmt is CheckFormat.text
+    if output is not None:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(body, encoding="utf-8")
+        sys.stdout.write(text)
+        print(f"report written to {output}", file=sys.stderr)
+    else:
+        sys.stdout.write(body)
+    if os.environ.get("GITHUB_ACTIONS") == "true":
+        # Workflow commands are read from the log; keep machine output on stdout parseable.
+        stream = sys.stdout if text_on_stdout else sys.stderr
+        stream.write(github_annotations(report))
+    sys.stdout.flush()
+    return report.exit_code

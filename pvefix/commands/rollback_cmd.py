@@ -1,0 +1,52 @@
+"""`pvefix rollback [VMID] [--snapshot ID]`: put a target back as a snapshot holds it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from pvefix.commands.apply_cmd import state_dir_option
+from pvefix.commands.options import ConnectionOptions, connection_options
+from pvefix.errors import EXIT_OK, PvefixError
+
+
+@connection_options
+def rollback_command(
+    vmid: int | None = typer.Argument(None, help="The VM (default: the VM of --snapshot).",
+                                      show_default=False),
+    snapshot: str | None = typer.Option(None, "--snapshot", "-s", help="Snapshot id (see "
+                                        "`pvefix snapshots`; default: the newest one of the VM "
+                                        "not rolled back yet).", show_default=False),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Roll back without asking."),
+    force: bool = typer.Option(False, "--force", help="Restore even though the target changed "
+                               "in ways the apply did not make (they are overwritten)."),
+    restart: bool = typer.Option(False, "--restart", help="Then shut the VM down cleanly and "
+                                 "start it, so the restored config runs."),
+    force_stop: bool = typer.Option(False, "--force-stop", help="With --restart: stop hard "
+                                    "when the clean shutdown times out."),
+    shutdown_timeout: float = typer.Option(120.0, "--shutdown-timeout", help="Seconds the "
+                                           "guest gets to shut down cleanly."),
+    task_timeout: float = typer.Option(60.0, "--task-timeout", help="Seconds to wait for a "
+                                       "Proxmox task."),
+    state_dir: Path | None = state_dir_option(),
+    *,
+    opts: ConnectionOptions,
+) -> int:
+    """Restore the VM config (byte for byte over SSH), host files and boot loader from a
+    snapshot. Refuses (exit 3), showing the diff, when the target has moved since the apply,
+    unless --force."""
+    from pvefix.commands.options import resolve_connection_options
+    from pvefix.executor.console import Console
+    from pvefix.executor.rollback import RollbackOptions, run_rollback
+    from pvefix.executor.statedir import resolve_state_dir
+
+    if vmid is None and snapshot is None:
+        raise PvefixError("name the VM (VMID) or the snapshot (--snapshot ID)")
+    if opts.bundle is not None:
+        raise PvefixError("rollback writes to a live target: a bundle (--bundle) is read-only")
+    options = RollbackOptions(yes=yes, force=force, restart=restart, force_stop=force_stop,
+                              shutdown_timeout=shutdown_timeout, task_timeout=task_timeout)
+    run_rollback(resolve_connection_options(opts), resolve_state_dir(state_dir), vmid,
+                 snapshot, options, Console())
+    return EXIT_OK

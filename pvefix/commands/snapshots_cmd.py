@@ -1,0 +1,45 @@
+"""`pvefix snapshots [VMID]`: the snapshots in the state directory (id, time, phase, state,
+what each holds)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from pvefix.commands.apply_cmd import state_dir_option
+from pvefix.errors import EXIT_OK
+
+
+def snapshots_command(
+    vmid: int | None = typer.Argument(None, help="Only this VM's snapshots.",
+                                      show_default=False),
+    as_json: bool = typer.Option(False, "--json", help="JSON (a list of snapshot metadata "
+                                 "with a status field) instead of text."),
+    state_dir: Path | None = state_dir_option(),
+) -> int:
+    """List pvefix's snapshots, oldest first."""
+    from pvefix.executor.snapshot import list_snapshots
+    from pvefix.executor.statedir import resolve_state_dir
+
+    root = resolve_state_dir(state_dir)
+    found = list_snapshots(root, vmid)
+    if as_json:
+        items = []
+        for snap in found:
+            data = snap.meta.model_dump(mode="json", by_alias=True)
+            data["status"] = snap.status()
+            data["path"] = str(snap.path)
+            items.append(data)
+        print(json.dumps(items, indent=2))
+        return EXIT_OK
+    if not found:
+        print(f"no snapshots in {root}" + (f" for VM {vmid}" if vmid is not None else ""))
+        return EXIT_OK
+    for snap in found:
+        meta = snap.meta
+        print(f"{meta.id}  {meta.created_at}  VM {meta.vmid}  phase {meta.phase}  "
+              f"{snap.status()}")
+        print(f"    holds: {'; '.join(meta.holds())}")
+    return EXIT_OK

@@ -1,0 +1,130 @@
+"""Derive a desired state from a HostState: what holds now (after [PENDING]) is what must hold.
+
+- the VM: its machine family, each hostpciN's source (mapping or host) and pcie / x-vga, the
+  exact value of every other key except the ones that change in normal operation (`FREE`:
+  name, memory, disks, NICs, ...), and `closed = true` so a new key (an `args:` line, a ninth
+  hostpci) is drift;
+- its node: the passthrough-relevant kernel parameters of the configured cmdline (iommu,
+  pci=, vfio, ACS override, ...) as required, and on AMD hosts `amd_iommu=on` as forbidden
+  when it is not there (it is not a valid value; DOMAIN.md section 6);
+- the guest: the same kind of parameters, when the state holds the guest cmdline.
+
+The config after [PENDING] and the configured (not the booted) cmdline are used: apply records
+where it is going, and a check right after apply says what still waits for a restart.
+"""
+
+from __future__ import annotations
+
+from pvefix.check.observed import node_from_state, vm_from_state
+from pvefix.cmdline import Cmdline, normalize_name
+from pvefix.desired.model import (
+    CmdlineRules,
+    DesiredState,
+    HostPciRule,
+    MachineRule,
+    NodeDesired,
+    VmDesired,
+)
+from pvefix.errors import PvefixError
+from pvefix.state import HostState
+from pvefix.vmconfig import HostPci, Machine
+from pvefix.vmconfig.hostpci import HOSTPCI_KEY
+
+FREE: tuple[str, ...] = (
+    "agent", "balloon", "boot", "bootdisk", "ci*", "cores", "cpulimit", "cpuunits",
+    "description", "efidisk[0-9]*", "ide[0-9]*", "ipconfig[0-9]*", "memory", "meta", "name",
+    "nameserver", "net[0-9]*", "onboot", "parent", "protection", "sata[0-9]*",
+    "scsi[0-9]*", "searchdomain", "shares", "smbios1", "snaptime", "sockets", "sshkeys",
+    "startup", "tags", "tpmstate[0-9]*", "unused[0-9]*", "vcpus", "virtio[0-9]*", "vmgenid",
+)
+
+# Kernel parameters that matter for passthrough (compared dash/underscore-insensitively).
+RELEVANT = frozenset(normalize_name(n) for n in (
+    "iommu", "amd_iommu", "intel_iommu", "iommu.passthrough", "iommu.strict", "pci",
+    "pcie_acs_override", "pcie_aspm", "vfio-pci.ids", "vfio-pci.disable_vga",
+    "vfio_iommu_type1.allow_unsafe_interrupts", "kvm.ignore_msrs", "kvm_amd.avic",
+    "video", "initcall_blacklist", "nofb", "nomodeset", "modprobe.blacklist",
+    "rd.driver.blacklist", "hugepagesz", "default_hugepagesz", "hugepages",
+))
+
+
+def relevant_parameters(line: Cmdline) -> tuple[str, ...]:
+    """The passthrough-relevant tokens of a cmdline, as `name` or `name=value`, in order."""
+    out: list[str] = []
+    for token in line.tokens:
+        if normalize_name(token.name) not in RELEVANT:
+            continue
+        text = token.name if token.value is None else f"{token.name}={token.value}"
+        if any(c.isspace() for c in text) or '"' in text:
+            continue  # a quoted value with spaces cannot be one desired-file parameter
+        if text not in out:
+            out.append(text)
+    return tuple(out)
+
+
+def _is_amd(state: HostState) -> bool:
+    return "amd" in (state.node.cpu_vendor or "").lower()
+
+
+def node_desired(state: HostState) -> NodeDesired | None:
+    """The node's cmdline rules, or None when the configured cmdline cannot be read."""
+    node = node_from_state(state)
+    configured = node.configured_cmdline()
+    if configured is None:
+        return None
+    required = relevant_parameters(configured)
+    forbidden: tuple[str, ...] = ()
+    if _is_amd(state) and not configured.has("amd_iommu", "on"):
+        forbidden = ("amd_iommu=on",)
+    return NodeDesired(cmdline=CmdlineRules(required=required, forbidden=forbidden))
+
+
+def vm_desired(state: HostState) -> VmDesired:
+    """The VM's rules from its config after [PENDING]."""
+    observed = vm_from_state(state)
+    config = observed.next
+    probe = VmDesired(free=FREE)
+    machine: MachineRule | None = None
+    try:
+        machine = MachineRule(family=Machine.parse(config.get("machine")).family)
+    except PvefixError:
+        machine = None  # an invalid machine line is pinned as an exact key below
+    hostpci: dict[str, HostPciRule] = {}
+    keys: dict[str, str] = {}
+    for key, value in sorted(config.items()):
+        if probe.is_free(key) or key in ("lock", "digest"):
+            continue
+        if key == "machine" and machine is not None:
+            continue
+        if HOSTPCI_KEY.match(key):
+            try:
+                entry = HostPci.parse(value, key)
+            except PvefixError:
+                continue  # unparsable: `closed` reports it if it stays
+            hostpci[key] = HostPciRule(
+                mapping=entry.mapping,
+                host=";".join(entry.hosts) if entry.hosts else None,
+                pcie=entry.pcie,
+                x_vga=entry.x_vga,
+            )
+            continue
+        if value.strip() == value and value and "\n" not in value:
+            keys[key] = value
+    guest = None
+    if observed.guest_cmdline is not None:
+        guest = CmdlineRules(required=relevant_parameters(Cmdline.parse(observed.guest_cmdline)))
+    return VmDesired(
+        node=state.vm.node, closed=True, machine=machine, hostpci=hostpci, keys=keys,
+        free=FREE, guest_cmdline=guest,
+    )
+
+
+def desired_from_state(state: HostState) -> DesiredState:
+    """The desired state that holds for `state` (its VM, and its node when readable)."""
+    nodes: dict[str, NodeDesired] = {}
+    # The host files describe the node pvefix read them on; attach them only when that is the
+    # VM's own node (a bundle of a cluster holds the files of its local node only).
+    node = node_desired(state) if state.node.name == state.vm.node else None
+    if node is not None:
+        nodes[state.node.name] = node
+    return DesiredState(nodes=nodes, vms={state.vm.vmid: vm_desired(state)})

@@ -1,0 +1,281 @@
+"""The desired-state file (`schema = "pvefix.desired/v1"`): what must hold for VMs and hosts.
+
+Per node: kernel cmdline parameters that are required and forbidden. Per VM: the machine
+(a family, or an exact value), options of named hostpciN entries (pcie, x-vga, mapping, host),
+exact values of chosen config keys, keys that must be absent, guest cmdline parameters, and
+`free` key patterns that may change freely. With `closed = true` every other key that appears
+in the config is drift.
+
+A parameter is written `name` (any value; for `forbidden`: any occurrence) or `name=value`
+(that exact value). Names compare as the kernel does: `-` and `_` are the same.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from pvefix.cmdline.tokens import WHITESPACE, Token
+from pvefix.errors import PvefixError
+from pvefix.vmconfig.hostpci import HOSTPCI_KEY, MAX_HOSTPCI, PCI_ID
+from pvefix.vmconfig.machine import Machine
+
+SCHEMA = "pvefix.desired/v1"
+Family = Literal["i440fx", "q35", "virt"]
+CONFIG_KEY = re.compile(r"^[a-z][a-z_\-]*\d*$")
+_PATTERN = re.compile(r"^[a-z0-9_\-\*\?\[\]!]+$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+
+def parameter(text: str) -> tuple[str, str | None]:
+    """`name` or `name=value` as the kernel splits it; ValueError for what is not one."""
+    if not text or any(c in WHITESPACE for c in text) or text.startswith("="):
+        raise ValueError(f"'{text}' is not one kernel parameter (name or name=value)")
+    token = Token.from_raw(text)
+    try:
+        Token.build(token.name, token.value)
+    except PvefixError as exc:
+        raise ValueError(exc.message) from None
+    return token.name, token.value
+
+
+class CmdlineRules(_Strict):
+    """Kernel parameters that must be on a command line, and ones that must not be."""
+
+    required: tuple[str, ...] = ()
+    forbidden: tuple[str, ...] = ()
+
+    @field_validator("required", "forbidden")
+    @classmethod
+    def _parameters(cls, values: tuple[str, ...]) -> tuple[str, ...]:
+        for value in values:
+            parameter(value)
+        if len(set(values)) != len(values):
+            raise ValueError("a parameter is listed twice")
+        return values
+
+    @model_validator(mode="after")
+    def _disjoint(self) -> CmdlineRules:
+        both = sorted(set(self.required) & set(self.forbidden))
+        if both:
+            raise ValueError(f"required and forbidden at once: {', '.join(both)}")
+        return self
+
+    @property
+    def empty(self) -> bool:
+        return not self.required and not self.forbidden
+
+
+class NodeDesired(_Strict):
+    """What must hold on one node: its host kernel cmdline (configured and booted)."""
+
+    cmdline: CmdlineRules = Field(default_factory=CmdlineRules)
+
+
+class MachineRule(_Strict):
+    """The VM's machine: a family (`q35` matches `q35`, `pc-q35-9.2+pve0`, ...) or an exact
+    value (sub-option order does not matter)."""
+
+    family: Family | None = None
+    exact: str | None = None
+
+    @field_validator("exact")
+    @classmethod
+    def _valid_machine(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                Machine.parse(value)
+            except PvefixError as exc:
+                raise ValueError(exc.message) from None
+            if not value.strip():
+                raise ValueError("empty machine value (leave `exact` out instead)")
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> MachineRule:
+        if self.family is None and self.exact is None:
+            raise ValueError("give `family` or `exact`")
+        exact_family = None if self.exact is None else Machine.parse(self.exact).family
+        if self.family is not None and exact_family not in (None, self.family):
+            raise ValueError(f"exact '{self.exact}' is not of family {self.family}")
+        return self
+
+    @property
+    def wanted_family(self) -> Family:
+        if self.exact is not None:
+            return Machine.parse(self.exact).family
+        assert self.family is not None
+        return self.family
+
+
+class HostPciRule(_Strict):
+    """Options one hostpciN entry must have (only those given are checked)."""
+
+    mapping: str | None = None
+    host: str | None = None
+    pcie: bool | None = None
+    x_vga: bool | None = Field(default=None, alias="x-vga")
+
+    @field_validator("host")
+    @classmethod
+    def _host(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(f"{PCI_ID}(;{PCI_ID})*", value):
+            raise ValueError(f"'{value}' is not a PCI id list ([dddd:]bb:ss[.f], ';'-joined)")
+        return value
+
+    @model_validator(mode="after")
+    def _one_source(self) -> HostPciRule:
+        if self.mapping is not None and self.host is not None:
+            raise ValueError("give `mapping` or `host`, not both")
+        return self
+
+    def fields(self) -> list[tuple[str, str]]:
+        """(option, wanted value as text) for each option given, in a fixed order."""
+        out: list[tuple[str, str]] = []
+        if self.mapping is not None:
+            out.append(("mapping", self.mapping))
+        if self.host is not None:
+            out.append(("host", self.host))
+        if self.pcie is not None:
+            out.append(("pcie", "1" if self.pcie else "0"))
+        if self.x_vga is not None:
+            out.append(("x-vga", "1" if self.x_vga else "0"))
+        return out
+
+
+class VmDesired(_Strict):
+    """What must hold for one VM's config (and its guest)."""
+
+    node: str | None = Field(default=None, description="where the VM was; a hint, not checked")
+    closed: bool = False
+    machine: MachineRule | None = None
+    hostpci: dict[str, HostPciRule] = Field(default_factory=dict)
+    keys: dict[str, str] = Field(default_factory=dict)
+    absent: tuple[str, ...] = ()
+    free: tuple[str, ...] = ()
+    guest_cmdline: CmdlineRules | None = None
+
+    @field_validator("hostpci")
+    @classmethod
+    def _hostpci_keys(cls, value: dict[str, HostPciRule]) -> dict[str, HostPciRule]:
+        for key in value:
+            m = HOSTPCI_KEY.match(key)
+            if not m or int(m.group(1)) >= MAX_HOSTPCI or m.group(1) != str(int(m.group(1))):
+                raise ValueError(f"'{key}' is not a hostpci key (hostpci0..hostpci15)")
+        return value
+
+    @field_validator("keys", mode="before")
+    @classmethod
+    def _key_values(cls, value: object) -> object:
+        if not isinstance(value, dict):
+            return value
+        out: dict[object, object] = {}
+        for key, item in value.items():
+            if isinstance(item, bool):
+                item = "1" if item else "0"
+            elif isinstance(item, int):
+                item = str(item)
+            out[key] = item
+        return out
+
+    @field_validator("keys")
+    @classmethod
+    def _keys(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, item in value.items():
+            if not CONFIG_KEY.match(key):
+                raise ValueError(f"'{key}' is not a VM config key")
+            if key == "digest":
+                raise ValueError("'digest' changes with every edit: it cannot be pinned")
+            if not item.strip() or "\n" in item or item.strip() != item:
+                raise ValueError(f"{key}: {item!r} cannot be a one-line config value")
+            if key == "machine" or HOSTPCI_KEY.match(key):
+                raise ValueError(f"{key}: use the `machine` / `hostpci` tables for it")
+        return value
+
+    @field_validator("absent")
+    @classmethod
+    def _absent(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for key in value:
+            if not CONFIG_KEY.match(key):
+                raise ValueError(f"'{key}' is not a VM config key")
+        return value
+
+    @field_validator("free")
+    @classmethod
+    def _free(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for pattern in value:
+            if not _PATTERN.match(pattern):
+                raise ValueError(f"'{pattern}' is not a key pattern (a-z, 0-9, _ - * ? [])")
+        return value
+
+    @model_validator(mode="after")
+    def _no_overlap(self) -> VmDesired:
+        pinned = set(self.keys) | set(self.hostpci) | ({"machine"} if self.machine else set())
+        both = sorted(set(self.absent) & pinned)
+        if both:
+            raise ValueError(f"pinned and absent at once: {', '.join(both)}")
+        free_pinned = sorted(k for k in pinned | set(self.absent) if self.is_free(k))
+        if free_pinned:
+            raise ValueError(f"pinned but also `free`: {', '.join(free_pinned)}")
+        return self
+
+    def is_free(self, key: str) -> bool:
+        return any(fnmatch.fnmatchcase(key, pattern) for pattern in self.free)
+
+    def covers(self, key: str) -> bool:
+        """True when the desired state says something about `key` (pinned, absent or free)."""
+        return (
+            key in self.keys
+            or key in self.hostpci
+            or key in self.absent
+            or (key == "machine" and self.machine is not None)
+            or self.is_free(key)
+        )
+
+
+class DesiredState(_Strict):
+    """A whole desired-state file: nodes by name, VMs by VMID."""
+
+    schema_: Literal["pvefix.desired/v1"] = Field(default="pvefix.desired/v1", alias="schema")
+    nodes: dict[str, NodeDesired] = Field(default_factory=dict)
+    vms: dict[int, VmDesired] = Field(default_factory=dict)
+
+    @field_validator("vms")
+    @classmethod
+    def _vmids(cls, value: dict[int, VmDesired]) -> dict[int, VmDesired]:
+        for vmid in value:
+            if not 100 <= vmid <= 999_999_999:
+                raise ValueError(f"{vmid} is not a VMID (100..999999999)")
+        return value
+
+    @field_validator("nodes")
+    @classmethod
+    def _node_names(cls, value: dict[str, NodeDesired]) -> dict[str, NodeDesired]:
+        for name in value:
+            if not re.fullmatch(r"[a-zA-Z0-9]([a-zA-Z0-9\-]*[a-zA-Z0-9])?", name):
+                raise ValueError(f"'{name}' is not a node name")
+        return value
+
+    def merged(self, other: DesiredState) -> DesiredState:
+        """Both files' VMs and nodes; a node in both gets the union of its rules."""
+        nodes = dict(self.nodes)
+        for name, node in other.nodes.items():
+            if name in nodes:
+                mine = nodes[name].cmdline
+                nodes[name] = NodeDesired(cmdline=CmdlineRules(
+                    required=_union(mine.required, node.cmdline.required),
+                    forbidden=_union(mine.forbidden, node.cmdline.forbidden),
+                ))
+            else:
+                nodes[name] = node
+        return DesiredState(nodes=nodes, vms={**self.vms, **other.vms})
+
+
+def _union(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys([*a, *b]))

@@ -1,0 +1,95 @@
+"""Desired states recorded in the state directory: `STATE_DIR/desired/VMID.toml`, one per VM.
+
+`pvefix apply` records the state it reached (`record(state_dir, state)`); `pvefix check`
+reads them when no `--desired` file is given.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pydantic
+
+from pvefix.desired.derive import desired_from_state
+from pvefix.desired.model import CmdlineRules, DesiredState, NodeDesired, VmDesired
+from pvefix.desired.parse import load_desired
+from pvefix.desired.writer import dumps_desired
+from pvefix.errors import ParseError, PvefixError
+from pvefix.executor.statedir import ensure_private_dir, write_private
+from pvefix.state import HostState
+
+DESIRED_DIR = "desired"
+
+
+def recorded_path(state_dir: Path, vmid: int) -> Path:
+    return state_dir / DESIRED_DIR / f"{vmid}.toml"
+
+
+def write_desired(path: Path, desired: DesiredState, header: str | None = None) -> Path:
+    """Write a desired-state file (0600, atomically), creating its folder."""
+    ensure_private_dir(path.parent)
+    write_private(path, dumps_desired(desired, header=header).encode("utf-8"))
+    return path
+
+
+def record(state_dir: Path, state: HostState, *, note: str | None = None) -> Path:
+    """Record the desired state `state` reached (apply calls this); returns the file's path."""
+    desired = desired_from_state(state)
+    stamp = datetime.now(UTC).isoformat(timespec="seconds")
+    header = (
+        f"Desired state of VM {state.vm.vmid} on node {state.vm.node}, recorded {stamp}"
+        + (f" ({note})" if note else "")
+        + ".\nChecked by `pvefix check " + str(state.vm.vmid) + "`; edit freely (docs/check.md)."
+    )
+    return write_desired(recorded_path(state_dir, state.vm.vmid), desired, header)
+
+
+def recorded_vmids(state_dir: Path) -> list[int]:
+    folder = state_dir / DESIRED_DIR
+    if not folder.is_dir():
+        return []
+    return sorted(int(p.stem) for p in folder.glob("*.toml") if p.stem.isdigit())
+
+
+def merge(states: list[tuple[str, DesiredState]]) -> DesiredState:
+    """One desired state from several files; a node's rules are the union of the files'."""
+    nodes: dict[str, tuple[list[str], list[str]]] = {}
+    vms: dict[int, VmDesired] = {}
+    for _, state in states:
+        vms.update(state.vms)
+        for name, node in state.nodes.items():
+            required, forbidden = nodes.setdefault(name, ([], []))
+            required.extend(p for p in node.cmdline.required if p not in required)
+            forbidden.extend(p for p in node.cmdline.forbidden if p not in forbidden)
+    try:
+        return DesiredState(
+            nodes={
+                name: NodeDesired(cmdline=CmdlineRules(required=tuple(r), forbidden=tuple(f)))
+                for name, (r, f) in nodes.items()
+            },
+            vms=vms,
+        )
+    except pydantic.ValidationError as exc:
+        problem = exc.errors(include_url=False, include_input=False)[0]["msg"]
+        where = ", ".join(source for source, _ in states)
+        raise ParseError(f"the files contradict each other: {problem}", source=where) from None
+
+
+def load_recorded(state_dir: Path, vmids: list[int] | None = None) -> DesiredState:
+    """The recorded desired states of `vmids` (all recorded ones when None).
+
+    A named VM without a recorded state is an error that says how to make one.
+    """
+    wanted = recorded_vmids(state_dir) if vmids is None else vmids
+    loaded: list[tuple[str, DesiredState]] = []
+    for vmid in wanted:
+        path = recorded_path(state_dir, vmid)
+        if not path.is_file():
+            raise PvefixError(
+                f"no desired state recorded for VM {vmid} (run `pvefix apply`, or write one "
+                f"with `pvefix desired {vmid} -o {path}`, or pass --desired FILE)",
+                source=str(path),
+            )
+        loaded.append((str(path), load_desired(path)))
+    return merge(loaded)

@@ -1,0 +1,161 @@
+"""Activation, only when asked: `--restart` (clean shutdown, `--force-stop` only if asked,
+start, check the start task and `running-machine`) and `--reboot-host` (reboot over SSH, wait
+for the API and SSH to come back with progress shown, then check /proc/cmdline)."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from pvefix.connection.api import ApiClient
+from pvefix.connection.ssh import SshShell
+from pvefix.errors import PvefixError
+from pvefix.executor.remote import Remote, TaskFailed
+from pvefix.vmconfig.machine import Machine
+
+Say = Callable[[str], None]
+POLL_S = 0.25
+
+
+class ActivationError(PvefixError):
+    """The VM or host could not be activated (shutdown refused, host did not come back)."""
+
+
+class StartFailed(ActivationError):
+    """Proxmox refused to start the VM (its task's exit status is the message)."""
+
+    def __init__(self, vmid: int, exitstatus: str) -> None:
+        self.exitstatus = exitstatus
+        super().__init__(f"VM {vmid} failed to start: {exitstatus}", source=f"VM {vmid}")
+
+
+@dataclass(frozen=True)
+class VmRun:
+    status: str
+    running_machine: str | None
+
+
+def vm_run(remote: Remote, vmid: int) -> VmRun:
+    data = remote.get(f"/nodes/{remote.node}/qemu/{vmid}/status/current") or {}
+    return VmRun(str(data.get("status", "unknown")), data.get("running-machine"))
+
+
+def shutdown_vm(remote: Remote, vmid: int, *, timeout: float, force_stop: bool,
+                task_timeout: float, say: Say) -> bool:
+    """Shut the VM down cleanly; stop it hard only with force_stop. True if it was running."""
+    if vm_run(remote, vmid).status != "running":
+        return False
+    base = f"/nodes/{remote.node}/qemu/{vmid}/status"
+    say(f"VM {vmid}: shutting down (clean ACPI shutdown, up to {timeout:g} s)")
+    try:
+        remote.run_task(f"{base}/shutdown", {"timeout": str(int(timeout))},
+                        timeout + task_timeout)
+    except PvefixError as exc:
+        if not force_stop:
+            raise ActivationError(
+                f"VM {vmid} did not shut down cleanly ({exc}); pvefix does not stop a VM hard "
+                "unless asked: add --force-stop", source=f"VM {vmid}",
+            ) from None
+        say(f"VM {vmid}: clean shutdown failed ({exc}); stopping it (--force-stop)")
+        remote.run_task(f"{base}/stop", {}, task_timeout)
+    return True
+
+
+def start_vm(remote: Remote, vmid: int, *, task_timeout: float, say: Say,
+             machine: str | None) -> VmRun:
+    """Start the VM; StartFailed with Proxmox's message when the start task fails."""
+    say(f"VM {vmid}: starting")
+    try:
+        remote.run_task(f"/nodes/{remote.node}/qemu/{vmid}/status/start", {}, task_timeout)
+    except TaskFailed as exc:
+        raise StartFailed(vmid, exc.exitstatus) from None
+    run = vm_run(remote, vmid)
+    if run.status != "running":
+        raise ActivationError(f"VM {vmid} is {run.status} after a successful start task")
+    want_q35 = Machine.parse(machine).is_q35
+    got = run.running_machine or ""
+    if want_q35 != ("q35" in got):
+        raise ActivationError(
+            f"VM {vmid} runs {got or 'an unknown machine'}, but its config says "
+            f"{machine or 'pc (i440fx)'}", source=f"VM {vmid}",
+        )
+    say(f"VM {vmid}: running, running-machine {got}")
+    return run
+
+
+def _probe(remote: Remote) -> tuple[bool, bool, int | None]:
+    """Is the API up, is SSH up, and the node's uptime (fresh connections each time)."""
+    conn = remote.conn.model_copy(update={"timeout": min(remote.conn.timeout, 5.0)})
+    api_up, ssh_up, uptime = False, False, None
+    try:
+        client = ApiClient(conn)
+        try:
+            status = client.get(f"/nodes/{remote.node}/status") or {}
+            uptime = int(status.get("uptime", 0)) or None
+            api_up = True
+        finally:
+            client.close()
+    except PvefixError:
+        pass
+    if conn.ssh:
+        try:
+            shell = SshShell(conn)
+            try:
+                ssh_up = shell.run(["true"]).ok
+            finally:
+                shell.close()
+        except PvefixError:
+            pass
+    else:
+        ssh_up = True
+    return api_up, ssh_up, uptime
+
+
+def reboot_host(remote: Remote, *, timeout: float, say: Say) -> float:
+    """Reboot the node over SSH and wait until API and SSH answer again; returns seconds."""
+    before = remote.get(f"/nodes/{remote.node}/status") or {}
+    uptime_before = int(before.get("uptime", 0))
+    say(f"host {remote.node}: rebooting (every VM on it stops; onboot=1 VMs start again)")
+    # The connection may drop before the exit status arrives: expected.
+    with contextlib.suppress(PvefixError):
+        remote.run(["reboot"])
+    remote.close()
+    start = time.monotonic()
+    seen_down = False
+    last = ""
+    while True:
+        elapsed = time.monotonic() - start
+        if elapsed > timeout:
+            raise ActivationError(
+                f"host {remote.node} did not come back within {timeout:g} s "
+                f"(last seen: {last or 'nothing'})"
+            )
+        api_up, ssh_up, uptime = _probe(remote)
+        line = f"api {'up' if api_up else 'down'}, ssh {'up' if ssh_up else 'down'}"
+        if line != last:
+            say(f"host {remote.node}: {line} ({elapsed:.1f} s)")
+            last = line
+        if not (api_up and ssh_up):
+            seen_down = True
+        elif seen_down or (uptime is not None and uptime < uptime_before):
+            say(f"host {remote.node}: back after {elapsed:.1f} s")
+            remote.reconnect()
+            return elapsed
+        time.sleep(POLL_S)
+
+
+def cmdline_problems(proc: str, changes: Iterable[tuple[str | None, str | None]]) -> list[str]:
+    """What /proc/cmdline lacks (or still has) for these (before, after) cmdline changes."""
+    running = set(proc.split())
+    problems = []
+    for before, after in changes:
+        old, new = set((before or "").split()), set((after or "").split())
+        missing = sorted(new - old - running)
+        stale = sorted((old - new) & running)
+        if missing:
+            problems.append("/proc/cmdline lacks " + " ".join(missing))
+        if stale:
+            problems.append("/proc/cmdline still has " + " ".join(stale))
+    return problems

@@ -1,0 +1,448 @@
+"""`pvefix apply`: one phase of a plan, as a transaction.
+
+    read live -> refuse a stale plan, a missing prerequisite, a write the credentials cannot
+    make -> show the phase -> confirm -> (Proxmox snapshot) -> pvefix snapshot -> steps, each
+    journaled before and after -> verify -> activate (restart / host reboot) -> verify again
+
+Any failure before activation undoes the steps already done, in reverse, through the same
+guarded paths, and says what was undone. A VM that fails to start after the change is rolled
+back and started again with --auto-rollback; otherwise the exact rollback command is printed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shlex
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from pvefix.connection.settings import Connection
+from pvefix.errors import PvefixError, RefusedError
+from pvefix.executor import checks
+from pvefix.executor.activation import (
+    StartFailed,
+    cmdline_problems,
+    reboot_host,
+    shutdown_vm,
+    start_vm,
+)
+from pvefix.executor.console import Console
+from pvefix.executor.journal import Hook, Journal
+from pvefix.executor.remote import Remote, vm_conf_path
+from pvefix.executor.rollback import backup_stamp, restore_files, restore_vm_config, sha1_text
+from pvefix.executor.snapshot import Snapshot, take_snapshot
+from pvefix.executor.steps import ManualStep, Step, StepContext, build_steps
+from pvefix.executor.vmwrite import (
+    ApiVmWriter,
+    QmVmWriter,
+    VmWriter,
+    qm_set_command,
+    read_vm,
+)
+from pvefix.planner.model import PLAN_SCHEMA, Phase, Plan
+from pvefix.state import PROC_CMDLINE, HostState
+from pvefix.vmconfig.config import VMConfig
+
+StateReader = Callable[[Connection, int], HostState]
+
+
+@dataclass(frozen=True)
+class ApplyOptions:
+    """What the admin asked for on the command line."""
+
+    phase: int
+    state_dir: Path
+    yes: bool = False
+    replan: bool = False
+    restart: bool = False
+    force_stop: bool = False
+    reboot_host: bool = False
+    auto_rollback: bool = False
+    pve_snapshot: bool = False
+    qm_set: bool = False
+    shutdown_timeout: float = 120.0
+    task_timeout: float = 60.0
+    reboot_timeout: float = 900.0
+    rollback_hint: str = ""  # extra options for the printed rollback command
+
+
+class ApplyResult(BaseModel):
+    """What an apply did (frozen; rendered by the command)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    vmid: int
+    phase: int
+    snapshot_id: str
+    done: list[str]
+    manual: list[str]
+    activated: list[str]
+    pending: list[str]
+    rollback_command: str
+
+
+class ApplyFailed(PvefixError):
+    """A step failed; the steps done were undone (the message lists them)."""
+
+
+def load_plan_file(path: Path) -> Plan:
+    """A plan file (pvefix.plan/v1) as `pvefix plan --out` writes it."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise PvefixError("plan file not found", source=str(path)) from None
+    except json.JSONDecodeError as exc:
+        raise PvefixError(f"not JSON: {exc.msg}", source=str(path), line=exc.lineno) from None
+    if not isinstance(data, dict) or data.get("schema") != PLAN_SCHEMA:
+        raise PvefixError(f"not a {PLAN_SCHEMA} plan file", source=str(path))
+    data.pop("created_at", None)
+    try:
+        return Plan.model_validate(data)
+    except ValueError as exc:
+        raise PvefixError(f"invalid plan: {exc}", source=str(path)) from None
+
+
+def render_phase(plan: Plan, phase: Phase) -> list[str]:
+    lines = [f"Phase {phase.number} of {len(plan.phases)} for VM {plan.observed.vmid} on "
+             f"{plan.observed.node} ({phase.disruption}):"]
+    for c in phase.changes:
+        if c.target == "vm-config":
+            lines.append(f"  {c.id}: VM config {c.key}: {c.before or '(absent)'} -> "
+                         f"{c.after or '(deleted)'}" + ("  [root@pam]" if c.needs_root_pam
+                                                        else ""))
+        elif c.target == "host-cmdline":
+            lines.append(f"  {c.id}: {c.file}: {c.before!r} -> {c.after!r}")
+            if c.refresh_command:
+                lines.append(f"      then: {shlex.join(c.refresh_command)}")
+        else:
+            lines.append(f"  {c.id}: by hand ({c.target}): {c.key} -> {c.after}")
+            lines += [f"      {cmd}" for cmd in c.commands]
+    lines.append(f"Activation: {phase.activation}")
+    return lines
+
+
+def _refuse_root_only(phase: Phase, live: HostState, options: ApplyOptions) -> bool:
+    """True when `qm set` over SSH is to be used; raises before any write when nothing can."""
+    needing = checks.root_only(phase)
+    access = live.access
+    if not needing or access.method != "api" or access.is_root_pam_ticket:
+        return False
+    if options.qm_set and access.ssh:
+        return True
+    commands = [qm_set_command(live.vm.vmid, {c.key: c.after} if c.after else
+                               {"delete": c.key}) for c in needing]
+    paths = ["log in as root@pam with a password (a ticket): --user root@pam --auth password"]
+    if access.ssh:
+        paths.append("or let pvefix run `qm set` as root over SSH: --qm-set; it runs:\n    "
+                     + "\n    ".join(commands))
+    else:
+        paths.append("or, as root on the node:\n    " + "\n    ".join(commands))
+    raise RefusedError(
+        f"{', '.join(c.key for c in needing)}: only root@pam with a password ticket may set "
+        f"raw host devices, and this connection is {access.user} ({access.auth}); nothing was "
+        "written. Ways that work: " + "; ".join(paths),
+        source=f"VM {live.vm.vmid}",
+    )
+
+
+@contextlib.contextmanager
+def transaction(ctx: StepContext, journal: Journal, console: Console,
+                snapshot: Snapshot) -> Iterator[list[Step]]:
+    """Yield the list of started steps; on ANY exception undo them in reverse and re-raise
+    (RefusedError stays a refusal, Ctrl-C stays Ctrl-C) with the undo report."""
+    started: list[Step] = []
+    try:
+        yield started
+    except BaseException as exc:
+        undone, failures = undo_steps(started, ctx, journal, console)
+        exact = _restore_exact(ctx, snapshot, journal)
+        if exact:
+            undone.append(exact)
+        status = "failed" if failures else "undone"
+        journal.record("apply-end", status=status, error=str(exc))
+        report = _undo_report(exc, undone, failures, snapshot)
+        console.progress(report)
+        if isinstance(exc, RefusedError):
+            raise RefusedError(f"{exc}\n{report}") from exc
+        if isinstance(exc, PvefixError):
+            raise ApplyFailed(f"{exc}\n{report}") from exc
+        if isinstance(exc, Exception):
+            raise ApplyFailed(f"{type(exc).__name__}: {exc}\n{report}") from exc
+        raise
+
+
+def undo_steps(started: list[Step], ctx: StepContext, journal: Journal,
+               console: Console) -> tuple[list[str], list[str]]:
+    undone: list[str] = []
+    failures: list[str] = []
+    for step in reversed(started):
+        journal.record("undo-begin", step=step.id, kind=step.kind)
+        try:
+            what = step.undo(ctx)
+        except Exception as exc:  # keep undoing the rest; report what could not be
+            failures.append(f"{step.id}: {exc}")
+            journal.record("undo-failed", step=step.id, error=str(exc))
+            continue
+        journal.record("undo-end", step=step.id, undone=what)
+        if what:
+            undone.append(what)
+            console.progress(f"undone: {what}")
+    return undone, failures
+
+
+def _restore_exact(ctx: StepContext, snapshot: Snapshot, journal: Journal) -> str | None:
+    """After undoing through the API the values are back; put back the exact bytes too when
+    the file differs only in form (never over someone else's edit)."""
+    if not ctx.remote.has_ssh or snapshot.meta.vm.config_source != "file":
+        return None
+    try:
+        path = vm_conf_path(snapshot.meta.node, snapshot.meta.vmid)
+        raw = ctx.remote.read_file(path)
+        text = snapshot.vm_config_text()
+        if raw is None or raw == text or not checks.same_content(raw, text):
+            return None
+        journal.record("restore-begin", kind="vm-config", method="file", path=path,
+                       digest=snapshot.meta.vm.digest)
+        ctx.remote.write_file(path, text)
+        journal.record("restore-end", kind="vm-config", digest=sha1_text(text))
+        return f"VM {snapshot.meta.vmid} config bytes restored (digest {sha1_text(text)})"
+    except PvefixError:
+        return None
+
+
+def _undo_report(exc: BaseException, undone: list[str], failures: list[str],
+                 snapshot: Snapshot) -> str:
+    lines = [f"apply stopped: {exc}" if not isinstance(exc, KeyboardInterrupt)
+             else "apply interrupted"]
+    lines.append("undone, in reverse order: " + ("; ".join(undone) if undone else
+                                                  "nothing had been written"))
+    if failures:
+        lines.append("COULD NOT UNDO: " + "; ".join(failures))
+        lines.append(f"restore by hand or with: pvefix rollback {snapshot.meta.vmid} "
+                     f"--snapshot {snapshot.id}")
+    return "\n".join(lines)
+
+
+def rollback_command(vmid: int, snapshot_id: str, options: ApplyOptions, restart: bool) -> str:
+    parts = ["pvefix", "rollback", str(vmid), "--snapshot", snapshot_id]
+    if restart:
+        parts.append("--restart")
+    command = shlex.join(parts)
+    return f"{command} {options.rollback_hint}".strip()
+
+
+def apply_phase(
+    conn: Connection,
+    vmid: int,
+    options: ApplyOptions,
+    console: Console,
+    *,
+    plan: Plan | None = None,
+    hook: Hook | None = None,
+    read: StateReader | None = None,
+) -> ApplyResult:
+    """Apply phase `options.phase` of `plan` (or of a fresh plan) to VM `vmid`."""
+    from pvefix.planner import plan as make_plan
+    from pvefix.sources.live import read_live
+
+    reader: StateReader = read or (lambda c, v: read_live(c, v))
+    live = reader(conn, vmid)
+    conn = conn.model_copy(update={"node": live.vm.node})
+    if plan is not None:
+        stale = checks.stale_reasons(plan, live)
+        if stale and not options.replan:
+            raise RefusedError(
+                "the plan is stale: the target changed since it was made:\n  "
+                + "\n  ".join(stale)
+                + "\nnothing was written; re-run with --replan to plan afresh (and review it)",
+                source=f"VM {vmid}",
+            )
+        if stale:
+            console.progress("the plan was stale (" + "; ".join(stale) + "): planning afresh")
+            plan = None
+    if plan is None:
+        plan = make_plan(live)
+    phase = plan.phase(options.phase)
+    if phase is None:
+        have = ", ".join(str(p.number) for p in plan.phases) or "none"
+        raise PvefixError(f"the plan has no phase {options.phase} (phases: {have})",
+                          source=f"VM {vmid}")
+    missing = checks.missing_prerequisites(plan, phase, live)
+    if missing:
+        raise RefusedError(
+            "a prerequisite phase is not in effect:\n  " + "\n  ".join(missing)
+            + "\napply (and activate) the earlier phase first; nothing was written",
+            source=f"VM {vmid}",
+        )
+    use_qm = _refuse_root_only(phase, live, options)
+    if live.vm.lock:
+        raise RefusedError(f"VM {vmid} is locked ({live.vm.lock}); nothing was written")
+    wants_host = any(c.target == "host-cmdline" for c in phase.changes)
+    if wants_host and not live.access.ssh:
+        raise RefusedError("this phase changes host files, which needs SSH to the node")
+    for line in render_phase(plan, phase):
+        console.say(line)
+    if not options.yes and not console.confirm(f"Apply phase {phase.number} to VM {vmid}?"):
+        raise RefusedError("not confirmed: nothing was written (dry run; --yes to apply)")
+
+    remote = Remote(conn, live.vm.node)
+    try:
+        return _apply(remote, conn, live, plan, phase, options, console, hook, reader, use_qm)
+    finally:
+        remote.close()
+
+
+def _take_pve_snapshot(remote: Remote, vmid: int, options: ApplyOptions,
+                       console: Console) -> str:
+    name = "pvefix_" + backup_stamp().replace("T", "_").rstrip("Z")
+    console.progress(
+        f"WARNING: taking Proxmox snapshot {name} (disk only, no RAM). Rolling THAT back also "
+        "rolls back the disks: every write inside the guest since then is lost. pvefix's own "
+        "rollback never uses it."
+    )
+    remote.run_task(f"/nodes/{remote.node}/qemu/{vmid}/snapshot",
+                    {"snapname": name, "vmstate": "0",
+                     "description": "before pvefix apply (config fix)"},
+                    options.task_timeout)
+    return name
+
+
+def _apply(remote: Remote, conn: Connection, live: HostState, plan: Plan, phase: Phase,
+           options: ApplyOptions, console: Console, hook: Hook | None,
+           reader: StateReader, use_qm: bool) -> ApplyResult:
+    vmid = live.vm.vmid
+    pve_snap = None
+    if options.pve_snapshot:
+        pve_snap = _take_pve_snapshot(remote, vmid, options, console)
+        live = reader(conn, vmid)  # the Proxmox snapshot moved the digest: snapshot after it
+    target_info: dict[str, str | int | None] = {
+        "api": f"{conn.host}:{conn.port}", "user": conn.api_user, "ssh": conn.effective_ssh_host
+        if conn.ssh else None,
+    }
+    snapshot = take_snapshot(options.state_dir, live, plan, phase.number, target_info, pve_snap)
+    console.progress(f"snapshot {snapshot.id} in {snapshot.path}")
+    journal = snapshot.journal(hook)
+    writer: VmWriter = QmVmWriter(remote, vmid) if use_qm else ApiVmWriter(
+        remote, vmid, options.task_timeout)
+    ctx = StepContext(remote=remote, vmid=vmid, writer=writer, snapshot=snapshot,
+                      vm_digest=live.vm.digest, backup_suffix=backup_stamp())
+    steps = build_steps(plan, phase, snapshot)
+    restarting = options.restart and any(c.target == "vm-config" for c in phase.changes)
+    rollback_cmd = rollback_command(vmid, snapshot.id, options, restarting)
+    journal.record("apply-start", phase=phase.number, vmid=vmid, writer=writer.name,
+                   steps=[s.id for s in steps])
+    done: list[str] = []
+    manual: list[str] = []
+    activated: list[str] = []
+    with transaction(ctx, journal, console, snapshot) as started:
+        for step in steps:
+            if isinstance(step, ManualStep):
+                manual += step.change.commands or [step.summary()]
+                continue
+            journal.record("step-begin", step=step.id, **step.intent(ctx))
+            started.append(step)
+            result = step.do(ctx)
+            journal.record("step-end", step=step.id, **result)
+            done.append(step.summary())
+            console.progress(f"done: {step.summary()}")
+        problems = [p for s in started if (p := s.verify(ctx))]
+        if problems:
+            raise PvefixError("verification failed: " + "; ".join(problems))
+        journal.record("verified", stage="written")
+        if restarting:
+            journal.record("activation-begin", kind="restart")
+            shutdown_vm(remote, vmid, timeout=options.shutdown_timeout,
+                        force_stop=options.force_stop, task_timeout=options.task_timeout,
+                        say=console.progress)
+    if restarting:
+        machine = _machine_now(remote, vmid)
+        try:
+            start_vm(remote, vmid, task_timeout=options.task_timeout, say=console.progress,
+                     machine=machine)
+        except StartFailed as exc:
+            journal.record("activation-failed", kind="restart", error=exc.exitstatus)
+            _after_start_failure(remote, conn, snapshot, journal, options, console, exc,
+                                 reader, rollback_cmd)
+        journal.record("activation-end", kind="restart")
+        activated.append(f"VM {vmid} restarted")
+    if options.reboot_host and any(c.target == "host-cmdline" for c in phase.changes):
+        journal.record("activation-begin", kind="reboot-host")
+        seconds = reboot_host(remote, timeout=options.reboot_timeout, say=console.progress)
+        journal.record("activation-end", kind="reboot-host", seconds=round(seconds, 2))
+        activated.append(f"host {remote.node} rebooted ({seconds:.1f} s)")
+    after = reader(conn, vmid)
+    problems = checks.verify_live(phase, plan, after, restarted=restarting)
+    if options.reboot_host:
+        proc = after.file(PROC_CMDLINE).text or ""
+        problems += cmdline_problems(proc, [(c.before, c.after) for c in phase.changes
+                                            if c.target == "host-cmdline"])
+    if problems:
+        journal.record("apply-end", status="verify-failed", problems=problems)
+        raise PvefixError(
+            "verification after the phase failed:\n  " + "\n  ".join(problems)
+            + f"\nto put everything back: {rollback_cmd}"
+        )
+    journal.record("apply-end", status="applied")
+    return ApplyResult(
+        vmid=vmid, phase=phase.number, snapshot_id=snapshot.id, done=done, manual=manual,
+        activated=activated, pending=_pending_text(phase, after, restarting,
+                                                   options.reboot_host),
+        rollback_command=rollback_cmd,
+    )
+
+
+def _parse(text: str) -> VMConfig:
+    return VMConfig.parse(text, "snapshot")
+
+
+def _machine_now(remote: Remote, vmid: int) -> str | None:
+    return read_vm(remote, vmid).effective("machine")
+
+
+def _after_start_failure(remote: Remote, conn: Connection, snapshot: Snapshot,
+                         journal: Journal, options: ApplyOptions, console: Console,
+                         exc: StartFailed, reader: StateReader, rollback_cmd: str) -> None:
+    vmid = snapshot.meta.vmid
+    if not options.auto_rollback:
+        journal.record("apply-end", status="start-failed", error=exc.exitstatus)
+        raise ApplyFailed(
+            f"{exc}\nthe changes are in place and the VM is stopped. To put the old config back "
+            f"and start it: {rollback_cmd}"
+        )
+    console.progress(f"{exc}; rolling back to snapshot {snapshot.id} (--auto-rollback)")
+    live = reader(conn, vmid)
+    writer = ApiVmWriter(remote, vmid, options.task_timeout)
+    journal.record("rollback-begin", automatic=True)
+    restored = [r for r in [restore_vm_config(remote, snapshot, live, journal, writer)] if r]
+    restored += restore_files(remote, snapshot, live, journal, backup_stamp())
+    machine = _parse(snapshot.vm_config_text()).main.get("machine")
+    if snapshot.meta.vm.status == "running":
+        start_vm(remote, vmid, task_timeout=options.task_timeout, say=console.progress,
+                 machine=machine)
+        restored.append(f"VM {vmid} started again on the old config")
+    journal.record("rollback-end", restored=restored, automatic=True)
+    raise ApplyFailed(f"{exc}\nrolled back (--auto-rollback): " + "; ".join(restored))
+
+
+def _pending_text(phase: Phase, after: HostState, restarted: bool,
+                  rebooted: bool) -> list[str]:
+    out: list[str] = []
+    vm_changes = [c for c in phase.changes if c.target == "vm-config"]
+    vmid = after.vm.vmid
+    if vm_changes and not restarted:
+        if after.vm.status == "running":
+            out.append(
+                f"VM {vmid}: the changes wait in [PENDING] until its next cold start: shut it "
+                f"down and start it (qm shutdown {vmid} && qm start {vmid}, or --restart); a "
+                "reboot inside the guest does not apply them"
+            )
+        else:
+            out.append(f"VM {vmid} is stopped: the new config takes effect when it starts")
+    if any(c.target == "host-cmdline" for c in phase.changes) and not rebooted:
+        out.append("host: the boot loader holds the new kernel cmdline; it takes effect at the "
+                   "next host reboot (or --reboot-host)")
+    return out

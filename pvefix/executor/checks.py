@@ -1,0 +1,175 @@
+"""The checks apply and rollback make before and after writing: a stale plan, prerequisites
+in effect, permissions, verification of the result, and whether the live state has moved in
+ways pvefix did not make. Pure functions over HostState, Plan and the journal."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+from pvefix.executor.journal import Record
+from pvefix.executor.snapshot import Snapshot
+from pvefix.planner.model import Change, Phase, Plan
+from pvefix.state import PROC_CMDLINE, HostState
+from pvefix.vmconfig.config import VMConfig
+
+
+def stale_reasons(plan: Plan, live: HostState) -> list[str]:
+    """What moved since the plan was made: the VM digest, and every file hash it relied on."""
+    reasons: list[str] = []
+    obs = plan.observed
+    if obs.vmid != live.vm.vmid or obs.node != live.vm.node:
+        reasons.append(f"the plan is for VM {obs.vmid} on {obs.node}, not VM {live.vm.vmid} on "
+                       f"{live.vm.node}")
+    if obs.vm_digest != live.vm.digest:
+        reasons.append(f"VM {obs.vmid} config digest {obs.vm_digest[:12]} -> "
+                       f"{live.vm.digest[:12]}")
+    if obs.vm_status != live.vm.status:
+        reasons.append(f"VM {obs.vmid} was {obs.vm_status}, is now {live.vm.status}")
+    for path, sha in sorted(obs.files.items()):
+        now = live.file(path).sha256
+        if path in live.files and now != sha:
+            reasons.append(f"{path} sha256 {_short(sha)} -> {_short(now)}")
+    return reasons
+
+
+def _short(sha: str | None) -> str:
+    return sha[:12] if sha else "(absent)"
+
+
+def effective_values(cfg: VMConfig) -> dict[str, str]:
+    """Values at the next cold start: the main section with [PENDING] applied."""
+    values = cfg.main.as_dict()
+    if cfg.has_pending:
+        values.update(cfg.pending.as_dict())
+        for key in cfg.pending.deletes:
+            values.pop(key.lstrip("!"), None)
+    return values
+
+
+def change_in_effect(change: Change, live: HostState) -> bool:
+    """Is this (earlier phase's) change really active on the target?"""
+    if change.target == "vm-config":
+        cfg = VMConfig.parse(live.vm.config_text, "live")
+        pending = cfg.has_pending and (
+            change.key in cfg.pending.as_dict()
+            or change.key in [k.lstrip("!") for k in cfg.pending.deletes]
+        )
+        return cfg.main.get(change.key) == change.after and not pending
+    if change.target == "host-cmdline":
+        proc = live.file(PROC_CMDLINE).text or ""
+        from pvefix.executor.activation import cmdline_problems
+
+        return not cmdline_problems(proc, [(change.before, change.after)])
+    return True  # manual and guest steps: pvefix cannot tell; the admin was told
+
+
+def missing_prerequisites(plan: Plan, phase: Phase, live: HostState) -> list[str]:
+    """Changes of other phases this phase requires that are not in effect on the target."""
+    here = {c.id for c in phase.changes}
+    by_id = {c.id: (p.number, c) for p in plan.phases for c in p.changes}
+    missing: list[str] = []
+    for change in phase.changes:
+        for req in change.requires:
+            if req in here or req not in by_id:
+                continue  # same phase (ordered), or not planned: already in effect
+            number, needed = by_id[req]
+            if not change_in_effect(needed, live):
+                missing.append(f"{change.id} requires {req} (phase {number}), which is not in "
+                               "effect")
+    return missing
+
+
+def root_only(phase: Phase) -> list[Change]:
+    return [c for c in phase.changes if c.needs_root_pam and c.target == "vm-config"]
+
+
+def verify_live(phase: Phase, plan: Plan, live: HostState, *, restarted: bool) -> list[str]:
+    """Re-read target against what the plan expects after this phase."""
+    problems: list[str] = []
+    cfg = VMConfig.parse(live.vm.config_text, "live")
+    values = effective_values(cfg)
+    for change in phase.changes:
+        if change.target == "vm-config":
+            if values.get(change.key) != change.after:
+                problems.append(f"VM {live.vm.vmid} {change.key} is "
+                                f"{values.get(change.key)!r}, expected {change.after!r}")
+            elif restarted and cfg.main.get(change.key) != change.after:
+                problems.append(f"VM {live.vm.vmid} {change.key} still waits in [PENDING]")
+        elif change.target == "host-cmdline" and change.file:
+            want = plan.host_files_after.get(change.file)
+            if live.file(change.file).text != want:
+                problems.append(f"{change.file} does not hold the planned text")
+    return problems
+
+
+def _sections(cfg: VMConfig) -> dict[str, dict[str, str]]:
+    out = {name: sec.as_dict() for name, sec in cfg.snapshots.items()}
+    out.update({name: sec.as_dict() for name, sec in cfg.specials.items()})
+    return out
+
+
+def same_content(a: str, b: str) -> bool:
+    """Two config texts that hold the same values (they may differ in order or form)."""
+    ca, cb = VMConfig.parse(a, "a"), VMConfig.parse(b, "b")
+    return (
+        ca.main.as_dict() == cb.main.as_dict()
+        and ca.description == cb.description
+        and effective_values(ca) == effective_values(cb)
+        and ca.has_pending == cb.has_pending
+        and _sections(ca) == _sections(cb)
+    )
+
+
+def config_diff(before: str, after: str, before_name: str, after_name: str) -> str:
+    return "".join(difflib.unified_diff(
+        before.splitlines(keepends=True), after.splitlines(keepends=True),
+        fromfile=before_name, tofile=after_name,
+    ))
+
+
+def written_by_apply(records: Iterable[Record]) -> tuple[dict[str, set[str | None]],
+                                                         dict[str, set[str | None]]]:
+    """From the journal: VM keys and the values pvefix may have left them with, and host
+    files and the hashes pvefix may have left them with (every step that began counts)."""
+    keys: dict[str, set[str | None]] = {}
+    files: dict[str, set[str | None]] = {}
+    for record in records:
+        if record.get("event") != "step-begin":
+            continue
+        if record.get("kind") == "vm-config":
+            keys.setdefault(str(record["key"]), set()).update({record.get("before"),
+                                                               record.get("after")})
+        elif record.get("kind") == "host-file":
+            files.setdefault(str(record["path"]), set()).update(
+                {record.get("sha_before"), record.get("sha_after")})
+    return keys, files
+
+
+def moved_since(snapshot: Snapshot, live: HostState) -> list[str]:
+    """What differs from the snapshot and was not written by the apply it belongs to."""
+    keys, files = written_by_apply(snapshot.records())
+    moved: list[str] = []
+    snap_cfg = VMConfig.parse(snapshot.vm_config_text(), "snapshot")
+    live_cfg = VMConfig.parse(live.vm.config_text, "live")
+    old, new = effective_values(snap_cfg), effective_values(live_cfg)
+    for key in sorted(set(old) | set(new)):
+        if old.get(key) == new.get(key):
+            continue
+        if key in keys and new.get(key) in keys[key]:
+            continue
+        moved.append(f"VM {live.vm.vmid} {key}: {old.get(key)!r} -> {new.get(key)!r}")
+    if snap_cfg.description != live_cfg.description:
+        moved.append(f"VM {live.vm.vmid} description changed")
+    if _sections(snap_cfg) != _sections(live_cfg):
+        moved.append(f"VM {live.vm.vmid} snapshots or special sections changed")
+    for record in snapshot.meta.files:
+        if not record.restorable or record.path not in live.files:
+            continue
+        now = live.file(record.path).sha256
+        if now == record.sha256:
+            continue
+        if record.path in files and now in files[record.path]:
+            continue
+        moved.append(f"{record.path} sha256 {_short(record.sha256)} -> {_short(now)}")
+    return moved

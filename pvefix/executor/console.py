@@ -1,0 +1,41 @@
+"""Where the executor talks to the admin: results on stdout, progress on stderr, and the
+confirmation question. Passed in, so tests capture output and answer questions."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import TextIO
+
+
+class Console:
+    """`answer` decides confirmations in tests; otherwise a terminal is asked, and without one
+    the answer is no (nothing is written without a yes)."""
+
+    def __init__(
+        self,
+        out: TextIO | None = None,
+        err: TextIO | None = None,
+        answer: Callable[[str], bool] | None = None,
+    ) -> None:
+        self.out = out or sys.stdout
+        self.err = err or sys.stderr
+        self.answer = answer
+
+    def say(self, text: str = "") -> None:
+        print(text, file=self.out, flush=True)
+
+    def progress(self, text: str) -> None:
+        print(f"pvefix: {text}", file=self.err, flush=True)
+
+    def confirm(self, question: str) -> bool:
+        if self.answer is not None:
+            return self.answer(question)
+        if not sys.stdin.isatty():
+            return False
+        print(f"{question} [y/N] ", end="", file=self.err, flush=True)
+        try:
+            reply = sys.stdin.readline()
+        except (EOFError, OSError):
+            return False
+        return reply.strip().lower() in ("y", "yes")

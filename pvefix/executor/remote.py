@@ -1,0 +1,185 @@
+"""The one seam through which the executor touches a node: API reads, writes and tasks, SSH
+commands (argument lists, quoted with shlex) and SFTP file writes (temporary file + rename).
+
+Reads of the whole target for planning and verification go through `pvefix.sources.live`; this
+module only adds what writing needs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import posixpath
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pvefix.connection.api import ApiClient, ApiError
+from pvefix.connection.settings import Connection
+from pvefix.connection.ssh import CommandResult, SshShell
+from pvefix.errors import PvefixError
+
+TASK_POLL_S = 0.05
+
+# paramiko logs every refused connection (a rebooting host) with a traceback on stderr; the
+# executor reports connection failures itself, through exceptions.
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
+
+
+class TaskFailed(PvefixError):
+    """A Proxmox task ended with an exit status other than OK."""
+
+    def __init__(self, upid: str, exitstatus: str) -> None:
+        self.upid = upid
+        self.exitstatus = exitstatus
+        super().__init__(f"task failed: {exitstatus}", source=upid)
+
+
+def vm_conf_path(node: str, vmid: int) -> str:
+    return f"/etc/pve/nodes/{node}/qemu-server/{vmid}.conf"
+
+
+class Remote:
+    """A connected node: the API client and, when SSH is on, one SSH session (opened lazily)."""
+
+    def __init__(self, conn: Connection, node: str) -> None:
+        if conn.backend != "api":
+            raise PvefixError(
+                "apply and rollback need the API backend (--host ...); the local backend "
+                "reads only"
+            )
+        self.conn = conn
+        self.node = node
+        self.api = ApiClient(conn)
+        self._ssh: SshShell | None = None
+
+    # -- API --------------------------------------------------------------------------------
+
+    def get(self, path: str, params: Mapping[str, str] | None = None) -> Any:
+        return self.api.get(path, params)
+
+    def write(self, method: str, path: str, data: Mapping[str, str]) -> Any:
+        """POST or PUT; ApiError carries Proxmox's message (never the request's values)."""
+        from proxmoxer.core import ResourceException
+        from requests.exceptions import RequestException
+
+        resource = self.api.root(path.strip("/"))
+        try:
+            if method == "PUT":
+                return resource.put(**dict(data))
+            return resource.post(**dict(data))
+        except ResourceException as exc:
+            message = str(getattr(exc, "status_message", "") or "").strip()
+            content = str(getattr(exc, "content", "") or "").strip()
+            errors = getattr(exc, "errors", None)
+            text = content or message or str(exc)
+            if errors:
+                text += " " + "; ".join(f"{k}: {v}" for k, v in dict(errors).items())
+            raise ApiError(f"{method} {path}: {exc.status_code} {text}",
+                           status=exc.status_code, source=self.api.base_url) from None
+        except RequestException as exc:
+            raise PvefixError(f"{method} {path}: connection lost ({type(exc).__name__})",
+                              source=self.api.base_url) from None
+
+    def wait_task(self, upid: str, timeout: float) -> str:
+        """Wait for a task to stop; returns its exit status (raises when it does not stop)."""
+        node = upid.split(":")[1] if upid.startswith("UPID:") else self.node
+        deadline = time.monotonic() + timeout
+        while True:
+            status = self.get(f"/nodes/{node}/tasks/{upid}/status")
+            if status and status.get("status") == "stopped":
+                return str(status.get("exitstatus", "unknown"))
+            if time.monotonic() > deadline:
+                raise PvefixError(f"task did not finish within {timeout:g} s", source=upid)
+            time.sleep(TASK_POLL_S)
+
+    def run_task(self, path: str, data: Mapping[str, str], timeout: float) -> str:
+        """POST an async call, wait for its task, and raise TaskFailed unless it ended OK."""
+        upid = self.write("POST", path, data)
+        if not isinstance(upid, str) or not upid.startswith("UPID:"):
+            return "OK"  # answered synchronously
+        exitstatus = self.wait_task(upid, timeout)
+        if exitstatus != "OK":
+            raise TaskFailed(upid, exitstatus)
+        return exitstatus
+
+    # -- SSH --------------------------------------------------------------------------------
+
+    @property
+    def has_ssh(self) -> bool:
+        return self.conn.ssh
+
+    def ssh(self) -> SshShell:
+        if not self.conn.ssh:
+            raise PvefixError("this needs SSH to the node (it is off: --no-ssh)")
+        if self._ssh is not None and not self._ssh.transport.is_active():
+            # The connection dropped (network, sshd restart): open a new one, so that undo
+            # and rollback can still reach the host.
+            with contextlib.suppress(Exception):
+                self._ssh.close()
+            self._ssh = None
+        if self._ssh is None:
+            self._ssh = SshShell(self.conn)
+        return self._ssh
+
+    def run(self, argv: Sequence[str]) -> CommandResult:
+        """Run one command on the node: an argument list, quoted with shlex.join."""
+        return self.ssh().run(argv)
+
+    def check(self, argv: Sequence[str]) -> CommandResult:
+        """Run a command and raise, with its stderr, unless it exits 0."""
+        result = self.run(argv)
+        if not result.ok:
+            detail = (result.stderr or result.stdout).strip().splitlines()
+            raise PvefixError(
+                f"`{' '.join(argv)}` exited with {result.exit_code}"
+                + (f": {detail[-1]}" if detail else ""),
+                source=f"{self.conn.ssh_user}@{self.conn.effective_ssh_host}",
+            )
+        return result
+
+    def read_file(self, path: str) -> str | None:
+        """A host file's text (None when it does not exist)."""
+        result = self.run(["cat", path])
+        if result.ok:
+            return result.stdout
+        if "No such file" in result.stderr:
+            return None
+        raise PvefixError(f"cannot read: {result.stderr.strip()}", source=path)
+
+    def write_file(self, path: str, text: str) -> None:
+        """Replace a host file atomically: a temporary file beside it, then a rename (the
+        mode of the old file is kept). A reader never sees half a file."""
+        sftp = self.ssh().client.open_sftp()
+        folder, name = posixpath.split(path)
+        tmp = posixpath.join(folder, f"{name}.tmp.{os.getpid()}")
+        try:
+            mode: int | None = None
+            with contextlib.suppress(OSError):
+                mode = sftp.stat(path).st_mode
+            with sftp.open(tmp, "w") as handle:
+                handle.write(text.encode("utf-8", "surrogateescape"))
+            if mode is not None:
+                sftp.chmod(tmp, mode & 0o7777)
+            sftp.posix_rename(tmp, path)
+        except Exception as exc:  # OSError, EOFError, paramiko's SSHException family
+            with contextlib.suppress(Exception):
+                sftp.close()
+            with contextlib.suppress(Exception):  # on a new connection if this one broke
+                self.run(["rm", "-f", tmp])
+            raise PvefixError(f"cannot write: {type(exc).__name__}: {exc}", source=path) from None
+        with contextlib.suppress(Exception):
+            sftp.close()
+
+    def reconnect(self) -> None:
+        """New API and SSH sessions (after a host reboot dropped the old ones)."""
+        self.close()
+        self.api = ApiClient(self.conn)
+
+    def close(self) -> None:
+        if self._ssh is not None:
+            with contextlib.suppress(Exception):
+                self._ssh.close()
+            self._ssh = None
+        self.api.close()

@@ -1,0 +1,235 @@
+"""Roll a snapshot back: the VM config (byte for byte over SSH, with the same digest as
+before; else the same keys and values through the API, with the digest), the host files, and
+the boot loader refresh run again. Refuses, showing the diff, when the target has moved in ways
+the apply did not make, unless forced."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from pvefix.connection.settings import Connection
+from pvefix.errors import PvefixError, RefusedError
+from pvefix.executor.activation import shutdown_vm, start_vm
+from pvefix.executor.checks import config_diff, effective_values, moved_since
+from pvefix.executor.console import Console
+from pvefix.executor.journal import Journal
+from pvefix.executor.remote import Remote, vm_conf_path
+from pvefix.executor.snapshot import Snapshot, find_snapshot
+from pvefix.executor.vmwrite import ApiVmWriter, VmWriter, read_vm
+from pvefix.state import HostState
+from pvefix.vmconfig.config import VMConfig
+
+
+def sha1_text(text: str) -> str:
+    return hashlib.sha1(text.encode("utf-8", "surrogateescape"),
+                        usedforsecurity=False).hexdigest()
+
+
+@dataclass(frozen=True)
+class RollbackOptions:
+    yes: bool = False
+    force: bool = False
+    restart: bool = False
+    force_stop: bool = False
+    shutdown_timeout: float = 120.0
+    task_timeout: float = 60.0
+
+
+class RollbackResult(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    snapshot_id: str
+    vmid: int
+    restored: list[str]
+    notes: list[str]
+
+
+def refresh_commands(snapshot: Snapshot) -> list[list[str]]:
+    """The boot loader commands the apply started (from its journal), in order, once each."""
+    seen: list[list[str]] = []
+    for record in snapshot.records():
+        if record.get("event") == "step-begin" and record.get("kind") == "refresh":
+            argv = [str(a) for a in record.get("argv", [])]
+            if argv and argv not in seen:
+                seen.append(argv)
+    return seen
+
+
+def restore_vm_config(remote: Remote, snapshot: Snapshot, live: HostState, journal: Journal,
+                      writer: VmWriter) -> str | None:
+    """Put the VM config back; returns what was done (None: it already was)."""
+    meta = snapshot.meta
+    text = snapshot.vm_config_text()
+    if live.vm.config_text == text and live.vm.digest == meta.vm.digest:
+        return None
+    if remote.has_ssh and meta.vm.config_source == "file":
+        path = vm_conf_path(meta.node, meta.vmid)
+        raw = remote.read_file(path)
+        if raw is None:
+            raise PvefixError("the VM config file is gone", source=path)
+        if sha1_text(raw) != live.vm.digest:
+            raise RefusedError("the VM config changed while pvefix was rolling back",
+                               source=path)
+        journal.record("restore-begin", kind="vm-config", method="file", path=path,
+                       digest=meta.vm.digest)
+        remote.write_file(path, text)
+        now = remote.read_file(path)
+        if now is None or sha1_text(now) != meta.vm.digest:
+            raise PvefixError("the restored config reads back with another digest", source=path)
+        journal.record("restore-end", kind="vm-config", digest=meta.vm.digest)
+        return f"VM {meta.vmid} config restored byte for byte (digest {meta.vm.digest})"
+    return _restore_via_api(remote, snapshot, journal, writer)
+
+
+def _restore_via_api(remote: Remote, snapshot: Snapshot, journal: Journal,
+                     writer: VmWriter) -> str:
+    meta = snapshot.meta
+    snap = VMConfig.parse(snapshot.vm_config_text(), "snapshot")
+    snap_main = snap.main.as_dict()
+    snap_pending = snap.pending.as_dict() if snap.has_pending else {}
+    snap_deletes = {k.lstrip("!") for k in snap.pending.deletes} if snap.has_pending else set()
+    view = read_vm(remote, meta.vmid)
+    journal.record("restore-begin", kind="vm-config", method="api", digest=view.digest)
+    revert = sorted(k for k in set(view.pending) | set(view.deletes)
+                    if k not in snap_pending and k not in snap_deletes)
+    if revert:
+        writer.write({"revert": ",".join(revert)}, view.digest)
+        view = read_vm(remote, meta.vmid)
+    params = {k: v for k, v in snap_main.items() if view.effective(k) != v}
+    params.update({k: v for k, v in snap_pending.items() if view.effective(k) != v})
+    deletes = sorted(k for k in view.main if k not in snap_main and view.effective(k) is not None)
+    if deletes:
+        params["delete"] = ",".join(deletes)
+    if params:
+        writer.write(params, view.digest)
+        view = read_vm(remote, meta.vmid)
+    wanted = effective_values(snap)
+    got = {k: v for k in set(view.main) | set(view.pending) if (v := view.effective(k))}
+    if {k: v for k, v in wanted.items() if k != "digest"} != got:
+        raise PvefixError("after the rollback through the API, the VM config still differs",
+                          source=f"VM {meta.vmid}")
+    journal.record("restore-end", kind="vm-config", digest=view.digest)
+    return (f"VM {meta.vmid} config restored through the API (same keys and values; "
+            f"digest now {view.digest})")
+
+
+def restore_files(remote: Remote, snapshot: Snapshot, live: HostState, journal: Journal,
+                  stamp: str) -> list[str]:
+    """Host files back as the snapshot holds them (the current one kept as a dated copy),
+    then the boot loader refresh the apply ran, again."""
+    done: list[str] = []
+    for record in snapshot.meta.files:
+        if not record.restorable or record.path not in live.files:
+            continue
+        if live.file(record.path).sha256 == record.sha256:
+            continue
+        text = snapshot.file_text(record.path)
+        journal.record("restore-begin", kind="host-file", path=record.path,
+                       sha256=record.sha256)
+        if live.file(record.path).exists:
+            remote.check(["cp", "-p", record.path, f"{record.path}.pvefix-{stamp}"])
+        if text is None:
+            remote.check(["rm", "-f", record.path])
+        else:
+            remote.write_file(record.path, text)
+        journal.record("restore-end", kind="host-file", path=record.path)
+        done.append(f"{record.path} restored")
+    for argv in refresh_commands(snapshot):
+        journal.record("restore-begin", kind="refresh", argv=argv)
+        remote.check(argv)
+        journal.record("restore-end", kind="refresh", argv=argv)
+        done.append(f"boot loader refreshed again: {' '.join(argv)}")
+    return done
+
+
+@dataclass
+class _Plan:
+    vm_differs: bool
+    files: list[str] = field(default_factory=list)
+
+
+def _what_differs(snapshot: Snapshot, live: HostState) -> _Plan:
+    files = [r.path for r in snapshot.meta.files
+             if r.restorable and r.path in live.files and live.file(r.path).sha256 != r.sha256]
+    vm = live.vm.digest != snapshot.meta.vm.digest or (
+        live.vm.config_text != snapshot.vm_config_text()
+    )
+    return _Plan(vm, files)
+
+
+def backup_stamp() -> str:
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+
+
+def run_rollback(conn: Connection, state_dir: Path, vmid: int | None, snapshot_id: str | None,
+                 options: RollbackOptions, console: Console) -> RollbackResult:
+    """`pvefix rollback`: pick the snapshot, refuse if the target moved, confirm, restore."""
+    from pvefix.sources.live import read_live
+
+    snapshot = find_snapshot(state_dir, snapshot_id, vmid)
+    meta = snapshot.meta
+    live = read_live(conn.model_copy(update={"node": conn.node or meta.node}), meta.vmid)
+    differs = _what_differs(snapshot, live)
+    console.say(f"snapshot {meta.id} (VM {meta.vmid}, phase {meta.phase}, {meta.created_at}, "
+                f"{snapshot.status()})")
+    if not differs.vm_differs and not differs.files and not options.restart:
+        console.say("the target already matches the snapshot: nothing to roll back")
+        return RollbackResult(snapshot_id=meta.id, vmid=meta.vmid, restored=[],
+                              notes=["already as the snapshot"])
+    moved = moved_since(snapshot, live)
+    diff = config_diff(live.vm.config_text, snapshot.vm_config_text(),
+                       f"VM {meta.vmid} now", f"snapshot {meta.id}")
+    if moved and not options.force:
+        raise RefusedError(
+            "the target has changed since the apply this snapshot belongs to, in ways pvefix "
+            "did not make:\n  " + "\n  ".join(moved)
+            + (f"\n{diff}" if diff else "")
+            + "\nnothing was written; look at the changes, then re-run with --force to restore "
+              "the snapshot over them",
+            source=f"snapshot {meta.id}",
+        )
+    if diff:
+        console.say(diff.rstrip("\n"))
+    for path in differs.files:
+        record = snapshot.file_record(path)
+        console.say(f"{path}: will be restored (sha256 {record.sha256 if record else '?'})")
+    if not options.yes and not console.confirm(f"Roll VM {meta.vmid} back to {meta.id}?"):
+        raise RefusedError("not confirmed: nothing was written (use --yes to confirm)")
+    remote = Remote(conn, meta.node)
+    journal = snapshot.journal()
+    notes: list[str] = []
+    try:
+        journal.record("rollback-begin", forced=bool(moved))
+        writer = ApiVmWriter(remote, meta.vmid, options.task_timeout)
+        restored: list[str] = []
+        vm_done = restore_vm_config(remote, snapshot, live, journal, writer)
+        if vm_done:
+            restored.append(vm_done)
+        restored += restore_files(remote, snapshot, live, journal, backup_stamp())
+        if options.restart:
+            shutdown_vm(remote, meta.vmid, timeout=options.shutdown_timeout,
+                        force_stop=options.force_stop, task_timeout=options.task_timeout,
+                        say=console.progress)
+            cfg = VMConfig.parse(snapshot.vm_config_text(), "snapshot")
+            start_vm(remote, meta.vmid, task_timeout=options.task_timeout,
+                     say=console.progress, machine=cfg.main.get("machine"))
+            restored.append(f"VM {meta.vmid} restarted")
+        elif live.vm.status == "running" and vm_done:
+            notes.append(f"VM {meta.vmid} runs on: the restored config takes effect at its next "
+                         "cold start (shut down and start it, or re-run with --restart)")
+        if differs.files:
+            notes.append("the host keeps running the kernel cmdline it booted with until it "
+                         "reboots")
+        journal.record("rollback-end", restored=restored)
+    finally:
+        remote.close()
+    for line in restored:
+        console.say(f"restored: {line}")
+    for line in notes:
+        console.say(f"note: {line}")
+    return RollbackResult(snapshot_id=meta.id, vmid=meta.vmid, restored=restored, notes=notes)

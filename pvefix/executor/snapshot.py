@@ -1,0 +1,248 @@
+"""Snapshots: one folder per apply in the state directory, holding what is needed to put the
+target back exactly as it was.
+
+    <state>/snapshots/<id>/
+        meta.json        what the snapshot holds (pvefix.snapshot/v1), no secrets
+        vm.conf          the VM config as stored (raw file over SSH, else rebuilt from the API)
+        pending.json     the pending changes at that time
+        plan.json        the plan the apply followed
+        files/<name>     host (and guest) files, with their SHA-256 in meta.json
+        journal.jsonl    every step, recorded before and after it ran
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from datetime import UTC, datetime
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from pvefix import __version__
+from pvefix.errors import PvefixError
+from pvefix.executor.journal import JOURNAL_FILE, Hook, Journal, Record, read_journal
+from pvefix.executor.statedir import ensure_private_dir, write_private
+from pvefix.planner.model import Plan
+from pvefix.state import PROC_CMDLINE, HostState, PendingItem, sha256_text
+
+SNAPSHOT_SCHEMA = "pvefix.snapshot/v1"
+SNAPSHOTS = "snapshots"
+VM_FILE = "vm.conf"
+PENDING_FILE = "pending.json"
+PLAN_FILE = "plan.json"
+META_FILE = "meta.json"
+FILES_DIR = "files"
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class FileRecord(_Frozen):
+    """One file as it was: its path on the target, SHA-256 (None: absent), where it is kept."""
+
+    path: str
+    sha256: str | None
+    stored_as: str | None = None
+    restorable: bool = Field(True, description="False for /proc/cmdline: a fact, not a file")
+
+
+class VmRecord(_Frozen):
+    digest: str
+    config_source: str
+    status: str
+    running_machine: str | None = None
+    lock: str | None = None
+    pending: list[PendingItem] = Field(default_factory=list)
+
+
+class SnapshotMeta(_Frozen):
+    """What a snapshot holds. Never secrets: the target is named, not its credentials."""
+
+    schema_: str = Field(default=SNAPSHOT_SCHEMA, alias="schema")
+    id: str
+    created_at: str
+    pvefix_version: str
+    node: str
+    vmid: int
+    phase: int
+    target: dict[str, str | int | None]
+    vm: VmRecord
+    files: list[FileRecord]
+    guest_files: list[FileRecord] = Field(default_factory=list)
+    pve_snapshot: str | None = None
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    def holds(self) -> list[str]:
+        items = [f"VM {self.vmid} config ({self.vm.config_source}, digest {self.vm.digest[:12]})"]
+        items += [f.path for f in self.files if f.restorable and f.sha256 is not None]
+        items += [f"guest {f.path}" for f in self.guest_files]
+        if self.pve_snapshot:
+            items.append(f"Proxmox snapshot {self.pve_snapshot}")
+        return items
+
+
+def _stored_name(path: str) -> str:
+    return path.strip("/").replace("/", "__")
+
+
+class Snapshot:
+    """A snapshot folder on disk."""
+
+    def __init__(self, path: Path, meta: SnapshotMeta) -> None:
+        self.path = path
+        self.meta = meta
+
+    @property
+    def id(self) -> str:
+        return self.meta.id
+
+    def vm_config_text(self) -> str:
+        return (self.path / VM_FILE).read_text(encoding="utf-8", errors="surrogateescape")
+
+    def file_text(self, path: str) -> str | None:
+        """The snapshot's copy of a target file (None when it did not exist)."""
+        for record in [*self.meta.files, *self.meta.guest_files]:
+            if record.path == path:
+                if record.stored_as is None:
+                    return None
+                stored = self.path / FILES_DIR / record.stored_as
+                return stored.read_text(encoding="utf-8", errors="surrogateescape")
+        raise PvefixError(f"the snapshot does not hold {path}", source=str(self.path))
+
+    def file_record(self, path: str) -> FileRecord | None:
+        return next((f for f in self.meta.files if f.path == path), None)
+
+    def plan(self) -> Plan:
+        data = json.loads((self.path / PLAN_FILE).read_text(encoding="utf-8"))
+        data.pop("created_at", None)
+        return Plan.model_validate(data)
+
+    def journal(self, hook: Hook | None = None) -> Journal:
+        return Journal(self.path / JOURNAL_FILE, hook)
+
+    def records(self) -> list[Record]:
+        return read_journal(self.path / JOURNAL_FILE)
+
+    def status(self) -> str:
+        """taken, interrupted (an apply without its end: kill -9, power cut), applied,
+        undone, failed, rolled-back."""
+        status = "taken"
+        for record in self.records():
+            event = record["event"]
+            if event == "apply-start":
+                status = "interrupted"
+            elif event == "apply-end":
+                status = str(record.get("status", "failed"))
+            elif event == "rollback-begin":
+                status = "rollback-interrupted"
+            elif event == "rollback-end":
+                status = "rolled-back"
+        return status
+
+
+def new_snapshot_id(vmid: int, phase: int, now: datetime | None = None) -> str:
+    stamp = (now or datetime.now(UTC)).strftime("%Y%m%dT%H%M%SZ")
+    return f"{stamp}-vm{vmid}-p{phase}-{secrets.token_hex(2)}"
+
+
+def take_snapshot(
+    state_dir: Path,
+    state: HostState,
+    plan: Plan,
+    phase: int,
+    target: dict[str, str | int | None],
+    pve_snapshot: str | None = None,
+) -> Snapshot:
+    """Write a snapshot of `state` (read live just before) and return it. Every file 0600."""
+    vm = state.vm
+    now = datetime.now(UTC)
+    snap_id = new_snapshot_id(vm.vmid, phase, now)
+    ensure_private_dir(state_dir)
+    folder = ensure_private_dir(state_dir / SNAPSHOTS) / snap_id
+    ensure_private_dir(folder)
+    files_dir = ensure_private_dir(folder / FILES_DIR)
+    write_private(folder / VM_FILE, vm.config_text.encode("utf-8", "surrogateescape"))
+    pending = [p.model_dump() for p in vm.pending]
+    write_private(folder / PENDING_FILE, (json.dumps(pending, indent=2) + "\n").encode())
+    plan_data = plan.to_json_dict()
+    write_private(folder / PLAN_FILE, (json.dumps(plan_data, indent=2) + "\n").encode())
+    records: list[FileRecord] = []
+    for path in sorted(state.files):
+        fact = state.files[path]
+        stored = None
+        if fact.text is not None:
+            stored = _stored_name(path)
+            write_private(files_dir / stored, fact.text.encode("utf-8", "surrogateescape"))
+        records.append(FileRecord(
+            path=path,
+            sha256=None if fact.text is None else sha256_text(fact.text),
+            stored_as=stored,
+            restorable=path != PROC_CMDLINE,
+        ))
+    meta = SnapshotMeta(
+        id=snap_id,
+        created_at=now.isoformat(timespec="microseconds"),
+        pvefix_version=__version__,
+        node=vm.node,
+        vmid=vm.vmid,
+        phase=phase,
+        target=target,
+        vm=VmRecord(
+            digest=vm.digest, config_source=vm.config_source, status=vm.status,
+            running_machine=vm.running_machine, lock=vm.lock, pending=list(vm.pending),
+        ),
+        files=records,
+        pve_snapshot=pve_snapshot,
+    )
+    _write_meta(folder, meta)
+    return Snapshot(folder, meta)
+
+
+def _write_meta(folder: Path, meta: SnapshotMeta) -> None:
+    data = meta.model_dump(mode="json", by_alias=True)
+    write_private(folder / META_FILE, (json.dumps(data, indent=2) + "\n").encode())
+
+
+def load_snapshot(path: Path) -> Snapshot:
+    try:
+        data = json.loads((path / META_FILE).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise PvefixError("not a pvefix snapshot (no meta.json)", source=str(path)) from None
+    except json.JSONDecodeError as exc:
+        raise PvefixError(f"meta.json is not valid JSON: {exc.msg}", source=str(path)) from None
+    return Snapshot(path, SnapshotMeta.model_validate(data))
+
+
+def list_snapshots(state_dir: Path, vmid: int | None = None) -> list[Snapshot]:
+    """Every snapshot (of one VM if given), oldest first."""
+    folder = state_dir / SNAPSHOTS
+    if not folder.is_dir():
+        return []
+    found: list[Snapshot] = []
+    for entry in sorted(folder.iterdir()):
+        if not (entry / META_FILE).is_file():
+            continue
+        snap = load_snapshot(entry)
+        if vmid is None or snap.meta.vmid == vmid:
+            found.append(snap)
+    return sorted(found, key=lambda s: (s.meta.created_at, s.id))
+
+
+def find_snapshot(state_dir: Path, snapshot_id: str | None, vmid: int | None) -> Snapshot:
+    """The snapshot named, or the newest one (of `vmid`) not yet rolled back."""
+    if snapshot_id is not None:
+        path = state_dir / SNAPSHOTS / snapshot_id
+        if not path.is_dir():
+            raise PvefixError(f"no snapshot {snapshot_id}", source=str(state_dir / SNAPSHOTS))
+        snap = load_snapshot(path)
+        if vmid is not None and snap.meta.vmid != vmid:
+            raise PvefixError(f"snapshot {snapshot_id} is of VM {snap.meta.vmid}, not {vmid}")
+        return snap
+    candidates = [s for s in list_snapshots(state_dir, vmid) if s.status() != "rolled-back"]
+    if not candidates:
+        who = f"VM {vmid}" if vmid is not None else "any VM"
+        raise PvefixError(f"no snapshot of {who} to roll back", source=str(state_dir))
+    return candidates[-1]

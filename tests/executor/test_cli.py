@@ -1,0 +1,99 @@
+"""The commands as an admin types them: apply, snapshots, rollback; exit codes 0, 1 and 3."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from pvefix.cli import app
+from pvefix.commands.plan_cmd import save_plan
+from pvefix.commands.run import run_app
+from pvefix.errors import EXIT_ERROR, EXIT_OK, EXIT_REFUSED
+from pvefix.planner import plan as make_plan
+from pvefix.sources.live import read_live
+from tests.executor.conftest import Node
+from tests.executor.test_refusals import _other_admin_edits
+
+
+def _target(n: Node) -> list[str]:
+    return ["--connection", str(n.ready_file), "--state-dir", str(n.state_dir)]
+
+
+def _plan_file(n: Node, tmp_path: Path) -> Path:
+    return save_plan(make_plan(read_live(n.conn(), 100)).to_json_dict(),
+                     str(tmp_path / "kpro6-100.json"))
+
+
+def test_apply_a_plan_file_then_list_and_roll_back(
+    node: Callable[..., Node], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    n = node("kpro6")
+    before = n.fingerprint(100)
+    plan_file = _plan_file(n, tmp_path)
+    code = run_app(app, ["apply", str(plan_file), "--phase", "2", "--yes", *_target(n)])
+    out = capsys.readouterr().out
+    assert code == EXIT_OK, out
+    assert "applied phase 2 to VM 100" in out
+    undo = out.split("to undo: ", 1)[1].strip()
+    assert undo.startswith("pvefix rollback 100 --snapshot ")
+    assert f"--state-dir {n.state_dir}" in undo and f"--connection {n.ready_file}" in undo
+
+    assert run_app(app, ["snapshots", "100", "--state-dir", str(n.state_dir)]) == EXIT_OK
+    listing = capsys.readouterr().out
+    assert "phase 2  applied" in listing and "holds: VM 100 config (file" in listing
+    assert "/etc/kernel/cmdline" in listing
+    assert run_app(app, ["snapshots", "--json", "--state-dir", str(n.state_dir)]) == EXIT_OK
+    (item,) = json.loads(capsys.readouterr().out)
+    assert item["schema"] == "pvefix.snapshot/v1" and item["status"] == "applied"
+
+    assert run_app(app, [*undo.split()[1:], "--yes"]) == EXIT_OK
+    assert n.fingerprint(100) == before
+    assert run_app(app, ["snapshots", "--state-dir", str(n.state_dir)]) == EXIT_OK
+    assert "rolled-back" in capsys.readouterr().out
+
+
+def test_apply_without_yes_and_without_a_terminal_is_refused_with_exit_3(
+    node: Callable[..., Node], capsys: pytest.CaptureFixture[str]
+) -> None:
+    n = node("kpro6")
+    before = n.fingerprint(100)
+    code = run_app(app, ["apply", "100", "--phase", "1", *_target(n)])
+    captured = capsys.readouterr()
+    assert code == EXIT_REFUSED
+    assert "Phase 1 of 2 for VM 100" in captured.out
+    assert "nothing was written" in captured.err
+    assert n.fingerprint(100) == before
+
+
+def test_a_stale_plan_file_exits_3(
+    node: Callable[..., Node], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    n = node("kpro6")
+    plan_file = _plan_file(n, tmp_path)
+    _other_admin_edits(n, 100)
+    code = run_app(app, ["apply", str(plan_file), "--phase", "1", "--yes", *_target(n)])
+    assert code == EXIT_REFUSED
+    assert "the plan is stale" in capsys.readouterr().err
+
+
+def test_apply_refuses_a_bundle_and_rollback_needs_a_vm_or_snapshot(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run_app(app, ["apply", "100", "--phase", "1", "--bundle", str(tmp_path)]) == EXIT_ERROR
+    assert "read-only" in capsys.readouterr().err
+    assert run_app(app, ["rollback", "--state-dir", str(tmp_path)]) == EXIT_ERROR
+    assert "name the VM" in capsys.readouterr().err
+    assert run_app(app, ["snapshots", "--state-dir", str(tmp_path / "none")]) == EXIT_OK
+    assert "no snapshots" in capsys.readouterr().out
+
+
+def test_state_dir_comes_from_the_flag_the_environment_or_xdg(tmp_path: Path) -> None:
+    from pvefix.executor.statedir import resolve_state_dir
+
+    assert resolve_state_dir(tmp_path / "flag", {"PVEFIX_STATE_DIR": "/x"}) == tmp_path / "flag"
+    assert resolve_state_dir(None, {"PVEFIX_STATE_DIR": "/x"}) == Path("/x")
+    assert resolve_state_dir(None, {"XDG_STATE_HOME": "/s"}) == Path("/s/pvefix")
+    assert resolve_state_dir(None, {}).parts[-3:] == (".local", "state", "pvefix")
