@@ -83,7 +83,7 @@ def apply_command(
     the credentials cannot make, and anything not confirmed. A failure undoes what was done.
     """
     from pvefix.commands.options import resolve_connection_options
-    from pvefix.executor.apply import ApplyOptions, apply_phase, load_plan_file
+    from pvefix.executor.apply import ApplyOptions, NothingToDo, apply_phase, load_plan_file
     from pvefix.executor.console import Console
     from pvefix.executor.statedir import resolve_state_dir
 
@@ -104,7 +104,11 @@ def apply_command(
         reboot_timeout=reboot_timeout, rollback_hint=rollback_hint(opts, state_dir),
     )
     console = Console()
-    result = apply_phase(conn, vmid, options, console, plan=plan)
+    try:
+        result = apply_phase(conn, vmid, options, console, plan=plan)
+    except NothingToDo as done:
+        console.say(done.message)
+        return EXIT_OK
     console.say(f"applied phase {result.phase} to VM {result.vmid} (snapshot "
                 f"{result.snapshot_id})")
     for line in result.activated:
@@ -115,5 +119,7 @@ def apply_command(
         console.say("left to you (pvefix has no way into the guest):")
         for line in result.manual:
             console.say(f"    {line}")
+    if result.desired_path:
+        console.say(f"desired state recorded: {result.desired_path} (used by pvefix check)")
     console.say(f"to undo: {result.rollback_command}")
     return EXIT_OK

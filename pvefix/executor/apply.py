@@ -21,6 +21,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from pvefix.connection.settings import Connection
+from pvefix.desired import record as record_desired
 from pvefix.errors import PvefixError, RefusedError
 from pvefix.executor import checks
 from pvefix.executor.activation import (
@@ -70,6 +71,12 @@ class ApplyOptions:
     rollback_hint: str = ""  # extra options for the printed rollback command
 
 
+class NothingToDo(PvefixError):
+    """The plan is empty: there is no phase to apply (exit 0)."""
+
+    exit_code = 0
+
+
 class ApplyResult(BaseModel):
     """What an apply did (frozen; rendered by the command)."""
 
@@ -83,6 +90,7 @@ class ApplyResult(BaseModel):
     activated: list[str]
     pending: list[str]
     rollback_command: str
+    desired_path: str | None = None
 
 
 class ApplyFailed(PvefixError):
@@ -253,7 +261,7 @@ def apply_phase(
     live = reader(conn, vmid)
     conn = conn.model_copy(update={"node": live.vm.node})
     if plan is not None:
-        stale = checks.stale_reasons(plan, live)
+        stale = checks.stale_reasons(plan, live, plan.phase(options.phase))
         if stale and not options.replan:
             raise RefusedError(
                 "the plan is stale: the target changed since it was made:\n  "
@@ -266,6 +274,8 @@ def apply_phase(
             plan = None
     if plan is None:
         plan = make_plan(live)
+    if not plan.has_changes:
+        raise NothingToDo(f"VM {vmid}: the plan has nothing to change; nothing was written")
     phase = plan.phase(options.phase)
     if phase is None:
         have = ", ".join(str(p.number) for p in plan.phases) or "none"
@@ -387,11 +397,14 @@ def _apply(remote: Remote, conn: Connection, live: HostState, plan: Plan, phase:
             + f"\nto put everything back: {rollback_cmd}"
         )
     journal.record("apply-end", status="applied")
+    desired = record_desired(options.state_dir, after, note=f"apply phase {phase.number}")
+    console.progress(f"desired state recorded in {desired} (pvefix check {vmid} uses it)")
     return ApplyResult(
         vmid=vmid, phase=phase.number, snapshot_id=snapshot.id, done=done, manual=manual,
         activated=activated, pending=_pending_text(phase, after, restarting,
                                                    options.reboot_host),
         rollback_command=rollback_cmd,
+        desired_path=str(desired),
     )
 
 

@@ -14,21 +14,29 @@ from pvefix.state import PROC_CMDLINE, HostState
 from pvefix.vmconfig.config import VMConfig
 
 
-def stale_reasons(plan: Plan, live: HostState) -> list[str]:
-    """What moved since the plan was made: the VM digest, and every file hash it relied on."""
+def stale_reasons(plan: Plan, live: HostState, phase: Phase | None = None) -> list[str]:
+    """What moved since the plan was made that `phase` (or, without one, the whole plan)
+    relies on: the VM digest and run state for VM changes, the hash of each file it edits."""
     reasons: list[str] = []
     obs = plan.observed
     if obs.vmid != live.vm.vmid or obs.node != live.vm.node:
         reasons.append(f"the plan is for VM {obs.vmid} on {obs.node}, not VM {live.vm.vmid} on "
                        f"{live.vm.node}")
-    if obs.vm_digest != live.vm.digest:
+    changes = phase.changes if phase is not None else [c for p in plan.phases for c in p.changes]
+    touches_vm = phase is None or any(c.target != "host-cmdline" for c in changes)
+    files = (
+        set(obs.files)
+        if phase is None
+        else {c.file for c in changes if c.target == "host-cmdline" and c.file}
+    )
+    if touches_vm and obs.vm_digest != live.vm.digest:
         reasons.append(f"VM {obs.vmid} config digest {obs.vm_digest[:12]} -> "
                        f"{live.vm.digest[:12]}")
-    if obs.vm_status != live.vm.status:
+    if touches_vm and obs.vm_status != live.vm.status:
         reasons.append(f"VM {obs.vmid} was {obs.vm_status}, is now {live.vm.status}")
     for path, sha in sorted(obs.files.items()):
         now = live.file(path).sha256
-        if path in live.files and now != sha:
+        if path in files and path in live.files and now != sha:
             reasons.append(f"{path} sha256 {_short(sha)} -> {_short(now)}")
     return reasons
 

@@ -21,6 +21,9 @@ from pvefix.state import HOST_FILES, HostState
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 
 
+PHASE_SLOTS = {"vm": 1, "host": 2}
+
+
 def _activation_class(d: Disruption) -> str:
     # A VM cold start also reboots the guest and activates immediate changes, so those share
     # one phase; a host reboot is its own phase (least disruptive first, never merged).
@@ -82,7 +85,9 @@ def _phases(ctx: Context, changes: list[Change]) -> list[Phase]:
             c.target == "vm-config" for c in group
         ):
             disruption = "vm-restart"
-        number = len(phases) + 1
+        # Stable numbers: 1 is always the VM side, 2 the host, so `apply --phase 2` means the
+        # same thing before and after phase 1 is in effect (a fresh plan then has no phase 1).
+        number = PHASE_SLOTS[_activation_class(disruption)]
         phases.append(
             Phase(
                 number=number,

@@ -193,7 +193,7 @@ def render_plan_text(plan: Plan, *, color: bool = False, config_path: str | None
                 "bold",
             )
         )
-        lines.append(f"Next: pvefix apply {obs.vmid} --phase 1")
+        lines.append(f"Next: pvefix apply {obs.vmid} --phase {plan.phases[0].number}")
     else:
         lines.append(s("Nothing to change: this VM and host already follow every rule.", "green"))
     return "\n".join(lines) + "\n"

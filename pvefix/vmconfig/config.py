@@ -199,7 +199,7 @@ class VMConfig:
 
     @property
     def problems(self) -> list[Problem]:
-        """What Proxmox's parser would warn about; checked on first use, over the lines then held."""
+        """What Proxmox's parser would warn about (checked on first use, on the lines held then)."""
         if self._problems is None:
             self._problems = []
             self._check()

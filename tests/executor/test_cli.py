@@ -97,3 +97,39 @@ def test_state_dir_comes_from_the_flag_the_environment_or_xdg(tmp_path: Path) ->
     assert resolve_state_dir(None, {"PVEFIX_STATE_DIR": "/x"}) == Path("/x")
     assert resolve_state_dir(None, {"XDG_STATE_HOME": "/s"}) == Path("/s/pvefix")
     assert resolve_state_dir(None, {}).parts[-3:] == (".local", "state", "pvefix")
+
+
+def test_apply_records_the_desired_state_and_check_agrees_after_the_restart(
+    node: Callable[..., Node], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The loop an admin closes: apply phase 1 with a restart, then `pvefix check` is green,
+    and goes red (exit 2) when the fix is undone out of band."""
+    n = node("kpro6")
+    code = run_app(app, ["apply", "100", "--phase", "1", "--restart", "--yes", *_target(n)])
+    out = capsys.readouterr().out
+    assert code == EXIT_OK, out
+    recorded = n.state_dir / "desired" / "100.toml"
+    assert f"desired state recorded: {recorded}" in out
+    assert recorded.stat().st_mode & 0o777 == 0o600
+    assert run_app(app, ["check", "100", *_target(n)]) == EXIT_OK
+    capsys.readouterr()
+    _other_admin_edits(n, 100)  # a harmless edit by a colleague: still no drift
+    assert run_app(app, ["check", "100", *_target(n)]) == EXIT_OK
+    from tests.simkit import api
+
+    vm = api(n.info, "token").nodes(n.info.node).qemu(100)
+    vm.config.put(digest=vm.config.get()["digest"], delete="machine")  # the fix undone
+    assert run_app(app, ["check", "100", *_target(n)]) == 2
+    assert "machine" in capsys.readouterr().out
+
+
+def test_apply_on_a_vm_with_nothing_to_do_exits_0(
+    node: Callable[..., Node], capsys: pytest.CaptureFixture[str]
+) -> None:
+    n = node("kpro6")
+    assert run_app(app, ["apply", "100", "--phase", "1", "--restart", "--yes", *_target(n)]) == 0
+    assert run_app(app, ["apply", "100", "--phase", "2", "--reboot-host", "--yes",
+                         *_target(n)]) == 0
+    capsys.readouterr()
+    assert run_app(app, ["apply", "100", "--phase", "1", "--yes", *_target(n)]) == EXIT_OK
+    assert "nothing to change; nothing was written" in capsys.readouterr().out
