@@ -77,7 +77,7 @@ _OPTIONS: dict[str, tuple[Any, Any]] = {
         None, "--profile", help="Profile of the config file to use (env PVEFIX_PROFILE; "
         "default: the file's default_profile).", show_default=False)),
     "bundle": (Path | None, typer.Option(
-        None, "--bundle", help="Read a host tree (from `pvefix collect`) instead of a live "
+        None, "--bundle", help="Read a host tree (a bundle, scenario or replay) instead of a live "
         "node: no network at all.", show_default=False)),
     "local": (bool | None, typer.Option(
         None, "--local", help="pvefix runs on the node itself: read files directly, API "

@@ -1,4 +1,4 @@
-"""Read a host tree (a bundle from `pvefix collect`, a scenario, a replay) into a HostState.
+"""Read a host tree (a bundle gathered on a host, a scenario, a replay) into a HostState.
 
 No network: every fact comes from the tree's files and its `pvefix-host.json`. Errors name the
 file and, where there is one, the field.
@@ -90,7 +90,7 @@ def read_bundle(path: str | Path, vmid: int) -> HostState:
     root = Path(path)
     if not (root / META_FILE).is_file():
         raise ParseError(
-            f"not a host tree: no {META_FILE} (make one with `pvefix collect` on the host)",
+            f"not a host tree: no {META_FILE} (docs/host-tree.md says how to make one on a host)",
             source=str(root),
         )
     return read_tree(load_tree(root), vmid)
