@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 from pvefix.errors import PvefixError
+from pvefix.hosttree.tree import atomic_write
 
 ENV_STATE_DIR = "PVEFIX_STATE_DIR"
 DIR_MODE = 0o700
@@ -39,18 +40,7 @@ def ensure_private_dir(path: Path) -> Path:
 
 def write_private(path: Path, data: bytes) -> None:
     """Write a 0600 file atomically and durably (fsync of the file and of its folder)."""
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, FILE_MODE)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    atomic_write(path, data, FILE_MODE, keep_mode=False)
     fsync_dir(path.parent)
 
 

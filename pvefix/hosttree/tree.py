@@ -19,11 +19,15 @@ from pvefix.hosttree.sysfs import PciDevice, scan_pci_devices
 _CONF_RE = re.compile(r"^([1-9][0-9]{2,8})\.conf$")
 
 
-def atomic_write(path: Path, data: bytes, mode: int = 0o644) -> None:
-    """Write `data` to `path` through a temporary file and a rename (readers never see half)."""
+def atomic_write(path: Path, data: bytes, mode: int = 0o644, *, keep_mode: bool = True) -> None:
+    """Write `data` to `path` through a temporary file and a rename (readers never see half).
+
+    The temporary file is created 0600 (mkstemp), so nothing is ever readable by others before
+    its final mode is set; `keep_mode` keeps the mode of a file being replaced.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    if path.exists():
-        mode = path.stat().st_mode & 0o7777  # keep the mode of the file being replaced
+    if keep_mode and path.exists():
+        mode = path.stat().st_mode & 0o7777
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
