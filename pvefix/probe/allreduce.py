@@ -15,8 +15,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from pydantic import ValidationError as PydanticValidationError
-
+from pvefix.probe._model import ValidationError as PydanticValidationError
 from pvefix.probe.report import AllReduceRow, AllReduceRun, AllReduceSection, not_measured
 from pvefix.probe.sizes import Plan
 

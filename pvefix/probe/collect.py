@@ -205,7 +205,8 @@ def collect(opts: ProbeOptions | None = None, run: CommandRunner = run_command) 
                 allreduce = measure_allreduce(python, world, plan, remaining, opts.env)
     return Report(
         pvefix_version=__version__,
-        created=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        # timezone.utc, not dt.UTC (3.11+): the probe also runs on guests with Python 3.10.
+        created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),  # noqa: UP017
         hostname=socket.gethostname(),
         kernel=platform.release(),
         quick=opts.quick,

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
-
+from pvefix.probe._model import BaseModel, ConfigDict
 from pvefix.probe.render import fmt, human_bytes, table
 from pvefix.probe.report import Matrix, Report
 

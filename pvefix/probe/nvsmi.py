@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import re
 
-from pydantic import BaseModel, ConfigDict
-
 from pvefix.errors import ParseError
+from pvefix.probe._model import BaseModel, ConfigDict
 from pvefix.probe.report import Affinity, Matrix
 
 #: Fields asked of `nvidia-smi --query-gpu`; `parse_query_csv` expects them in this order.

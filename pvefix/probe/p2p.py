@@ -10,8 +10,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from pydantic import ValidationError as PydanticValidationError
-
+from pvefix.probe._model import ValidationError as PydanticValidationError
 from pvefix.probe.report import P2PMeasuredSection, not_measured
 from pvefix.probe.shell import CommandRunner
 from pvefix.probe.sizes import Plan

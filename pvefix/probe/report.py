@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Final, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pvefix.probe._model import BaseModel, ConfigDict, Field
 
 SCHEMA: Final = "pvefix.probe/v1"
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from pvefix.probe._model import BaseModel, ConfigDict
 
 #: 8 B .. 32 MiB in powers of 4: the sizes tensor parallelism sends, small to large.
 FULL_ALLREDUCE_SIZES: tuple[int, ...] = tuple(8 * 4**k for k in range(12))

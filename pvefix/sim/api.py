@@ -12,10 +12,10 @@ import json
 import re
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pvefix.errors import PvefixError
-from pvefix.sim import api_cluster, api_node, api_qemu
+from pvefix.sim import api_agent, api_cluster, api_node, api_qemu
 from pvefix.sim.auth import Authenticator, Identity
 from pvefix.sim.errors import ApiError
 from pvefix.sim.state import NodeState
@@ -33,6 +33,7 @@ class Call:
     params: dict[str, str]
     ident: Identity
     parts: dict[str, str]
+    lists: dict[str, list[str]] = field(default_factory=dict)  # repeated form keys (arrays)
 
 
 _ROUTES: list[tuple[str, re.Pattern[str], Handler]] = []
@@ -63,6 +64,7 @@ route("POST", "/nodes/{node}/qemu/{vmid}/status/{action}", api_qemu.power_action
 route("GET", "/nodes/{node}/qemu/{vmid}/snapshot", api_qemu.snapshot_list)
 route("POST", "/nodes/{node}/qemu/{vmid}/snapshot", api_qemu.snapshot_create)
 route("POST", "/nodes/{node}/qemu/{vmid}/snapshot/{snapname}/rollback", api_qemu.rollback)
+api_agent.register(route)
 route("GET", "/_sim/inject", api_node.inject_get)
 route("POST", "/_sim/inject", api_node.inject_set)
 route("PUT", "/_sim/inject", api_node.inject_set)
@@ -79,13 +81,14 @@ class Api:
         self.auth = auth
 
     def handle(
-        self, method: str, path: str, params: dict[str, str], headers: Mapping[str, str]
+        self, method: str, path: str, params: dict[str, str], headers: Mapping[str, str],
+        lists: dict[str, list[str]] | None = None,
     ) -> tuple[int, str, bytes]:
         latency = self.state.faults.latency_s
         if latency:
             time.sleep(latency)
         try:
-            data = self._dispatch(method, path, params, headers)
+            data = self._dispatch(method, path, params, headers, lists or {})
         except ApiError as exc:
             return error_response(exc)
         except PvefixError as exc:  # e.g. a host tree file the simulator cannot read
@@ -97,7 +100,8 @@ class Api:
         return 200, "OK", json.dumps({"data": data}, separators=(",", ":")).encode()
 
     def _dispatch(
-        self, method: str, path: str, params: dict[str, str], headers: Mapping[str, str]
+        self, method: str, path: str, params: dict[str, str], headers: Mapping[str, str],
+        lists: dict[str, list[str]],
     ) -> object:
         path = path.rstrip("/") or "/"
         if path == "/access/ticket":
@@ -128,7 +132,9 @@ class Api:
                         500, f"simulated failure of write #{number} (injected by pvefix sim)"
                     )
             self.state.apply_injected_locks()
-            return handler(Call(self.state, method, path, params, ident, match.groupdict()))
+            return handler(
+                Call(self.state, method, path, params, ident, match.groupdict(), lists)
+            )
         raise ApiError(501, f"Method '{method} {path}' not implemented")
 
 

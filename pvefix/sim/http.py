@@ -103,6 +103,7 @@ class _Handler(BaseHTTPRequestHandler):
             return  # the node is rebooting: the client sees the connection drop
         split = urlsplit(self.path)
         params = dict(parse_qsl(split.query, keep_blank_values=True))
+        lists: dict[str, list[str]] = {}
         length = int(self.headers.get("Content-Length") or 0)
         if length > MAX_BODY:
             self.close_connection = True
@@ -121,15 +122,16 @@ class _Handler(BaseHTTPRequestHandler):
                 if isinstance(loaded, dict):
                     params.update({k: _form_value(v) for k, v in loaded.items()})
             else:
-                params.update(
-                    parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True)
-                )
+                pairs = parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True)
+                params.update(pairs)
+                for key, value in pairs:  # a repeated key is an array (agent/exec's command)
+                    lists.setdefault(key, []).append(value)
         path = split.path
         if not path.startswith(API_PREFIX + "/") and path != API_PREFIX:
             self._respond(501, "Not Implemented", b"")
             return
         status, reason, payload = api.handle(
-            self.command, path[len(API_PREFIX):] or "/", params, _headers(self.headers)
+            self.command, path[len(API_PREFIX):] or "/", params, _headers(self.headers), lists
         )
         self._respond(status, reason, payload)
 

@@ -25,6 +25,7 @@ from pvefix.errors import PvefixError
 from pvefix.sim.api import Api
 from pvefix.sim.auth import Authenticator
 from pvefix.sim.faults import Faults, FaultSettings, parse_inject
+from pvefix.sim.guest import stop_guests
 from pvefix.sim.http import SimHTTPServer, make_server
 from pvefix.sim.ssh import SshServer
 from pvefix.sim.state import NodeState, env_task_seconds
@@ -138,6 +139,7 @@ class Simulator:
     def stop(self) -> None:
         """Stop serving and close every socket (listening and connected)."""
         self.state.stop()
+        stop_guests(self.state)
         if self.http is not None:
             self.http.shutdown()
             self.http.server_close()

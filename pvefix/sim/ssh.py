@@ -116,6 +116,9 @@ class SshServer:
                 conn, _ = self.sock.accept()
             except OSError:
                 return
+            if self._stopped.is_set():  # woken by stop(): never serve with a stopped node's key
+                conn.close()
+                return
             if self.state.is_down():
                 conn.close()  # rebooting: nobody answers
                 continue
@@ -177,6 +180,12 @@ class SshServer:
 
     def stop(self) -> None:
         self._stopped.set()
+        # close() alone does not wake a thread blocked in accept(): the kernel socket would keep
+        # listening (and answering) after stop. shutdown() wakes it; then the port is released.
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
         with contextlib.suppress(OSError):
             self.sock.close()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
         self.drop_all()

@@ -1,0 +1,107 @@
+"""Options for reaching a VM's guest (SSH to the guest, or the QEMU guest agent).
+
+They compose with `@connection_options` (the node's settings, which the guest agent path needs):
+
+    @connection_options
+    @guest_options
+    def verify(vmid: int, *, opts: ConnectionOptions, guest: GuestOptions) -> int: ...
+
+The decorator adds the options below to the command's signature and hands them over as one
+frozen GuestOptions value; `resolve_guest_options` merges them with `PVEFIX_GUEST_*`.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import typing
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import typer
+
+if TYPE_CHECKING:
+    from pvefix.verify.guest import GuestAccess
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass(frozen=True)
+class GuestOptions:
+    """The guest flags as given on the command line (None: not given)."""
+
+    agent: bool | None = None
+    ssh_host: str | None = None
+    ssh_port: int | None = None
+    ssh_user: str | None = None
+    ssh_key: Path | None = None
+    known_hosts: Path | None = None
+    accept_new_host_key: bool | None = None
+    python: str | None = None
+
+    def flags(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+
+_OPTIONS: dict[str, tuple[str, Any, Any]] = {
+    "agent": ("guest_agent", bool | None, typer.Option(
+        None, "--guest-agent", help="Reach the guest through the QEMU guest agent (Proxmox "
+        "API: agent/exec, agent/file-write); the VM needs `agent: 1` and the agent running "
+        "(env PVEFIX_GUEST_AGENT).", show_default=False)),
+    "ssh_host": ("guest_ssh_host", str | None, typer.Option(
+        None, "--guest-ssh-host", help="SSH to the guest at this host "
+        "(env PVEFIX_GUEST_SSH_HOST).", show_default=False)),
+    "ssh_port": ("guest_ssh_port", int | None, typer.Option(
+        None, "--guest-ssh-port", help="Guest SSH port (env PVEFIX_GUEST_SSH_PORT; default 22).",
+        show_default=False)),
+    "ssh_user": ("guest_ssh_user", str | None, typer.Option(
+        None, "--guest-ssh-user", help="Guest SSH user (env PVEFIX_GUEST_SSH_USER; default "
+        "root). A password comes from PVEFIX_GUEST_SSH_PASSWORD only.", show_default=False)),
+    "ssh_key": ("guest_ssh_key", Path | None, typer.Option(
+        None, "--guest-ssh-key", help="Guest SSH private key (env PVEFIX_GUEST_SSH_KEY; "
+        "default: the agent).", show_default=False)),
+    "known_hosts": ("guest_known_hosts", Path | None, typer.Option(
+        None, "--guest-known-hosts", help="known_hosts for the guest's host key (env "
+        "PVEFIX_GUEST_KNOWN_HOSTS; default ~/.ssh/known_hosts).", show_default=False)),
+    "accept_new_host_key": ("guest_accept_new_host_key", bool | None, typer.Option(
+        None, "--guest-accept-new-host-key", help="Trust an unknown guest host key on first "
+        "use and save it (a changed key is still refused).", show_default=False)),
+    "python": ("guest_python", str | None, typer.Option(
+        None, "--guest-python", help="Interpreter in the guest that runs the probe (env "
+        "PVEFIX_GUEST_PYTHON; default python3, 3.10 or newer).", show_default=False)),
+}
+
+
+def guest_options(func: F) -> F:
+    """Add the guest options to a typer command that takes `guest: GuestOptions`."""
+    signature = inspect.signature(func)
+    kept = [p for p in signature.parameters.values() if p.name != "guest"]
+    added = [
+        inspect.Parameter(param, inspect.Parameter.KEYWORD_ONLY, default=option,
+                          annotation=annotation)
+        for param, annotation, option in _OPTIONS.values()
+    ]
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        values = {field: kwargs.pop(param, None) for field, (param, _, _) in _OPTIONS.items()}
+        return func(*args, guest=GuestOptions(**values), **kwargs)
+
+    hints = typing.get_type_hints(func)
+    kept = [p.replace(annotation=hints.get(p.name, p.annotation)) for p in kept]
+    annotations = {k: v for k, v in hints.items() if k != "guest"}
+    annotations.update({param: annotation for param, annotation, _ in _OPTIONS.values()})
+    wrapper.__annotations__ = annotations
+    wrapper.__signature__ = signature.replace(parameters=[*kept, *added])  # type: ignore[attr-defined]
+    del wrapper.__wrapped__  # typer must see the new signature
+    return wrapper  # type: ignore[return-value]
+
+
+def resolve_guest_options(guest: GuestOptions, *,
+                          connect_timeout: float | None = None) -> GuestAccess:
+    """The GuestAccess these flags and the environment describe."""
+    from pvefix.verify.guest import resolve_guest_access
+
+    return resolve_guest_access(guest.flags(), connect_timeout=connect_timeout)

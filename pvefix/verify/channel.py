@@ -1,0 +1,107 @@
+"""Deliver the probe into a guest, run it, read its report back, clean up.
+
+A channel is the one seam between the guest and this code: `upload(path, data)` and
+`run(argv, timeout)`. SSH (SFTP + exec) and the QEMU guest agent (file-write + exec) implement
+it. Every command is an argument list; the SSH channel quotes it with shlex.join, the agent
+passes it as its command array.
+"""
+
+from __future__ import annotations
+
+import secrets
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from pvefix.errors import PvefixError
+from pvefix.probe.report import Report
+from pvefix.verify.zipapp import build_probe_zipapp
+
+#: Where the probe lands in the guest: /tmp/pvefix-probe-<id>.pyz.
+GUEST_DIR = "/tmp"  # noqa: S108 - a fresh random name, removed afterwards
+QUICK_BUDGET_S = 28.0
+FULL_BUDGET_S = 600.0
+#: Time on top of the probe's own budget: start-up, nvidia-smi, output transfer.
+MARGIN_S = 60.0
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """What a guest command did."""
+
+    argv: tuple[str, ...]
+    exit_code: int | None
+    stdout: str
+    stderr: str
+    timed_out: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+
+class GuestChannel(Protocol):
+    """A way to put a file into the guest and run a command there."""
+
+    where: str
+
+    def upload(self, path: str, data: bytes) -> None: ...
+
+    def run(self, argv: Sequence[str], timeout: float) -> ExecResult: ...
+
+    def close(self) -> None: ...
+
+
+def probe_path(token: str | None = None) -> str:
+    """A fresh guest path for the probe zipapp."""
+    return f"{GUEST_DIR}/pvefix-probe-{token or secrets.token_hex(6)}.pyz"
+
+
+def probe_argv(python: str, path: str, quick: bool, budget: float) -> list[str]:
+    argv = [python, path, "--format", "json", "--timeout", f"{budget:g}"]
+    if quick:
+        argv.append("--quick")
+    return argv
+
+
+def parse_report(result: ExecResult, where: str) -> Report:
+    """The probe's JSON from stdout, validated by pydantic; PvefixError says what went wrong."""
+    if result.timed_out:
+        raise PvefixError(f"the probe did not finish in time in the guest ({where})")
+    if result.exit_code != 0:
+        tail = (result.stderr.strip() or result.stdout.strip()).splitlines()[-3:]
+        detail = " | ".join(tail) or "no output"
+        raise PvefixError(f"the probe failed in the guest ({where}): exit status "
+                          f"{result.exit_code}: {detail[:600]}")
+    try:
+        return Report.model_validate_json(result.stdout)
+    except ValueError as exc:  # pydantic's ValidationError is a ValueError
+        first = str(exc).splitlines()[0][:300]
+        raise PvefixError(f"the probe's output from the guest ({where}) is not a "
+                          f"pvefix.probe/v1 report: {first}") from None
+
+
+def run_probe(channel: GuestChannel, *, quick: bool, python: str = "python3",
+              budget: float | None = None, zipapp: bytes | None = None) -> Report:
+    """Upload the probe zipapp, run it with a time budget, parse its report, remove it."""
+    seconds = budget if budget is not None else (QUICK_BUDGET_S if quick else FULL_BUDGET_S)
+    path = probe_path()
+    channel.upload(path, zipapp if zipapp is not None else build_probe_zipapp())
+    try:
+        result = channel.run(probe_argv(python, path, quick, seconds), seconds + MARGIN_S)
+    finally:
+        remove_quietly(channel, [path])
+    return parse_report(result, channel.where)
+
+
+def remove_quietly(channel: GuestChannel, paths: Sequence[str]) -> None:
+    """`rm -f PATHS` in the guest; a failure is a warning (the report is still good)."""
+    try:
+        done = channel.run(["rm", "-f", *paths], 60.0)
+        problem = None if done.ok else done.stderr.strip()[:200] or f"exit {done.exit_code}"
+    except PvefixError as exc:
+        problem = str(exc)
+    if problem:
+        print(f"pvefix: warning: could not remove {' '.join(paths)} in the guest "
+              f"({channel.where}): {problem}", file=sys.stderr)
