@@ -34,7 +34,10 @@ class _Style:
 
 
 def _wrap(text: str, indent: str, width: int = 96) -> str:
-    return textwrap.fill(text, width=width, initial_indent=indent, subsequent_indent=indent)
+    return textwrap.fill(
+        text, width=width, initial_indent=indent, subsequent_indent=indent,
+        break_on_hyphens=False, break_long_words=False,
+    )
 
 
 def _finding(f: Finding, s: _Style) -> list[str]:
