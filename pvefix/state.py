@@ -131,6 +131,10 @@ class GuestFacts(_Frozen):
     cmdline: str | None = None
     bar_errors: list[str] = Field(default_factory=list)
     phys_bits: int | None = None
+    files: dict[str, FileFact] = Field(
+        default_factory=dict, description="guest files read (/etc/default/grub, /proc/cmdline)"
+    )
+    where: str | None = None  # how they were read: "QEMU guest agent of VM 100 on kpro6", ...
 
 
 class HostState(_Frozen):

@@ -12,6 +12,7 @@ from typing import Any
 
 import typer
 
+from pvefix.commands.guest_options import GuestOptions, guest_options, optional_guest
 from pvefix.commands.options import ConnectionOptions, connection_options
 from pvefix.errors import EXIT_OK, PvefixError
 
@@ -41,6 +42,7 @@ def rollback_hint(opts: ConnectionOptions, state_dir: Path | None) -> str:
 
 
 @connection_options
+@guest_options
 def apply_command(
     target: str = typer.Argument(
         ..., help="A plan file (JSON, pvefix.plan/v1, from `pvefix plan -o`) or a VMID to plan "
@@ -73,9 +75,18 @@ def apply_command(
                                        "Proxmox task (config write, start, stop)."),
     reboot_timeout: float = typer.Option(900.0, "--reboot-timeout", help="Seconds to wait "
                                          "for the host to come back after --reboot-host."),
+    verify: bool = typer.Option(False, "--verify", help="Probe the guest (P2P) before the "
+                                "first write and after activation, keep both reports and "
+                                "print the comparison; needs --guest-agent or "
+                                "--guest-ssh-host."),
+    full_probe: bool = typer.Option(False, "--full-probe", help="With --verify: the full "
+                                    "probe instead of the quick one (minutes)."),
+    guest_wait: float = typer.Option(300.0, "--guest-wait", help="With --verify: seconds to "
+                                     "wait for a restarted guest to answer."),
     state_dir: Path | None = state_dir_option(),
     *,
     opts: ConnectionOptions,
+    guest: GuestOptions,
 ) -> int:
     """Apply phase N of a plan to a live target: snapshot, write, verify, (activate).
 
@@ -96,16 +107,20 @@ def apply_command(
         plan = load_plan_file(Path(target))
         vmid = plan.observed.vmid
     conn = resolve_connection_options(opts)
+    access = optional_guest(guest)
     options = ApplyOptions(
         phase=phase, state_dir=resolve_state_dir(state_dir), yes=yes, replan=replan,
         restart=restart, force_stop=force_stop, reboot_host=reboot_host,
         auto_rollback=auto_rollback, pve_snapshot=pve_snapshot, qm_set=qm_set,
         shutdown_timeout=shutdown_timeout, task_timeout=task_timeout,
-        reboot_timeout=reboot_timeout, rollback_hint=rollback_hint(opts, state_dir),
+        reboot_timeout=reboot_timeout, rollback_hint=rollback_hint(opts, state_dir) + (
+            f" --guest-ssh-host {shlex.quote(access.ssh_host or '')}"
+            if access is not None and access.method == "ssh" else ""),
+        verify=verify, verify_quick=not full_probe, guest_wait=guest_wait,
     )
     console = Console()
     try:
-        result = apply_phase(conn, vmid, options, console, plan=plan)
+        result = apply_phase(conn, vmid, options, console, plan=plan, guest=access)
     except NothingToDo as done:
         console.say(done.message)
         return EXIT_OK
@@ -122,4 +137,6 @@ def apply_command(
     if result.desired_path:
         console.say(f"desired state recorded: {result.desired_path} (used by pvefix check)")
     console.say(f"to undo: {result.rollback_command}")
+    if result.verify_worse:
+        console.say("P2P GOT WORSE (see the comparison above); the apply itself succeeded")
     return EXIT_OK

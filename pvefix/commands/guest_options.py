@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import inspect
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -97,6 +97,24 @@ def guest_options(func: F) -> F:
     wrapper.__signature__ = signature.replace(parameters=[*kept, *added])  # type: ignore[attr-defined]
     del wrapper.__wrapped__  # typer must see the new signature
     return wrapper  # type: ignore[return-value]
+
+
+def optional_guest(guest: GuestOptions, *, env: Mapping[str, str] | None = None,
+                   connect_timeout: float | None = None) -> GuestAccess | None:
+    """GuestAccess when a way into the guest was given (flags or PVEFIX_GUEST_AGENT /
+    PVEFIX_GUEST_SSH_HOST), else None: for commands where the guest is optional (plan,
+    apply, rollback)."""
+    import os
+
+    from pvefix.verify.guest import _bool, resolve_guest_access
+
+    environ = os.environ if env is None else env
+    flag_agent = guest.agent is True
+    env_agent = bool(environ.get("PVEFIX_GUEST_AGENT")) and _bool(
+        "PVEFIX_GUEST_AGENT", environ["PVEFIX_GUEST_AGENT"])
+    if not (flag_agent or guest.ssh_host or env_agent or environ.get("PVEFIX_GUEST_SSH_HOST")):
+        return None
+    return resolve_guest_access(guest.flags(), environ, connect_timeout=connect_timeout)
 
 
 def resolve_guest_options(guest: GuestOptions, *,

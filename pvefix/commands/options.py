@@ -26,6 +26,7 @@ import typer
 if TYPE_CHECKING:
     from pvefix.connection.settings import Connection
     from pvefix.state import HostState
+    from pvefix.verify.guest import GuestAccess
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -174,13 +175,20 @@ def resolve_connection_options(opts: ConnectionOptions) -> Connection:
     )
 
 
-def resolve_state(opts: ConnectionOptions, vmid: int) -> HostState:
+def resolve_state(opts: ConnectionOptions, vmid: int,
+                  guest: GuestAccess | None = None) -> HostState:
     """Read VM `vmid` and its node: from `--bundle` if given, else live (API + SSH, or
-    local). This is what plan, apply and check call."""
+    local), and its guest too when `guest` is given. This is what plan, apply and check
+    call."""
     if opts.bundle is not None:
+        if guest is not None:
+            from pvefix.errors import PvefixError
+
+            raise PvefixError("a bundle (--bundle) is read offline: guest access "
+                              "(--guest-agent, --guest-ssh-host) needs a live target")
         from pvefix.sources.bundle import read_bundle
 
         return read_bundle(opts.bundle, vmid)
     from pvefix.sources.live import read_live
 
-    return read_live(resolve_connection_options(opts), vmid)
+    return read_live(resolve_connection_options(opts), vmid, guest=guest)

@@ -7,11 +7,13 @@ from pathlib import Path
 import typer
 
 from pvefix.commands.apply_cmd import state_dir_option
+from pvefix.commands.guest_options import GuestOptions, guest_options, optional_guest
 from pvefix.commands.options import ConnectionOptions, connection_options
 from pvefix.errors import EXIT_OK, PvefixError
 
 
 @connection_options
+@guest_options
 def rollback_command(
     vmid: int | None = typer.Argument(None, help="The VM (default: the VM of --snapshot).",
                                       show_default=False),
@@ -32,6 +34,7 @@ def rollback_command(
     state_dir: Path | None = state_dir_option(),
     *,
     opts: ConnectionOptions,
+    guest: GuestOptions,
 ) -> int:
     """Restore the VM config (byte for byte over SSH), host files and boot loader from a
     snapshot. Refuses (exit 3), showing the diff, when the target has moved since the apply,
@@ -48,5 +51,5 @@ def rollback_command(
     options = RollbackOptions(yes=yes, force=force, restart=restart, force_stop=force_stop,
                               shutdown_timeout=shutdown_timeout, task_timeout=task_timeout)
     run_rollback(resolve_connection_options(opts), resolve_state_dir(state_dir), vmid,
-                 snapshot, options, Console())
+                 snapshot, options, Console(), optional_guest(guest))
     return EXIT_OK

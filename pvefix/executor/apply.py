@@ -4,6 +4,10 @@
     make -> show the phase -> confirm -> (Proxmox snapshot) -> pvefix snapshot -> steps, each
     journaled before and after -> verify -> activate (restart / host reboot) -> verify again
 
+With a way into the guest (`guest`), guest-cmdline changes are steps too (the guest's
+/etc/default/grub and update-grub, pvefix.executor.guest_steps), and `--verify` probes the
+guest before the first write and after activation (pvefix.executor.guest_verify).
+
 Any failure before activation undoes the steps already done, in reverse, through the same
 guarded paths, and says what was undone. A VM that fails to start after the change is rolled
 back and started again with --auto-rollback; otherwise the exact rollback command is printed.
@@ -32,6 +36,8 @@ from pvefix.executor.activation import (
     start_vm,
 )
 from pvefix.executor.console import Console
+from pvefix.executor.guest_steps import GUEST_GRUB
+from pvefix.executor.guest_verify import probe_after, probe_before
 from pvefix.executor.journal import Hook, Journal
 from pvefix.executor.remote import Remote, vm_conf_path
 from pvefix.executor.rollback import backup_stamp, restore_files, restore_vm_config, sha1_text
@@ -46,6 +52,9 @@ from pvefix.executor.vmwrite import (
 )
 from pvefix.planner.model import PLAN_SCHEMA, Phase, Plan
 from pvefix.state import PROC_CMDLINE, HostState
+from pvefix.verify.channel import GuestChannel
+from pvefix.verify.guest import GuestAccess
+from pvefix.verify.take import open_channel
 from pvefix.vmconfig.config import VMConfig
 
 StateReader = Callable[[Connection, int], HostState]
@@ -69,6 +78,9 @@ class ApplyOptions:
     task_timeout: float = 60.0
     reboot_timeout: float = 900.0
     rollback_hint: str = ""  # extra options for the printed rollback command
+    verify: bool = False  # probe the guest before and after (needs guest access)
+    verify_quick: bool = True  # the probe's quick mode
+    guest_wait: float = 300.0  # how long the after-probe waits for a restarted guest
 
 
 class NothingToDo(PvefixError):
@@ -91,6 +103,8 @@ class ApplyResult(BaseModel):
     pending: list[str]
     rollback_command: str
     desired_path: str | None = None
+    verify_worse: bool | None = None  # --verify: P2P got worse (None: not verified)
+    verify_reports: list[str] = []  # --verify: the kept reports, before then after
 
 
 class ApplyFailed(PvefixError):
@@ -126,6 +140,10 @@ def render_phase(plan: Plan, phase: Phase) -> list[str]:
             lines.append(f"  {c.id}: {c.file}: {c.before!r} -> {c.after!r}")
             if c.refresh_command:
                 lines.append(f"      then: {shlex.join(c.refresh_command)}")
+        elif c.target == "guest-cmdline":
+            lines.append(f"  {c.id}: in the guest: {c.file}: {c.before!r} -> {c.after!r}")
+            if c.refresh_command:
+                lines.append(f"      then, in the guest: {shlex.join(c.refresh_command)}")
         else:
             lines.append(f"  {c.id}: by hand ({c.target}): {c.key} -> {c.after}")
             lines += [f"      {cmd}" for cmd in c.commands]
@@ -252,12 +270,17 @@ def apply_phase(
     plan: Plan | None = None,
     hook: Hook | None = None,
     read: StateReader | None = None,
+    guest: GuestAccess | None = None,
 ) -> ApplyResult:
-    """Apply phase `options.phase` of `plan` (or of a fresh plan) to VM `vmid`."""
+    """Apply phase `options.phase` of `plan` (or of a fresh plan) to VM `vmid`; `guest` is
+    the way into its guest (for guest-cmdline changes and --verify), if any."""
     from pvefix.planner import plan as make_plan
     from pvefix.sources.live import read_live
 
-    reader: StateReader = read or (lambda c, v: read_live(c, v))
+    if options.verify and guest is None:
+        raise PvefixError("--verify runs the probe inside the guest: give a way into it "
+                          "(--guest-agent, or --guest-ssh-host HOST); nothing was written")
+    reader: StateReader = read or (lambda c, v: read_live(c, v, guest=guest))
     live = reader(conn, vmid)
     conn = conn.model_copy(update={"node": live.vm.node})
     if plan is not None:
@@ -294,16 +317,58 @@ def apply_phase(
     wants_host = any(c.target == "host-cmdline" for c in phase.changes)
     if wants_host and not live.access.ssh:
         raise RefusedError("this phase changes host files, which needs SSH to the node")
+    _refuse_guest_without_access(phase, live, guest)
     for line in render_phase(plan, phase):
         console.say(line)
     if not options.yes and not console.confirm(f"Apply phase {phase.number} to VM {vmid}?"):
         raise RefusedError("not confirmed: nothing was written (dry run; --yes to apply)")
 
+    baseline = None
+    if options.verify and guest is not None:
+        baseline = probe_before(conn, guest, vmid, options.state_dir, options.verify_quick,
+                                console)
     remote = Remote(conn, live.vm.node)
+    channel = open_channel(conn, guest, vmid) if guest is not None and _wants_guest(
+        phase) else None
     try:
-        return _apply(remote, conn, live, plan, phase, options, console, hook, reader, use_qm)
+        result = _apply(remote, conn, live, plan, phase, options, console, hook, reader,
+                        use_qm, channel, guest)
     finally:
+        if channel is not None:
+            channel.close()
         remote.close()
+    if baseline is None or guest is None:
+        return result
+    outcome = probe_after(conn, guest, vmid, options.state_dir, options.verify_quick, console,
+                          baseline, wait_s=options.guest_wait,
+                          rollback_cmd=result.rollback_command)
+    return result.model_copy(update={"verify_worse": outcome.worse,
+                                     "verify_reports": [baseline[0], Path(outcome.stored).stem]})
+
+
+def _wants_guest(phase: Phase) -> bool:
+    return any(c.target == "guest-cmdline" for c in phase.changes)
+
+
+def _refuse_guest_without_access(phase: Phase, live: HostState,
+                                 guest: GuestAccess | None) -> None:
+    """A guest-cmdline change is applied through the guest channel: refuse, before any write,
+    when there is none or the guest has no GRUB defaults file to edit."""
+    ids = ", ".join(c.id for c in phase.changes if c.target == "guest-cmdline")
+    if not ids:
+        return
+    if guest is None:
+        raise RefusedError(
+            f"phase {phase.number} changes the guest's kernel cmdline ({ids}), which pvefix "
+            "does through a way into the guest: give --guest-agent or --guest-ssh-host HOST "
+            "(the plan was made with one), or plan again without guest access to get the "
+            "steps to run by hand; nothing was written", source=f"VM {live.vm.vmid}")
+    grub = live.guest.files.get(GUEST_GRUB) if live.guest is not None else None
+    if grub is None or grub.text is None:
+        raise RefusedError(
+            f"the guest has no {GUEST_GRUB}, so pvefix cannot change its kernel cmdline "
+            f"({ids}); plan again without guest access to get the steps to run by hand; "
+            "nothing was written", source=f"VM {live.vm.vmid}")
 
 
 def _take_pve_snapshot(remote: Remote, vmid: int, options: ApplyOptions,
@@ -323,7 +388,8 @@ def _take_pve_snapshot(remote: Remote, vmid: int, options: ApplyOptions,
 
 def _apply(remote: Remote, conn: Connection, live: HostState, plan: Plan, phase: Phase,
            options: ApplyOptions, console: Console, hook: Hook | None,
-           reader: StateReader, use_qm: bool) -> ApplyResult:
+           reader: StateReader, use_qm: bool, channel: GuestChannel | None,
+           guest: GuestAccess | None) -> ApplyResult:
     vmid = live.vm.vmid
     pve_snap = None
     if options.pve_snapshot:
@@ -331,7 +397,8 @@ def _apply(remote: Remote, conn: Connection, live: HostState, plan: Plan, phase:
         live = reader(conn, vmid)  # the Proxmox snapshot moved the digest: snapshot after it
     target_info: dict[str, str | int | None] = {
         "api": f"{conn.host}:{conn.port}", "user": conn.api_user, "ssh": conn.effective_ssh_host
-        if conn.ssh else None,
+        if conn.ssh else None, "guest": guest.method if guest else None,
+        "guest_ssh": guest.ssh_host if guest and guest.method == "ssh" else None,
     }
     snapshot = take_snapshot(options.state_dir, live, plan, phase.number, target_info, pve_snap)
     console.progress(f"snapshot {snapshot.id} in {snapshot.path}")
@@ -339,8 +406,8 @@ def _apply(remote: Remote, conn: Connection, live: HostState, plan: Plan, phase:
     writer: VmWriter = QmVmWriter(remote, vmid) if use_qm else ApiVmWriter(
         remote, vmid, options.task_timeout)
     ctx = StepContext(remote=remote, vmid=vmid, writer=writer, snapshot=snapshot,
-                      vm_digest=live.vm.digest, backup_suffix=backup_stamp())
-    steps = build_steps(plan, phase, snapshot)
+                      vm_digest=live.vm.digest, backup_suffix=backup_stamp(), guest=channel)
+    steps = build_steps(plan, phase, snapshot, guest=channel is not None)
     restarting = options.restart and any(c.target == "vm-config" for c in phase.changes)
     rollback_cmd = rollback_command(vmid, snapshot.id, options, restarting)
     journal.record("apply-start", phase=phase.number, vmid=vmid, writer=writer.name,
@@ -384,7 +451,8 @@ def _apply(remote: Remote, conn: Connection, live: HostState, plan: Plan, phase:
         seconds = reboot_host(remote, timeout=options.reboot_timeout, say=console.progress)
         journal.record("activation-end", kind="reboot-host", seconds=round(seconds, 2))
         activated.append(f"host {remote.node} rebooted ({seconds:.1f} s)")
-    after = reader(conn, vmid)
+    # The guest's files were verified before activation; a restarted guest may not answer yet.
+    after = reader(conn, vmid) if channel is None else _read_host_only(conn, vmid)
     problems = checks.verify_live(phase, plan, after, restarted=restarting)
     if options.reboot_host:
         proc = after.file(PROC_CMDLINE).text or ""
@@ -406,6 +474,12 @@ def _apply(remote: Remote, conn: Connection, live: HostState, plan: Plan, phase:
         rollback_command=rollback_cmd,
         desired_path=str(desired),
     )
+
+
+def _read_host_only(conn: Connection, vmid: int) -> HostState:
+    from pvefix.sources.live import read_live
+
+    return read_live(conn, vmid)
 
 
 def _parse(text: str) -> VMConfig:
@@ -458,4 +532,7 @@ def _pending_text(phase: Phase, after: HostState, restarted: bool,
     if any(c.target == "host-cmdline" for c in phase.changes) and not rebooted:
         out.append("host: the boot loader holds the new kernel cmdline; it takes effect at the "
                    "next host reboot (or --reboot-host)")
+    if _wants_guest(phase) and not restarted:
+        out.append(f"guest: its boot loader holds the new kernel cmdline; it takes effect at "
+                   f"the guest's next boot (reboot it, or restart VM {vmid})")
     return out

@@ -38,6 +38,13 @@ def stale_reasons(plan: Plan, live: HostState, phase: Phase | None = None) -> li
         now = live.file(path).sha256
         if path in files and path in live.files and now != sha:
             reasons.append(f"{path} sha256 {_short(sha)} -> {_short(now)}")
+    for change in changes:
+        # The guest's running cmdline is what its change was planned from.
+        if change.target == "guest-cmdline" and live.guest is not None and (
+            live.guest.cmdline != change.before
+        ):
+            reasons.append(f"the guest's /proc/cmdline {change.before!r} -> "
+                           f"{live.guest.cmdline!r}")
     return reasons
 
 

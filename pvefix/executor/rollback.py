@@ -1,7 +1,8 @@
 """Roll a snapshot back: the VM config (byte for byte over SSH, with the same digest as
 before; else the same keys and values through the API, with the digest), the host files, and
-the boot loader refresh run again. Refuses, showing the diff, when the target has moved in ways
-the apply did not make, unless forced."""
+the boot loader refresh run again, and the guest's files the apply changed (through the guest
+channel: --guest-agent / --guest-ssh-host, or the agent when the apply used it). Refuses,
+showing the diff, when the target has moved in ways the apply did not make, unless forced."""
 
 from __future__ import annotations
 
@@ -21,7 +22,9 @@ from pvefix.executor.journal import Journal
 from pvefix.executor.remote import Remote, vm_conf_path
 from pvefix.executor.snapshot import Snapshot, find_snapshot
 from pvefix.executor.vmwrite import ApiVmWriter, VmWriter, read_vm
-from pvefix.state import HostState
+from pvefix.state import HostState, sha256_text
+from pvefix.verify.channel import GuestChannel
+from pvefix.verify.guest import GuestAccess
 from pvefix.vmconfig.config import VMConfig
 
 
@@ -147,6 +150,77 @@ def restore_files(remote: Remote, snapshot: Snapshot, live: HostState, journal: 
     return done
 
 
+def guest_changes(snapshot: Snapshot) -> tuple[dict[str, set[str | None]], list[list[str]]]:
+    """From the journal: guest files the apply began to write (with the hashes it may have
+    left them with) and the guest refresh commands it began, in order."""
+    files: dict[str, set[str | None]] = {}
+    refresh: list[list[str]] = []
+    for record in snapshot.records():
+        if record.get("event") != "step-begin":
+            continue
+        if record.get("kind") == "guest-file":
+            files.setdefault(str(record["path"]), set()).update(
+                {record.get("sha_before"), record.get("sha_after")})
+        elif record.get("kind") == "guest-refresh":
+            argv = [str(a) for a in record.get("argv", [])]
+            if argv and argv not in refresh:
+                refresh.append(argv)
+    return files, refresh
+
+
+def guest_for(snapshot: Snapshot, guest: GuestAccess | None) -> GuestAccess:
+    """The way into the guest for a rollback: the one given, else the agent if the apply used
+    it (it needs no secret); SSH needs its settings again."""
+    if guest is not None:
+        return guest
+    if snapshot.meta.target.get("guest") == "agent":
+        return GuestAccess(method="agent")
+    host = snapshot.meta.target.get("guest_ssh") or "HOST"
+    raise PvefixError(f"this apply changed files in the guest; give the way into it to restore "
+                      f"them: --guest-ssh-host {host} (and its key), or --guest-agent",
+                      source=f"snapshot {snapshot.id}")
+
+
+def guest_moved(snapshot: Snapshot, current: dict[str, str | None]) -> list[str]:
+    """Guest files that differ from the snapshot in ways the apply did not make."""
+    files, _ = guest_changes(snapshot)
+    moved: list[str] = []
+    for path, text in current.items():
+        sha = None if text is None else sha256_text(text)
+        record = next((r for r in snapshot.meta.guest_files if r.path == path), None)
+        if record is not None and sha != record.sha256 and sha not in files.get(path, set()):
+            moved.append(f"guest {path} sha256 {(record.sha256 or '(absent)')[:12]} -> "
+                         f"{(sha or '(absent)')[:12]}")
+    return moved
+
+
+def restore_guest_files(channel: GuestChannel, snapshot: Snapshot, current: dict[str,
+                        str | None], journal: Journal, stamp: str) -> list[str]:
+    """The guest files back as the snapshot holds them (the current text kept as a dated copy
+    in the guest), then the guest refresh the apply ran, again."""
+    from pvefix.verify.guest_files import REFRESH_TIMEOUT_S, guest_check, replace_guest_file
+
+    _, refresh = guest_changes(snapshot)
+    done: list[str] = []
+    for path, text in current.items():
+        before = snapshot.guest_file_text(path)
+        if text == before or before is None:
+            continue
+        journal.record("restore-begin", kind="guest-file", path=path,
+                       sha256=sha256_text(before))
+        if text is not None:
+            guest_check(channel, ["cp", "-p", path, f"{path}.pvefix-{stamp}"])
+        replace_guest_file(channel, path, before)
+        journal.record("restore-end", kind="guest-file", path=path)
+        done.append(f"guest {path} restored")
+    for argv in refresh:
+        journal.record("restore-begin", kind="guest-refresh", argv=argv)
+        guest_check(channel, argv, REFRESH_TIMEOUT_S)
+        journal.record("restore-end", kind="guest-refresh", argv=argv)
+        done.append(f"guest boot loader refreshed again: {' '.join(argv)}")
+    return done
+
+
 @dataclass
 class _Plan:
     vm_differs: bool
@@ -167,21 +241,45 @@ def backup_stamp() -> str:
 
 
 def run_rollback(conn: Connection, state_dir: Path, vmid: int | None, snapshot_id: str | None,
-                 options: RollbackOptions, console: Console) -> RollbackResult:
+                 options: RollbackOptions, console: Console,
+                 guest: GuestAccess | None = None) -> RollbackResult:
     """`pvefix rollback`: pick the snapshot, refuse if the target moved, confirm, restore."""
-    from pvefix.sources.live import read_live
-
     snapshot = find_snapshot(state_dir, snapshot_id, vmid)
     meta = snapshot.meta
-    live = read_live(conn.model_copy(update={"node": conn.node or meta.node}), meta.vmid)
+    target = conn.model_copy(update={"node": conn.node or meta.node})
+    touched, _ = guest_changes(snapshot)
+    if not touched:
+        return _run_rollback(target, snapshot, options, console, None)
+    from pvefix.verify.guest_files import read_guest_file
+    from pvefix.verify.take import open_channel
+
+    channel = open_channel(target, guest_for(snapshot, guest), meta.vmid)
+    try:
+        current = {path: read_guest_file(channel, path) for path in sorted(touched)}
+        return _run_rollback(target, snapshot, options, console, (channel, current))
+    finally:
+        channel.close()
+
+
+def _run_rollback(conn: Connection, snapshot: Snapshot, options: RollbackOptions,
+                  console: Console,
+                  guest: tuple[GuestChannel, dict[str, str | None]] | None) -> RollbackResult:
+    from pvefix.sources.live import read_live
+
+    meta = snapshot.meta
+    live = read_live(conn, meta.vmid)
     differs = _what_differs(snapshot, live)
+    guest_differs = [] if guest is None else [
+        p for p, text in guest[1].items() if text != snapshot.guest_file_text(p)]
     console.say(f"snapshot {meta.id} (VM {meta.vmid}, phase {meta.phase}, {meta.created_at}, "
                 f"{snapshot.status()})")
-    if not differs.vm_differs and not differs.files and not options.restart:
+    if (not differs.vm_differs and not differs.files and not guest_differs
+            and not options.restart):
         console.say("the target already matches the snapshot: nothing to roll back")
         return RollbackResult(snapshot_id=meta.id, vmid=meta.vmid, restored=[],
                               notes=["already as the snapshot"])
-    moved = moved_since(snapshot, live)
+    moved = moved_since(snapshot, live) + ([] if guest is None else
+                                           guest_moved(snapshot, guest[1]))
     diff = config_diff(live.vm.config_text, snapshot.vm_config_text(),
                        f"VM {meta.vmid} now", f"snapshot {meta.id}")
     if moved and not options.force:
@@ -198,6 +296,8 @@ def run_rollback(conn: Connection, state_dir: Path, vmid: int | None, snapshot_i
     for path in differs.files:
         record = snapshot.file_record(path)
         console.say(f"{path}: will be restored (sha256 {record.sha256 if record else '?'})")
+    for path in guest_differs:
+        console.say(f"guest {path}: will be restored")
     if not options.yes and not console.confirm(f"Roll VM {meta.vmid} back to {meta.id}?"):
         raise RefusedError("not confirmed: nothing was written (use --yes to confirm)")
     remote = Remote(conn, meta.node)
@@ -211,6 +311,9 @@ def run_rollback(conn: Connection, state_dir: Path, vmid: int | None, snapshot_i
         if vm_done:
             restored.append(vm_done)
         restored += restore_files(remote, snapshot, live, journal, backup_stamp())
+        if guest is not None and guest_differs:
+            restored += restore_guest_files(guest[0], snapshot, guest[1], journal,
+                                            backup_stamp())
         if options.restart:
             shutdown_vm(remote, meta.vmid, timeout=options.shutdown_timeout,
                         force_stop=options.force_stop, task_timeout=options.task_timeout,

@@ -6,7 +6,8 @@ target back exactly as it was.
         vm.conf          the VM config as stored (raw file over SSH, else rebuilt from the API)
         pending.json     the pending changes at that time
         plan.json        the plan the apply followed
-        files/<name>     host (and guest) files, with their SHA-256 in meta.json
+        files/<name>     host files (guest files as files/guest__<name>), with their SHA-256
+                         in meta.json
         journal.jsonl    every step, recorded before and after it ran
 """
 
@@ -78,7 +79,7 @@ class SnapshotMeta(_Frozen):
     def holds(self) -> list[str]:
         items = [f"VM {self.vmid} config ({self.vm.config_source}, digest {self.vm.digest[:12]})"]
         items += [f.path for f in self.files if f.restorable and f.sha256 is not None]
-        items += [f"guest {f.path}" for f in self.guest_files]
+        items += [f"guest {f.path}" for f in self.guest_files if f.restorable and f.sha256]
         if self.pve_snapshot:
             items.append(f"Proxmox snapshot {self.pve_snapshot}")
         return items
@@ -104,13 +105,24 @@ class Snapshot:
 
     def file_text(self, path: str) -> str | None:
         """The snapshot's copy of a target file (None when it did not exist)."""
-        for record in [*self.meta.files, *self.meta.guest_files]:
+        for record in self.meta.files:
             if record.path == path:
                 if record.stored_as is None:
                     return None
                 stored = self.path / FILES_DIR / record.stored_as
                 return stored.read_text(encoding="utf-8", errors="surrogateescape")
         raise PvefixError(f"the snapshot does not hold {path}", source=str(self.path))
+
+    def guest_file_text(self, path: str) -> str | None:
+        """The snapshot's copy of a guest file (None when it did not exist)."""
+        for record in self.meta.guest_files:
+            if record.path == path:
+                if record.stored_as is None:
+                    return None
+                stored = self.path / FILES_DIR / record.stored_as
+                return stored.read_text(encoding="utf-8", errors="surrogateescape")
+        raise PvefixError(f"the snapshot holds no guest {path} (was the guest read?)",
+                          source=str(self.path))
 
     def file_record(self, path: str) -> FileRecord | None:
         return next((f for f in self.meta.files if f.path == path), None)
@@ -182,6 +194,15 @@ def take_snapshot(
             stored_as=stored,
             restorable=path != PROC_CMDLINE,
         ))
+    guest_records: list[FileRecord] = []
+    for path, fact in sorted((state.guest.files if state.guest else {}).items()):
+        stored = None
+        if fact.text is not None:
+            stored = "guest__" + _stored_name(path)  # the host may have the same path
+            write_private(files_dir / stored, fact.text.encode("utf-8", "surrogateescape"))
+        guest_records.append(FileRecord(
+            path=path, sha256=fact.sha256, stored_as=stored, restorable=path != PROC_CMDLINE,
+        ))
     meta = SnapshotMeta(
         id=snap_id,
         created_at=now.isoformat(timespec="microseconds"),
@@ -195,6 +216,7 @@ def take_snapshot(
             running_machine=vm.running_machine, lock=vm.lock, pending=list(vm.pending),
         ),
         files=records,
+        guest_files=guest_records,
         pve_snapshot=pve_snapshot,
     )
     _write_meta(folder, meta)

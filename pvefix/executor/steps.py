@@ -6,6 +6,8 @@
 - RefreshStep: the boot loader refresh (`proxmox-boot-tool refresh`, `update-grub`), its exit
   status checked. Its undo is done by the file's undo, which runs it again once the file is back.
 - ManualStep: what pvefix cannot do (no way into the guest): printed, never run.
+- Guest steps (pvefix.executor.guest_steps): the guest's /etc/default/grub and update-grub,
+  through the guest channel, when the apply has a way into the guest.
 
 Undo reads the target first and does nothing when it is already as before, so undoing a step
 that failed half-way (or never wrote) is safe.
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pvefix.errors import PvefixError, RefusedError
 from pvefix.executor.remote import Remote
@@ -23,6 +25,9 @@ from pvefix.executor.snapshot import Snapshot
 from pvefix.executor.vmwrite import VmWriter, read_vm
 from pvefix.planner.model import Change, Phase, Plan
 from pvefix.state import sha256_text
+
+if TYPE_CHECKING:
+    from pvefix.verify.channel import GuestChannel
 
 
 @dataclass
@@ -36,6 +41,7 @@ class StepContext:
     vm_digest: str
     backup_suffix: str
     refreshed: dict[str, list[list[str]]] = field(default_factory=dict)
+    guest: GuestChannel | None = None  # the way into the guest, for guest steps
 
 
 class Step(ABC):
@@ -230,9 +236,21 @@ class ManualStep(Step):
         return None
 
 
-def build_steps(plan: Plan, phase: Phase, snapshot: Snapshot) -> list[Step]:
+def build_steps(plan: Plan, phase: Phase, snapshot: Snapshot, *,
+                guest: bool = False) -> list[Step]:
     """The steps of a phase, in the plan's order (machine before hostpciN), host files after
-    the VM config, then the boot loader refresh, then what is left to the admin."""
+    the VM config, then the boot loader refresh, then the guest's file and refresh (`guest`:
+    there is a way into it; else they are left to the admin), then what is left to the
+    admin."""
+    from pvefix.executor.guest_steps import (
+        DEFAULT_REFRESH,
+        GUEST_GRUB,
+        GuestFileStep,
+        GuestRefreshStep,
+    )
+
+    guest_files: dict[str, list[str]] = {}
+    guest_refresh: dict[tuple[str, ...], list[str]] = {}
     vm_steps: list[Step] = []
     files: dict[str, list[str]] = {}
     refresh: dict[tuple[str, ...], list[str]] = {}
@@ -248,6 +266,13 @@ def build_steps(plan: Plan, phase: Phase, snapshot: Snapshot) -> list[Step]:
                 paths = refresh.setdefault(tuple(change.refresh_command), [])
                 if change.file not in paths:
                     paths.append(change.file)
+        elif change.target == "guest-cmdline" and guest:
+            path = change.file or GUEST_GRUB
+            guest_files.setdefault(path, []).append(change.id)
+            paths = guest_refresh.setdefault(tuple(change.refresh_command or DEFAULT_REFRESH),
+                                             [])
+            if path not in paths:
+                paths.append(path)
         else:  # guest-cmdline without a way into the guest, and manual steps
             manual.append(ManualStep(change))
     file_steps: list[Step] = [
@@ -256,4 +281,12 @@ def build_steps(plan: Plan, phase: Phase, snapshot: Snapshot) -> list[Step]:
     ]
     refresh_steps: list[Step] = [RefreshStep(list(argv), paths) for argv, paths in
                                  refresh.items()]
-    return [*vm_steps, *file_steps, *refresh_steps, *manual]
+    guest_steps: list[Step] = []
+    for path, ids in guest_files.items():
+        text = snapshot.guest_file_text(path)
+        if text is None:
+            raise PvefixError(f"the guest has no {path}: pvefix cannot edit its cmdline (do it "
+                              "by hand, see `pvefix plan` without guest access)")
+        guest_steps.append(GuestFileStep(path, text, ids))
+    guest_steps += [GuestRefreshStep(list(argv), paths) for argv, paths in guest_refresh.items()]
+    return [*vm_steps, *file_steps, *refresh_steps, *guest_steps, *manual]

@@ -94,7 +94,7 @@ def exec_status(call: Call) -> object:
     if not entry.done.is_set():
         return {"exited": 0}
     out: dict[str, object] = {"exited": 1}
-    code = entry.proc.returncode
+    code = entry.exit_code
     if code is not None and code < 0:
         out["signal"] = -code
     else:

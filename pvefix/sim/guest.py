@@ -3,13 +3,15 @@
 A simulated VM has no operating system; its "guest" is a private directory on this machine
 (`<root>/.pvefix-sim/guests/<vmid>/tmp`, 0700) that stands for the guest's `/tmp`. Files the
 agent writes or reads must lie there. Commands run for real, so `pvefix verify` really runs
-its probe (on a machine without GPUs it honestly reports none), but only two are allowed, to
-keep the simulator safe to run anywhere:
+its probe (on a machine without GPUs it honestly reports none), but only these are allowed,
+to keep the simulator safe to run anywhere:
 
 - `python3 /tmp/NAME.pyz [ARGS]`: a zipapp inside the directory, run with this machine's
   interpreter in isolated mode without site-packages (`-I -S`), as on a guest that has python3
   but neither pvefix nor pydantic;
-- `rm [-f] /tmp/NAME ...`: files inside the directory.
+- `rm [-f] /tmp/NAME ...`: files inside the directory;
+- `cat`, `dmesg`, `cp`, `mv` and `update-grub` on the guest's few system files
+  (pvefix.sim.guest_tree), run in-process.
 
 Anything else is refused with a message that says so. Processes run in their own session and
 are killed after `EXEC_LIMIT_S`, or when the simulator stops.
@@ -28,7 +30,9 @@ import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pvefix.sim import guest_tree
 from pvefix.sim.state import NodeState
+from pvefix.vmconfig.config import VMConfig
 
 EXEC_LIMIT_S = 900.0
 GUEST_TMP = "/tmp"  # noqa: S108 - the guest's /tmp, mapped to a private directory
@@ -42,11 +46,17 @@ class GuestRefused(Exception):
 class GuestProcess:
     """One command started through the agent: its output once it has exited."""
 
-    proc: subprocess.Popen[bytes]
+    proc: subprocess.Popen[bytes] | None  # None: an in-process command (guest_tree)
     done: threading.Event = field(default_factory=threading.Event)
     stdout: bytes = b""
     stderr: bytes = b""
     killed: bool = False
+    code: int | None = None  # an in-process command's exit status
+
+    @property
+    def exit_code(self) -> int | None:
+        """The exit status (negative: killed by that signal), None while running."""
+        return self.code if self.proc is None else self.proc.returncode
 
 
 def pyz_argv(pyz: Path, args: list[str]) -> list[str]:
@@ -84,17 +94,28 @@ def kill_group(proc: subprocess.Popen[bytes]) -> None:
 class GuestSandbox:
     """One VM's guest: its private /tmp and the processes the agent started there."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, cfg: VMConfig | None = None) -> None:
         self.root = root
         self.tmp = root / "tmp"
         self.tmp.mkdir(parents=True, exist_ok=True, mode=0o700)
         os.chmod(root, 0o700)
         os.chmod(self.tmp, 0o700)
+        guest_tree.seed(root, cfg or VMConfig.parse("", "empty"))
         self.lock = threading.Lock()
         self.procs: dict[int, GuestProcess] = {}
+        self._next_pid = 1 << 22  # in-process commands: above any real pid_max default
 
-    def path(self, guest_path: str) -> Path:
-        return resolve_in(self.tmp, GUEST_TMP, guest_path)
+    def path(self, guest_path: str, *, write: bool = True) -> Path:
+        """The real file of a guest path: /tmp, or one of the guest tree's system files."""
+        if posixpath.normpath(guest_path).startswith(GUEST_TMP + "/"):
+            return resolve_in(self.tmp, GUEST_TMP, guest_path)
+        try:
+            real = guest_tree.real_path(self.root, guest_path, write=write)
+        except guest_tree.GuestFault as exc:
+            raise GuestRefused(str(exc)) from None
+        if real.resolve().parent != real.parent.resolve():
+            raise GuestRefused(f"{guest_path}: a link out of the guest's files")
+        return real
 
     def write(self, guest_path: str, data: bytes) -> None:
         """guest-file-open mode "wb" + write + close: the file is replaced, not appended."""
@@ -105,7 +126,7 @@ class GuestSandbox:
 
     def read(self, guest_path: str, limit: int) -> tuple[bytes, bool]:
         """Up to `limit` bytes, and whether the file was longer."""
-        with open(self.path(guest_path), "rb") as handle:
+        with open(self.path(guest_path, write=False), "rb") as handle:
             data = handle.read(limit + 1)
         return data[:limit], len(data) > limit
 
@@ -115,7 +136,7 @@ class GuestSandbox:
             raise GuestRefused("empty command")
         name = command[0]
         if name == "python3" and len(command) >= 2 and command[1].endswith(".pyz"):
-            pyz = self.path(command[1])
+            pyz = resolve_in(self.tmp, GUEST_TMP, command[1])  # zipapps run from /tmp only
             if not pyz.is_file():
                 raise GuestRefused(f"{command[1]}: No such file")
             return pyz_argv(pyz, command[2:])
@@ -125,10 +146,13 @@ class GuestSandbox:
                 raise GuestRefused("rm: missing operand")
             return ["rm", *[a if a in ("-f", "--") else str(self.path(a)) for a in command[1:]]]
         raise GuestRefused(f"the pvefix simulator's guest runs only `python3 {GUEST_TMP}/NAME.pyz`"
-                           f" and `rm {GUEST_TMP}/NAME` (refused: {name})")
+                           f", `rm`, `cat`, `dmesg`, `cp`, `mv` and `update-grub` on its own "
+                           f"files (refused: {name})")
 
     def start(self, command: list[str]) -> int:
         """Start an allowed command; its pid (the agent's handle for exec-status)."""
+        if command and command[0] in IN_PROCESS:
+            return self._run_in_process(command)
         argv = self.argv_for(command)
         proc = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -141,7 +165,25 @@ class GuestSandbox:
                          name=f"sim-guest-{proc.pid}").start()
         return proc.pid
 
+    def _run_in_process(self, command: list[str]) -> int:
+        for arg in command[1:]:  # refuse paths outside the guest's files before running
+            if arg.startswith("/"):
+                self.path(arg, write=False)
+        try:
+            code, out, err = guest_tree.run(self.root, command)
+        except guest_tree.GuestFault as exc:
+            raise GuestRefused(str(exc)) from None
+        except OSError as exc:
+            code, out, err = 1, b"", f"{command[0]}: {exc.strerror}\n".encode()
+        entry = GuestProcess(None, stdout=out, stderr=err, code=code)
+        entry.done.set()
+        with self.lock:
+            self._next_pid += 1
+            self.procs[self._next_pid] = entry
+            return self._next_pid
+
     def _collect(self, entry: GuestProcess) -> None:
+        assert entry.proc is not None
         try:
             entry.stdout, entry.stderr = entry.proc.communicate(timeout=EXEC_LIMIT_S)
         except subprocess.TimeoutExpired:
@@ -163,9 +205,12 @@ class GuestSandbox:
             entries = list(self.procs.values())
             self.procs.clear()
         for entry in entries:
-            if not entry.done.is_set():
+            if not entry.done.is_set() and entry.proc is not None:
                 kill_group(entry.proc)
 
+
+#: Commands the guest tree runs in-process.
+IN_PROCESS = frozenset({"cat", "dmesg", "cp", "mv", "update-grub"})
 
 _SANDBOXES: weakref.WeakKeyDictionary[NodeState, dict[int, GuestSandbox]] = (
     weakref.WeakKeyDictionary()
@@ -179,8 +224,17 @@ def sandbox(state: NodeState, vmid: int) -> GuestSandbox:
         per_node = _SANDBOXES.setdefault(state, {})
         box = per_node.get(vmid)
         if box is None:
-            box = per_node[vmid] = GuestSandbox(state.keys.dir / "guests" / str(vmid))
+            with state.lock:
+                cfg = state.load(vmid).parse()
+            box = per_node[vmid] = GuestSandbox(state.keys.dir / "guests" / str(vmid), cfg)
         return box
+
+
+def guest_boot(state: NodeState, vmid: int) -> None:
+    """VM `vmid` started: its guest (if it has files already) boots the grub.cfg line."""
+    root = state.keys.dir / "guests" / str(vmid)
+    if root.is_dir():
+        guest_tree.boot(root)
 
 
 def stop_guests(state: NodeState) -> None:

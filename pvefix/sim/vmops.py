@@ -13,6 +13,7 @@ import time
 from pvefix.errors import ValidationError
 from pvefix.sim.auth import Identity
 from pvefix.sim.errors import ApiError, die, param_error
+from pvefix.sim.guest import guest_boot
 from pvefix.sim.state import LoadedConfig, NodeState
 from pvefix.sim.tasks import TaskLog
 from pvefix.sim.vmview import (
@@ -235,6 +236,7 @@ def _start_now(state: NodeState, vmid: int, node: str, skiplock: bool, log: Task
         cfg = loaded.parse()
     start_checks(state, cfg)
     state.set_running(vmid, running_machine(cfg.main.get("machine"), state.tree.meta.versions.qemu))
+    guest_boot(state, vmid)
 
 
 def _stop_now(state: NodeState, vmid: int, node: str) -> None:

@@ -13,13 +13,16 @@ if TYPE_CHECKING:
     from pvefix.connection.settings import Connection
     from pvefix.sources.live import LiveTrace
     from pvefix.state import HostState
+    from pvefix.verify.guest import GuestAccess
 
 
-def read_live(connection: Connection, vmid: int, *, trace: LiveTrace | None = None) -> HostState:
-    """Read a live node (API + SSH, or local); see pvefix.sources.live."""
+def read_live(connection: Connection, vmid: int, *, trace: LiveTrace | None = None,
+              guest: GuestAccess | None = None) -> HostState:
+    """Read a live node (API + SSH, or local), and the guest when `guest` is given; see
+    pvefix.sources.live."""
     from pvefix.sources import live
 
-    return live.read_live(connection, vmid, trace=trace)
+    return live.read_live(connection, vmid, trace=trace, guest=guest)
 
 
 __all__ = ["read_bundle", "read_live"]

@@ -11,6 +11,8 @@ wave, and the SSH session is opened and used for the host files while that wave 
       B: readlink -m of every PCI function (its physical path: root port, bridges)
       C: grep -H '' of the sysfs files of the VM's functions and the bridges above them,
          readlink -m of their iommu_group and driver links
+    guest (only with guest access; in flight with wave 1, on its own channel): cat
+      /proc/cmdline and /etc/default/grub, dmesg (see pvefix.sources.guest_read)
 """
 
 from __future__ import annotations
@@ -40,9 +42,11 @@ from pvefix.state import (
     PROC_CMDLINE,
     AccessFacts,
     FileFact,
+    GuestFacts,
     HostState,
     VmFacts,
 )
+from pvefix.verify.guest import GuestAccess
 from pvefix.vmconfig.config import VMConfig
 
 T = TypeVar("T")
@@ -141,8 +145,11 @@ def read_target(
     node: str | None,
     access: AccessFacts,
     trace: LiveTrace | None = None,
+    guest_read: Callable[[str], GuestFacts] | None = None,
 ) -> HostState:
-    """Read VM `vmid` and its node through `api` and (if given) a shell; see the module doc."""
+    """Read VM `vmid` and its node through `api` and (if given) a shell; see the module doc.
+
+    `guest_read(node)` reads the guest's facts; it runs alongside wave 1."""
     trace = trace or LiveTrace()
     trace.started = time.perf_counter()
     notes: list[str] = []
@@ -171,6 +178,7 @@ def read_target(
         if known_node is None:
             known_node = reader.find_node(vmid)
         base = f"/nodes/{known_node}/qemu/{vmid}"
+        guest_future = reader.submit(guest_read, known_node) if guest_read else None
         wave = {
             "config": reader.submit(api.get, f"{base}/config", {"current": "1"}),
             "pending": reader.submit(api.get, f"{base}/pending", None),
@@ -187,6 +195,8 @@ def read_target(
             shell, first = ssh_future.result()
             results.update({r.argv: r for r in first})
         state = _assemble(reader, shell, vmid, known_node, answers, results, access, notes)
+        if guest_future is not None:
+            state = state.model_copy(update={"guest": guest_future.result()})
         return state
     finally:
         reader.pool.shutdown(wait=True)
@@ -378,22 +388,32 @@ def _pci_devices(
     return sorted(api_devices.values(), key=lambda d: d.address)
 
 
-def read_live(connection: Connection, vmid: int, *, trace: LiveTrace | None = None) -> HostState:
+def read_live(connection: Connection, vmid: int, *, trace: LiveTrace | None = None,
+              guest: GuestAccess | None = None) -> HostState:
     """Read VM `vmid` and its node live: the API (token or root@pam ticket) plus one SSH
     session, or the local backend on the node itself. See the module docstring for the waves.
+    With `guest`, the guest's cmdline, GRUB defaults and BAR errors are read too.
     """
     trace = trace or LiveTrace()
+    guest_read = None
+    guest_notes: list[str] = []  # filled by the guest read (its own thread)
+    if guest is not None:
+        from pvefix.sources.guest_read import guest_reader
+
+        guest_read = guest_reader(connection, guest, vmid, guest_notes)
     if connection.backend == "local":
         from pvefix.connection.local import LocalApi, LocalShell
 
         local_api = LocalApi(connection.timeout)
         root = connection.expanded(connection.local_root)
-        access = AccessFacts(method="local", user="root@pam", auth="ticket", ssh=True)
+        access = AccessFacts(method="local", user="root@pam", auth="ticket", ssh=True,
+                             guest=guest.method if guest else None)
         # pvesh and qm run as root@pam on the node: the same rights as a root@pam ticket.
-        return read_target(
+        state = read_target(
             local_api, lambda: LocalShell(root, connection.timeout), vmid,
-            node=connection.node, access=access, trace=trace,
+            node=connection.node, access=access, trace=trace, guest_read=guest_read,
         )
+        return _with_notes(state, guest_notes)
     client = ApiClient(connection, record=trace.record_api)
     trace.api = client
     shell_factory: Callable[[], Shell] | None = None
@@ -408,13 +428,20 @@ def read_live(connection: Connection, vmid: int, *, trace: LiveTrace | None = No
         user=connection.api_user,
         auth="token" if connection.auth_method == "token" else "ticket",
         ssh=connection.ssh,
+        guest=guest.method if guest else None,
     )
     try:
-        return read_target(
-            client, shell_factory, vmid, node=connection.node, access=access, trace=trace
+        state = read_target(
+            client, shell_factory, vmid, node=connection.node, access=access, trace=trace,
+            guest_read=guest_read,
         )
     finally:
         client.close()
+    return _with_notes(state, guest_notes)
+
+
+def _with_notes(state: HostState, notes: list[str]) -> HostState:
+    return state.model_copy(update={"notes": [*state.notes, *notes]}) if notes else state
 
 
 def same_mappings(a: list[PciMapping], b: list[PciMapping]) -> bool:

@@ -1,0 +1,65 @@
+"""Read a VM's guest for the planner: its running kernel cmdline, its GRUB defaults and the
+PCI/BAR placement errors of its kernel log, through the guest channel (SSH or the agent).
+
+    cat /proc/cmdline; cat /etc/default/grub; dmesg   (filtered with the probe's patterns)
+
+`dmesg` may need root (`kernel.dmesg_restrict`); when it fails the facts say so in a note and
+carry no BAR errors, which the planner treats as "none seen", not "none there".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pvefix.connection.settings import Connection
+from pvefix.errors import PvefixError
+from pvefix.probe.kernel import scan_kernel_log
+from pvefix.state import FileFact, GuestFacts
+from pvefix.verify.channel import GuestChannel
+from pvefix.verify.guest import GuestAccess
+from pvefix.verify.guest_files import read_guest_file
+
+GUEST_GRUB = "/etc/default/grub"
+GUEST_PROC_CMDLINE = "/proc/cmdline"
+GUEST_FILES = (GUEST_PROC_CMDLINE, GUEST_GRUB)
+DMESG_TIMEOUT_S = 30.0
+
+
+def read_guest_facts(channel: GuestChannel, notes: list[str]) -> GuestFacts:
+    """The guest facts the planner uses, read through `channel`."""
+    files = {path: FileFact.of(path, read_guest_file(channel, path)) for path in GUEST_FILES}
+    proc = files[GUEST_PROC_CMDLINE].text
+    if proc is None:
+        raise PvefixError("the guest has no /proc/cmdline (not a Linux guest?)",
+                          source=channel.where)
+    if files[GUEST_GRUB].text is None:
+        notes.append(f"guest: no {GUEST_GRUB} (not a GRUB guest): pvefix can plan its cmdline "
+                     "but not edit it")
+    bar_errors: list[str] = []
+    dmesg = channel.run(["dmesg"], DMESG_TIMEOUT_S)
+    if dmesg.ok:
+        _, findings = scan_kernel_log(dmesg.stdout.splitlines())
+        bar_errors = [f.line for f in findings]
+    else:
+        why = dmesg.stderr.strip().splitlines()[-1:] or [f"exit {dmesg.exit_code}"]
+        notes.append(f"guest: `dmesg` failed ({why[0][:200]}): its BAR errors are unknown "
+                     "(dmesg may need root or kernel.dmesg_restrict=0)")
+    return GuestFacts(cmdline=proc.replace("\0", " ").strip(), bar_errors=bar_errors,
+                      files=files, where=channel.where)
+
+
+def guest_reader(conn: Connection | None, guest: GuestAccess, vmid: int,
+                 notes: list[str]) -> Callable[[str], GuestFacts]:
+    """A function of the node's name that opens the channel, reads the facts and closes it."""
+
+    def read(node: str) -> GuestFacts:
+        from pvefix.verify.take import open_channel
+
+        target = conn.model_copy(update={"node": node}) if conn is not None else None
+        channel = open_channel(target, guest, vmid)
+        try:
+            return read_guest_facts(channel, notes)
+        finally:
+            channel.close()
+
+    return read
