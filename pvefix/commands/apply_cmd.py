@@ -131,7 +131,9 @@ def apply_command(
     for line in result.pending:
         console.say(f"pending: {line}")
     if result.manual:
-        console.say("left to you (pvefix has no way into the guest):")
+        console.say("left to you (pvefix has no way into the guest; give --guest-agent or"
+                    " --guest-ssh-host to let it): do this in the guest, then reboot the guest"
+                    " once more if the VM was already restarted:")
         for line in result.manual:
             console.say(f"    {line}")
     if result.desired_path:

@@ -129,7 +129,7 @@ def load_plan_file(path: Path) -> Plan:
 
 
 def render_phase(plan: Plan, phase: Phase) -> list[str]:
-    lines = [f"Phase {phase.number} of {len(plan.phases)} for VM {plan.observed.vmid} on "
+    lines = [f"Phase {phase.number} for VM {plan.observed.vmid} on "
              f"{plan.observed.node} ({phase.disruption}):"]
     for c in phase.changes:
         if c.target == "vm-config":
@@ -145,7 +145,8 @@ def render_phase(plan: Plan, phase: Phase) -> list[str]:
             if c.refresh_command:
                 lines.append(f"      then, in the guest: {shlex.join(c.refresh_command)}")
         else:
-            lines.append(f"  {c.id}: by hand ({c.target}): {c.key} -> {c.after}")
+            lines.append(f"  {c.id}: by hand ({c.target}): {c.key} -> {c.after}"
+                         " (best done before the activation below; otherwise reboot once more)")
             lines += [f"      {cmd}" for cmd in c.commands]
     lines.append(f"Activation: {phase.activation}")
     return lines

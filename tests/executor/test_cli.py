@@ -63,7 +63,7 @@ def test_apply_without_yes_and_without_a_terminal_is_refused_with_exit_3(
     code = run_app(app, ["apply", "100", "--phase", "1", *_target(n)])
     captured = capsys.readouterr()
     assert code == EXIT_REFUSED
-    assert "Phase 1 of 2 for VM 100" in captured.out
+    assert "Phase 1 for VM 100" in captured.out
     assert "nothing was written" in captured.err
     assert n.fingerprint(100) == before
 
