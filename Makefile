@@ -26,6 +26,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/startup_and_parse.py
 	$(BIN)/python bench/sim_throughput.py
 	$(BIN)/python bench/plan_roundtrips.py --latency-ms 20
+	$(BIN)/python bench/check_all.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
