@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint types pytest bench clean venv
+.PHONY: demo test bench clean venv
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
