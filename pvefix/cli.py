@@ -12,6 +12,7 @@ from pvefix import __version__
 from pvefix.commands import (
     apply_cmd,
     check_cmd,
+    collect_cmd,
     desired_cmd,
     inspect_cmd,
     plan_cmd,
@@ -33,6 +34,7 @@ app = typer.Typer(
 app.add_typer(inspect_cmd.app, name="inspect")
 app.add_typer(probe_cmd.app, name="probe")
 app.add_typer(sim_cmd.app, name="sim")
+app.add_typer(collect_cmd.app, name="collect")
 app.command("plan")(plan_cmd.plan_command)
 app.command("apply")(apply_cmd.apply_command)
 app.command("rollback")(rollback_cmd.rollback_command)

@@ -8,7 +8,8 @@ from pvefix.errors import PvefixError
 from pvefix.planner.model import Plan
 from pvefix.render.diff import unified
 
-TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
+# templates/ at the top of the repository; pvefix/templates links to it, so a wheel carries it.
+TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 
 
 def _md(text: object) -> str:
