@@ -210,3 +210,15 @@ def test_the_single_gpu_smoke_run_delivered_data_and_ran_both_sweeps(h200):
         assert sweep["status"] == "measured" and all(r["correct"] for r in sweep["rows"])
         assert sweep["env"]["NCCL_NVLS_ENABLE"] == "0"
     assert smoke["sweeps"][1]["env"]["NCCL_P2P_DISABLE"] == "1"
+
+
+def test_the_stdlib_zipapp_run_on_the_h200_reads_back_as_a_full_report(h200):
+    """Captured on the lent H200 by running `pvefix verify`'s zipapp with a python3 that has no
+    pydantic (as in a guest): its JSON is a valid report, with the GPU, its 256 GiB BAR and the
+    host-path copies measured through the extracted PyTorch worker."""
+    report = Report.model_validate_json((h200 / "probe_zipapp_quick.json").read_text())
+    assert report.quick and report.gpus.measured
+    (gpu,) = report.gpus.gpus
+    assert gpu.name == "NVIDIA H200" and max(b.size for b in gpu.bars) == 256 << 30
+    (host,) = report.p2p.host_paths
+    assert report.p2p.measured and host.h2d_bandwidth_gbps > 20
