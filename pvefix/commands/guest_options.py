@@ -12,15 +12,14 @@ frozen GuestOptions value; `resolve_guest_options` merges them with `PVEFIX_GUES
 
 from __future__ import annotations
 
-import functools
-import inspect
-import typing
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
+
+from pvefix.commands.optgroup import option_group
 
 if TYPE_CHECKING:
     from pvefix.verify.guest import GuestAccess
@@ -76,27 +75,7 @@ _OPTIONS: dict[str, tuple[str, Any, Any]] = {
 
 def guest_options(func: F) -> F:
     """Add the guest options to a typer command that takes `guest: GuestOptions`."""
-    signature = inspect.signature(func)
-    kept = [p for p in signature.parameters.values() if p.name != "guest"]
-    added = [
-        inspect.Parameter(param, inspect.Parameter.KEYWORD_ONLY, default=option,
-                          annotation=annotation)
-        for param, annotation, option in _OPTIONS.values()
-    ]
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        values = {field: kwargs.pop(param, None) for field, (param, _, _) in _OPTIONS.items()}
-        return func(*args, guest=GuestOptions(**values), **kwargs)
-
-    hints = typing.get_type_hints(func)
-    kept = [p.replace(annotation=hints.get(p.name, p.annotation)) for p in kept]
-    annotations = {k: v for k, v in hints.items() if k != "guest"}
-    annotations.update({param: annotation for param, annotation, _ in _OPTIONS.values()})
-    wrapper.__annotations__ = annotations
-    wrapper.__signature__ = signature.replace(parameters=[*kept, *added])  # type: ignore[attr-defined]
-    del wrapper.__wrapped__  # typer must see the new signature
-    return wrapper  # type: ignore[return-value]
+    return option_group("guest", GuestOptions, _OPTIONS)(func)
 
 
 def optional_guest(guest: GuestOptions, *, env: Mapping[str, str] | None = None,

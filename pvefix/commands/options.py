@@ -13,15 +13,14 @@ their help text) and hands them over as one frozen ConnectionOptions value.
 
 from __future__ import annotations
 
-import functools
-import inspect
-import typing
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
+
+from pvefix.commands.optgroup import option_group
 
 if TYPE_CHECKING:
     from pvefix.connection.settings import Connection
@@ -140,29 +139,8 @@ _OPTIONS: dict[str, tuple[Any, Any]] = {
 
 def connection_options(func: F) -> F:
     """Add the connection options to a typer command that takes `opts: ConnectionOptions`."""
-    signature = inspect.signature(func)
-    kept = [p for p in signature.parameters.values() if p.name != "opts"]
-    added = [
-        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option,
-                          annotation=annotation)
-        for name, (annotation, option) in _OPTIONS.items()
-    ]
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        values = {name: kwargs.pop(name, None) for name in _OPTIONS}
-        return func(*args, opts=ConnectionOptions(**values), **kwargs)
-
-    # Evaluate the command's own annotations in its module (they may be strings under
-    # `from __future__ import annotations`); typer reads them from the wrapper.
-    hints = typing.get_type_hints(func)
-    kept = [p.replace(annotation=hints.get(p.name, p.annotation)) for p in kept]
-    annotations = {k: v for k, v in hints.items() if k != "opts"}
-    annotations.update({name: annotation for name, (annotation, _) in _OPTIONS.items()})
-    wrapper.__annotations__ = annotations
-    wrapper.__signature__ = signature.replace(parameters=[*kept, *added])  # type: ignore[attr-defined]
-    del wrapper.__wrapped__  # typer must see the new signature
-    return wrapper  # type: ignore[return-value]
+    table = {name: (name, annotation, option) for name, (annotation, option) in _OPTIONS.items()}
+    return option_group("opts", ConnectionOptions, table)(func)
 
 
 def resolve_connection_options(opts: ConnectionOptions) -> Connection:

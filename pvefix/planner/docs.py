@@ -9,18 +9,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from pvefix.planner.rules import (
-    bar_space,
-    config_health,
-    host_iommu,
-    iommu_groups,
-    pcie,
-    permissions,
-    q35,
-    topology,
-)
+from pvefix.planner.rules import RULES
 
-MODULES = [q35, pcie, host_iommu, bar_space, topology, iommu_groups, permissions, config_health]
+# One section per rule module, in the order the planner runs them.
+MODULES = [sys.modules[rule.__module__] for rule in RULES]
 
 HEADER = """# Why each change: the planner's rules
 

@@ -1,0 +1,54 @@
+"""Groups of typer options handed to a command as one value (connection, guest access).
+
+typer reads a command's signature, so a group's options are spliced into it; the command itself
+takes one keyword argument (`opts`, `guest`) built from them.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import typing
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+# field of the group's value -> (CLI parameter name, annotation, typer.Option)
+OptionTable = Mapping[str, tuple[str, Any, Any]]
+
+
+def option_group(target: str, build: Callable[..., Any], options: OptionTable) -> Callable[[F], F]:
+    """A decorator adding `options` to a typer command that takes `target=build(**fields)`."""
+
+    def decorate(func: F) -> F:
+        signature = inspect.signature(func)
+        # Evaluate the command's own annotations in its module (they may be strings under
+        # `from __future__ import annotations`); typer reads them from the wrapper.
+        hints = typing.get_type_hints(func)
+        kept = [
+            p.replace(annotation=hints.get(p.name, p.annotation))
+            for p in signature.parameters.values()
+            if p.name != target
+        ]
+        added = [
+            inspect.Parameter(param, inspect.Parameter.KEYWORD_ONLY, default=option,
+                              annotation=annotation)
+            for param, annotation, option in options.values()
+        ]
+
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            values = {field: kwargs.pop(param, None) for field, (param, _, _) in options.items()}
+            return func(*args, **{target: build(**values)}, **kwargs)
+
+        annotations = {k: v for k, v in hints.items() if k != target}
+        annotations.update({param: annotation for param, annotation, _ in options.values()})
+        wrapper.__annotations__ = annotations
+        wrapper.__signature__ = signature.replace(  # type: ignore[attr-defined]
+            parameters=[*kept, *added]
+        )
+        del wrapper.__wrapped__  # typer must see the new signature
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
