@@ -3,6 +3,7 @@ generated CA, and paramiko with strict host key checking against the generated k
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import paramiko
@@ -51,3 +52,15 @@ def wait_task(prox: Any, upid: str) -> dict[str, Any]:
     status = Tasks.blocking_status(prox, upid, timeout=20, polling_interval=0.02)
     assert status is not None, f"task {upid} did not finish"
     return dict(status)
+
+
+def ssh_when_back(info: ReadyInfo, timeout: float = 20) -> paramiko.SSHClient:
+    """An SSH client once the node answers again (after a simulated reboot)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return ssh(info)
+        except (OSError, paramiko.SSHException):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)

@@ -304,29 +304,25 @@ def _options(args: list[str]) -> dict[str, str]:
     return out
 
 
-def _mv(sh: Shell, argv: list[str]) -> Result:
+def _source_and_target(sh: Shell, argv: list[str]) -> tuple[Path, Path]:
+    """`mv`/`cp SRC DST` (options ignored): the tree paths, DST inside a folder if it is one."""
+    name = argv[0]
     args = [a for a in argv[1:] if not a.startswith("-")]
     if len(args) != 2:
-        raise ShellError("mv: missing file operand")
+        raise ShellError(f"{name}: missing file operand")
     src, dst = sh.tree_path(args[0]), sh.tree_path(args[1])
-    if not src.exists():
-        raise ShellError(f"mv: cannot stat '{args[0]}': No such file or directory")
-    if dst.is_dir():
-        dst = dst / src.name
-    os.replace(src, dst)
+    if not src.is_file():
+        raise ShellError(f"{name}: cannot stat '{args[0]}': No such file or directory")
+    return src, (dst / src.name if dst.is_dir() else dst)
+
+
+def _mv(sh: Shell, argv: list[str]) -> Result:
+    os.replace(*_source_and_target(sh, argv))
     return Result()
 
 
 def _cp(sh: Shell, argv: list[str]) -> Result:
-    args = [a for a in argv[1:] if not a.startswith("-")]
-    if len(args) != 2:
-        raise ShellError("cp: missing file operand")
-    src, dst = sh.tree_path(args[0]), sh.tree_path(args[1])
-    if not src.is_file():
-        raise ShellError(f"cp: cannot stat '{args[0]}': No such file or directory")
-    if dst.is_dir():
-        dst = dst / src.name
-    shutil.copy2(src, dst)
+    shutil.copy2(*_source_and_target(sh, argv))
     return Result()
 
 

@@ -10,7 +10,6 @@ import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from pathlib import Path
 
-import paramiko
 import pytest
 
 from pvefix.check.run import check_live
@@ -26,7 +25,7 @@ from pvefix.desired import (
 from pvefix.main import main
 from pvefix.sim.serve import ReadyInfo, write_ready_file
 from pvefix.sources.live import read_live
-from tests.simkit import api, run, ssh
+from tests.simkit import api, run, ssh, ssh_when_back
 
 Sim = Callable[..., ReadyInfo]
 
@@ -92,22 +91,11 @@ def test_a_fix_still_in_pending_is_labelled_and_counts_as_drift(
     assert "- pcie=0 (pending: pcie=1)\n" in out
 
 
-def _until_back(info: ReadyInfo) -> paramiko.SSHClient:
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            return ssh(info)
-        except (OSError, paramiko.SSHException):
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
-
-
 def _reboot(info: ReadyInfo, before: str) -> None:
     code, _, err = run(ssh(info), before + " && reboot")
     assert code == 0, err
     time.sleep(0.5)
-    _until_back(info)
+    ssh_when_back(info)
 
 
 CMDLINE = "root=ZFS=rpool/ROOT/pve-1 boot=zfs"

@@ -10,7 +10,7 @@ import paramiko
 import pytest
 
 from pvefix.sim.serve import ReadyInfo
-from tests.simkit import run, ssh
+from tests.simkit import run, ssh, ssh_when_back
 
 
 def test_an_unknown_host_key_is_rejected(kpro6_sim: ReadyInfo, tmp_path: Path) -> None:
@@ -92,17 +92,6 @@ def test_qm_set_over_ssh_is_root_pam(fresh_sim: Callable[..., ReadyInfo]) -> Non
     assert code == 0 and "hostpci0: 0000:41:00.0\n" in out
 
 
-def _wait_until_back(info: ReadyInfo) -> paramiko.SSHClient:
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            return ssh(info)
-        except (OSError, paramiko.SSHException):
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
-
-
 def _proc_cmdline_after_reboot(info: ReadyInfo, before_reboot: str) -> str:
     client = ssh(info)
     code, _, _ = run(client, before_reboot + " && reboot")
@@ -110,7 +99,7 @@ def _proc_cmdline_after_reboot(info: ReadyInfo, before_reboot: str) -> str:
     time.sleep(0.3)
     with pytest.raises((OSError, paramiko.SSHException)):
         ssh(info)  # the node is down
-    return run(_wait_until_back(info), "cat /proc/cmdline")[1]
+    return run(ssh_when_back(info), "cat /proc/cmdline")[1]
 
 
 def test_reboot_after_refresh_boots_the_new_cmdline(fresh_sim: Callable[..., ReadyInfo]) -> None:
