@@ -87,3 +87,16 @@ def kpro6_ticket(kpro6_sim: ReadyInfo) -> Any:
     from tests.simkit import api
 
     return api(kpro6_sim, "ticket")
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Say how many tests skipped because ../shared is absent (a user's clone): they run in CI."""
+    from tests.shared import NEEDS_SHARED, SHARED
+
+    skipped = terminalreporter.stats.get("skipped", [])
+    count = sum(1 for rep in skipped if NEEDS_SHARED in str(getattr(rep, "longrepr", "")))
+    if count:
+        terminalreporter.write_line(
+            f"{count} test(s) skipped because {SHARED} is absent (the corpus, fixtures and"
+            " pve-oracle); CI, which has ../shared, runs them."
+        )

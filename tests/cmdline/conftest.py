@@ -1,12 +1,10 @@
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 
-SHARED = Path(os.environ.get("PVEFIX_SHARED", Path(__file__).resolve().parents[3] / "shared"))
-FIRECRACKER_SYSTEM = SHARED / "fixtures" / "guest-h200-firecracker" / "system.txt"
+from tests.shared import shared_path
+
+FIRECRACKER = "fixtures/guest-h200-firecracker/system.txt"
 
 
 def section(text: str, name: str) -> str:
@@ -20,5 +18,4 @@ def section(text: str, name: str) -> str:
 @pytest.fixture(scope="session")
 def firecracker_proc_cmdline() -> str:
     """The real /proc/cmdline of a Firecracker guest with an H200 (has pci=realloc=off and --)."""
-    assert FIRECRACKER_SYSTEM.is_file(), f"fixture missing at {FIRECRACKER_SYSTEM}"
-    return section(FIRECRACKER_SYSTEM.read_text(), "proc_cmdline")
+    return section(shared_path(FIRECRACKER).read_text(), "proc_cmdline")

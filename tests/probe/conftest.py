@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-SHARED_GUEST = Path(__file__).parents[2].parent / "shared" / "fixtures" / "guest-h200-firecracker"
+from tests.shared import FIXTURES, NEEDS_SHARED
+
+SHARED_GUEST = FIXTURES / "guest-h200-firecracker"
 H200_1GPU = Path(__file__).parent / "fixtures" / "h200-1gpu"
 
 
@@ -32,7 +34,7 @@ def split_sections(text: str) -> dict[str, str]:
 def shared_guest() -> Callable[[str], dict[str, str]]:
     """Sections of one file of the real H200 guest capture in ../shared/fixtures."""
     if not SHARED_GUEST.is_dir():
-        pytest.skip(f"shared fixtures not present at {SHARED_GUEST}")
+        pytest.skip(f"{NEEDS_SHARED}: fixtures not present at {SHARED_GUEST}")
 
     def read(name: str) -> dict[str, str]:
         return split_sections((SHARED_GUEST / name).read_text(encoding="utf-8"))

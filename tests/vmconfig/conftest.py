@@ -1,15 +1,14 @@
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
-SHARED = Path(os.environ.get("PVEFIX_SHARED", Path(__file__).resolve().parents[3] / "shared"))
-CORPUS = SHARED / "corpus" / "qemu-server"
+from tests.shared import CORPUS, SHARED, shared_path
+
+__all__ = ["CORPUS", "SHARED"]
 
 
 @pytest.fixture(scope="session")
 def corpus() -> Path:
-    assert CORPUS.is_dir(), f"the Proxmox corpus is missing at {CORPUS} (set PVEFIX_SHARED)"
-    return CORPUS
+    return shared_path("corpus/qemu-server")

@@ -1,0 +1,32 @@
+"""Where ../shared lives, and one way for a test to need it.
+
+CI has ../shared (the Proxmox corpus, the captured GPU fixtures, the pve-oracle) beside the
+project; a user's clone usually does not. Tests that need it skip with a reason that starts with
+NEEDS_SHARED, and the summary line counts them (tests/conftest.py), so a clone elsewhere still
+passes `make test` and says how much it did not run.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+SHARED = Path(os.environ.get("PVEFIX_SHARED", Path(__file__).resolve().parents[2] / "shared"))
+CORPUS = SHARED / "corpus" / "qemu-server"
+FIXTURES = SHARED / "fixtures"
+ORACLE = SHARED / "pve-oracle"
+NEEDS_SHARED = "needs ../shared"
+
+
+def shared_path(relative: str) -> Path:
+    """The path under ../shared, or skip the calling test saying what is missing."""
+    path = SHARED / relative
+    if not path.exists():
+        pytest.skip(f"{NEEDS_SHARED}: {path} is absent (set PVEFIX_SHARED to point at it)")
+    return path
+
+
+def shared_available(relative: str = "") -> bool:
+    return (SHARED / relative).exists()
