@@ -100,3 +100,17 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
             f"{count} test(s) skipped because {SHARED} is absent (the corpus, fixtures and"
             " pve-oracle); CI, which has ../shared, runs them."
         )
+
+
+@pytest.fixture(scope="session")
+def oracle() -> Iterator[Any]:
+    """Proxmox VE's own code (tests/oracle.py); skips where pve-oracle or perl is absent."""
+    from tests.oracle import Oracle, oracle_missing
+    from tests.shared import NEEDS_SHARED
+
+    why = oracle_missing()
+    if why:
+        pytest.skip(f"{NEEDS_SHARED}: {why}")
+    o = Oracle()
+    yield o
+    o.close()

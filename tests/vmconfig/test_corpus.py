@@ -10,7 +10,6 @@ import pytest
 from pvefix.errors import ParseError, ValidationError
 from pvefix.vmconfig import HostPci, Machine, VMConfig
 from pvefix.vmconfig.values import validate
-
 from tests.shared import NEEDS_SHARED
 
 from .conftest import CORPUS, SHARED

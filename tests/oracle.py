@@ -1,0 +1,180 @@
+"""Proxmox VE's own code as a test oracle (../shared/pve-oracle), one place to call it.
+
+`Oracle.cmd(config_text, ...)` asks qemu-server's `config_to_command` (what `qm showcmd` builds)
+whether Proxmox would start a VM config, and which `WARN:` lines it prints. One `batch` process
+is kept per (PCI mapping, PCI device inventory) pair, so thousands of questions cost one Perl
+start-up each. Tests get it through the `oracle` fixture (tests/conftest.py), which skips with a
+reason starting "needs ../shared" where ../shared/pve-oracle or perl is absent.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tests.shared import ORACLE
+
+SCRIPT = ORACLE / "pve_oracle.pl"
+
+
+def oracle_missing() -> str | None:
+    """Why the oracle cannot run here (None when it can)."""
+    if not SCRIPT.is_file():
+        return f"pve-oracle absent at {SCRIPT}"
+    if shutil.which("perl") is None:
+        return "perl is not installed"
+    return None
+
+
+@dataclass(frozen=True)
+class OracleResult:
+    """One answer: did Proxmox build a command line (ok), its error, and its WARN: lines."""
+
+    ok: bool
+    error: str | None
+    warnings: tuple[str, ...]
+    cmdline: str | None
+    raw: dict[str, Any] = field(repr=False, compare=False)
+
+    @property
+    def device_args(self) -> list[str]:
+        """The `-device` values of the QEMU command line (vfio-pci ones for passthrough)."""
+        if not self.cmdline:
+            return []
+        import shlex
+
+        words = shlex.split(self.cmdline)
+        return [words[i + 1] for i, w in enumerate(words[:-1]) if w == "-device"]
+
+
+class _Batch:
+    def __init__(self, args: list[str]) -> None:
+        self.proc = subprocess.Popen(
+            ["perl", str(SCRIPT), *args, "batch"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            encoding="utf-8",
+            errors="surrogateescape",
+        )
+        self.lock = threading.Lock()
+
+    def ask(self, request: dict[str, Any]) -> dict[str, Any]:
+        assert self.proc.stdin and self.proc.stdout
+        with self.lock:
+            self.proc.stdin.write(json.dumps(request) + "\n")
+            self.proc.stdin.flush()
+            line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError("pve-oracle batch process ended without an answer")
+        result: dict[str, Any] = json.loads(line)
+        return result
+
+    def close(self) -> None:
+        if self.proc.stdin:
+            self.proc.stdin.close()
+        self.proc.wait(timeout=10)
+
+
+class Oracle:
+    """Batch processes of pve_oracle.pl, keyed by the mapping file and device inventory."""
+
+    def __init__(self) -> None:
+        self._tmp = Path(tempfile.mkdtemp(prefix="pve-oracle-"))
+        self._batches: dict[tuple[str, str], _Batch] = {}
+        self._lock = threading.Lock()
+
+    def _batch(self, mapping: str | None, devices: dict[str, Any] | None) -> _Batch:
+        dev_json = json.dumps(devices, sort_keys=True) if devices is not None else ""
+        key = (mapping or "", dev_json)
+        with self._lock:
+            batch = self._batches.get(key)
+            if batch is None:
+                args: list[str] = []
+                n = len(self._batches)
+                if mapping is not None:
+                    path = self._tmp / f"pci-{n}.cfg"
+                    path.write_text(mapping, encoding="utf-8")
+                    args += ["--pci-mapping", str(path)]
+                if devices is not None:
+                    path = self._tmp / f"devices-{n}.json"
+                    path.write_text(dev_json, encoding="utf-8")
+                    args += ["--pci-devices", str(path)]
+                batch = self._batches[key] = _Batch(args)
+            return batch
+
+    def ask(
+        self,
+        op: str,
+        arg: str,
+        *,
+        mapping: str | None = None,
+        devices: dict[str, Any] | None = None,
+        **opts: str | int,
+    ) -> dict[str, Any]:
+        """Any op of pve_oracle.pl; opts: vmid, qemu-version, nodename, cpu-vendor."""
+        request: dict[str, Any] = {"op": op, "arg": arg}
+        if opts:
+            request["opts"] = {k.replace("_", "-"): v for k, v in opts.items()}
+        return self._batch(mapping, devices).ask(request)
+
+    def cmd(
+        self,
+        config_text: str,
+        *,
+        mapping: str | None = None,
+        devices: dict[str, Any] | None = None,
+        cpu_vendor: str | None = None,
+        qemu_version: str | None = None,
+        vmid: int | None = None,
+        nodename: str | None = None,
+    ) -> OracleResult:
+        """Would Proxmox start this config? (qemu-server config_to_command)"""
+        opts: dict[str, str | int] = {}
+        if cpu_vendor:
+            opts["cpu_vendor"] = cpu_vendor
+        if qemu_version:
+            opts["qemu_version"] = qemu_version
+        if vmid is not None:
+            opts["vmid"] = vmid
+        if nodename:
+            opts["nodename"] = nodename
+        raw = self.ask("cmd", config_text, mapping=mapping, devices=devices, **opts)
+        stderr = str(raw.get("stderr") or "")
+        warnings = tuple(ln for ln in stderr.splitlines() if ln.startswith("WARN:"))
+        error = raw.get("error_core") or raw.get("error")
+        return OracleResult(
+            ok=bool(raw.get("ok")),
+            error=str(error).strip() if error else None,
+            warnings=warnings,
+            cmdline=raw.get("cmdline"),
+            raw=raw,
+        )
+
+    def close(self) -> None:
+        for batch in self._batches.values():
+            batch.close()
+        shutil.rmtree(self._tmp, ignore_errors=True)
+
+
+def devices_json_of(pci_devices: list[Any]) -> dict[str, Any]:
+    """The oracle's --pci-devices inventory from pvefix PciDevice values (address -> ids)."""
+    out: dict[str, Any] = {}
+    for d in pci_devices:
+        out[d.address] = {
+            "vendor": (d.vendor or "").removeprefix("0x"),
+            "device": (d.device or "").removeprefix("0x"),
+            "iommugroup": d.iommu_group if d.iommu_group is not None else -1,
+            "subsystem_vendor": (d.subsystem_vendor or "").removeprefix("0x"),
+            "subsystem_device": (d.subsystem_device or "").removeprefix("0x"),
+            "mdev": 0,
+        }
+    return out
+
