@@ -55,6 +55,8 @@ class NodeFacts(_Frozen):
     qemu_version: str | None = None
     cpu_vendor: str | None = None  # AuthenticAMD | GenuineIntel
     cpu_model: str | None = None
+    cpu_phys_bits: int | None = None  # /proc/cpuinfo "address sizes: N bits physical"
+    cpu_flags: frozenset[str] | None = None  # /proc/cpuinfo flags (GET .../status cpuinfo.flags)
     boot_mode: Literal["efi", "legacy-bios"] | None = None
     secureboot: bool | None = None
     memory_bytes: int | None = None

@@ -105,6 +105,10 @@ class KernelCmdlineFile:
         """`Cmdline.ensure` on line 1, keeping root=. True if the file changed."""
         return self._edit(lambda c: c.ensure(name, value))
 
+    def dedupe(self) -> bool:
+        """Drop repeated tokens (the first one stays)."""
+        return self._edit(lambda c: c.dedupe())
+
     def remove(self, name: str, value: str | None = None) -> bool:
         """`Cmdline.remove` on line 1; refused if it would remove root=."""
         return self._edit(lambda c: c.remove(name, value))
@@ -185,6 +189,7 @@ class GrubDefaultFile:
         self.source = source
         self._text = text
         self._assignments = self._scan(text)
+        self._winners = {a.variable: a for a in self._assignments}
 
     @classmethod
     def parse(cls, text: str, source: str = GRUB_DEFAULT_PATH) -> GrubDefaultFile:
@@ -240,8 +245,7 @@ class GrubDefaultFile:
 
     def assignment(self, variable: str) -> GrubAssignment | None:
         """The assignment of `variable` that wins (the last one), or None."""
-        found = [a for a in self._assignments if a.variable == variable]
-        return found[-1] if found else None
+        return self._winners.get(variable)
 
     @property
     def linux_default(self) -> Cmdline | None:
@@ -332,6 +336,12 @@ class GrubDefaultFile:
                     line=a.line,
                 )
 
+    def dedupe(self) -> bool:
+        """Drop repeated tokens inside each variable's value (the first one stays)."""
+        edits = self._edit_each(lambda c: c.dedupe())
+        self._commit(edits)
+        return bool(edits)
+
     def remove(self, name: str, value: str | None = None) -> bool:
         """Remove it from both variables (else the kernel would still get it)."""
         edits = self._edit_each(lambda c: c.remove(name, value))
@@ -407,6 +417,7 @@ class GrubDefaultFile:
                 source=self.source,
             )
         self._assignments = self._scan(text)
+        self._winners = {a.variable: a for a in self._assignments}
         self._text = text
 
     def _rewrite(self, a: GrubAssignment, value: str) -> str:

@@ -287,6 +287,19 @@ class Cmdline:
         else:
             self._items.append(_Item(token, " " if self._tail else ""))
 
+    def dedupe(self) -> bool:
+        """Remove tokens whose exact text already appeared earlier; True if any went."""
+        self._check_editable()
+        seen: set[str] = set()
+        drop = []
+        for i, item in enumerate(self._items):
+            if item.token.raw in seen:
+                drop.append(i)
+            seen.add(item.token.raw)
+        for i in reversed(drop):
+            self._delete(i)
+        return bool(drop)
+
     def remove(self, name: str, value: str | None = None) -> bool:
         """Remove every token matching `name` (and `value` when given). True if any went."""
         self._check_editable()

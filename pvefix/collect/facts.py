@@ -108,7 +108,8 @@ def versions(facts: Facts) -> Versions:
 
 
 def cpu(facts: Facts) -> Cpu:
-    """vendor_id, model name, sockets and cores from /proc/cpuinfo lines; threads: `nproc`."""
+    """vendor_id, model name, sockets and cores, flags and address sizes from /proc/cpuinfo
+    lines; threads: `nproc`."""
     text = facts.text("cpuinfo", "the vendor_id and model name lines of /proc/cpuinfo")
     fields: dict[str, str] = {}
     sockets: set[str] = set()
@@ -139,9 +140,12 @@ def cpu(facts: Facts) -> Cpu:
         n_cores = per_socket * n_sockets
     else:
         n_cores = threads
+    bits = re.match(r"(\d+) bits physical", fields.get("address sizes", ""))
+    flags = fields.get("flags")
     return Cpu(
         vendor=fields["vendor_id"], model=fields["model name"], sockets=n_sockets,
-        cores=n_cores, threads=threads,
+        cores=n_cores, threads=threads, phys_bits=int(bits.group(1)) if bits else None,
+        flags=flags.split() if flags is not None else None,
     )
 
 

@@ -52,6 +52,13 @@ class Cpu(_Strict):
     sockets: int = Field(ge=1)
     cores: int = Field(ge=1, description="physical cores, all sockets")
     threads: int = Field(ge=1, description="logical CPUs, all sockets")
+    phys_bits: int | None = Field(
+        default=None, ge=32, le=64,
+        description='/proc/cpuinfo "address sizes: N bits physical" (decides phys-bits=host)',
+    )
+    flags: list[str] | None = Field(
+        default=None, description="/proc/cpuinfo flags (pdpe1gb decides OVMF's 40-bit cap)"
+    )
 
 
 class Boot(_Strict):

@@ -157,6 +157,20 @@ class HostTree:
         except IsADirectoryError:
             raise PvefixError("is a directory, not a file", source=str(path)) from None
 
+    def grub_dropins(self) -> dict[str, str]:
+        """/etc/default/grub.d/*.cfg (regular files, not links), as update-grub sources them."""
+        folder = self.root / "etc" / "default" / "grub.d"
+        out: dict[str, str] = {}
+        if not folder.is_dir() or folder.is_symlink():
+            return out
+        for entry in sorted(folder.iterdir()):
+            if entry.name.endswith(".cfg") and entry.is_file() and not entry.is_symlink():
+                host = f"/etc/default/grub.d/{entry.name}"
+                text = self.read_text(host)
+                if text is not None:
+                    out[host] = text
+        return out
+
     def write_text(self, host_path: str, text: str) -> None:
         """Replace (or create) a host file atomically."""
         path = self.host_path(host_path)

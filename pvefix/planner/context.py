@@ -12,6 +12,7 @@ from pvefix.vmconfig.hostpci import HOSTPCI_KEY
 from pvefix.vmconfig.schema import WINDOWS_OSTYPES
 
 NVIDIA = "0x10de"
+LINUX_OSTYPES = frozenset({"l24", "l26"})
 
 
 def full_address(pci_id: str) -> str:
@@ -21,7 +22,14 @@ def full_address(pci_id: str) -> str:
 
 @dataclass(frozen=True)
 class Passed:
-    """One hostpciN entry and the host functions it passes (as far as the facts tell)."""
+    """One hostpciN entry and the host functions it passes (as far as the facts tell).
+
+    A raw `host=` entry passes every function it names (all of a slot for `BB:DD`). A `mapping=`
+    entry passes ONE device of the mapping, picked among the free ones when the VM starts
+    (qemu-server PCI.pm choose_hostpci_devices): `devices` then holds the candidates, and
+    `is_pool` is true. Counts and sizes go by entries; an entry is sized by its largest
+    candidate (`sized`).
+    """
 
     key: str
     entry: HostPci
@@ -30,9 +38,38 @@ class Passed:
     problem: str | None = None
 
     @property
+    def is_pool(self) -> bool:
+        """A mapping entry: one of `devices` is passed, chosen at start."""
+        return self.entry.mapping is not None
+
+    @property
+    def unknown(self) -> bool:
+        """The entry names devices, but none of them is in the facts read (another host?)."""
+        return not self.devices
+
+    @property
     def is_gpu(self) -> bool:
         """A display-class function (VGA or 3D controller) is behind this entry."""
         return any(d.is_display for d in self.devices)
+
+    @property
+    def gpu_candidates(self) -> tuple[PciDevice, ...]:
+        return tuple(d for d in self.devices if d.is_display)
+
+    @property
+    def sized(self) -> tuple[PciDevice, ...]:
+        """The functions whose BARs this entry brings into the guest, sized pessimistically:
+        every function of a raw entry; for a mapping pool, its candidate with the most 64-bit
+        BAR space (whichever device the start picks, it needs no more than that)."""
+        if not self.is_pool:
+            return self.devices
+        if not self.devices:
+            return ()
+        return (max(self.devices, key=lambda d: (bar64_total(d), d.address)),)
+
+
+def bar64_total(device: PciDevice) -> int:
+    return sum(b.size for b in device.bars if b.is_64bit and not b.is_io)
 
 
 @dataclass
@@ -53,8 +90,28 @@ class Context:
         return self.ostype in WINDOWS_OSTYPES
 
     @property
+    def is_linux(self) -> bool:
+        """ostype l24/l26, or a Linux /proc/cmdline was read in the guest."""
+        guest = self.state.guest
+        return self.ostype in LINUX_OSTYPES or bool(guest and guest.cmdline is not None)
+
+    @property
+    def os_unknown(self) -> bool:
+        """ostype other/absent/solaris with nothing read in the guest: pvefix does not guess."""
+        return not self.is_linux and not self.is_windows
+
+    @property
     def gpu_entries(self) -> list[Passed]:
         return [p for p in self.passed if p.is_gpu]
+
+    @property
+    def unknown_entries(self) -> list[Passed]:
+        """Entries whose devices are not in the facts read (not 'no GPU': unknown here)."""
+        return [p for p in self.passed if p.unknown]
+
+    @property
+    def pool_entries(self) -> list[Passed]:
+        return [p for p in self.gpu_entries if p.is_pool]
 
     @property
     def gpus(self) -> list[PciDevice]:

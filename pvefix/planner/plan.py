@@ -16,7 +16,7 @@ from pvefix.planner.model import (
     RuleResult,
 )
 from pvefix.planner.rules import RULES, permissions
-from pvefix.state import HOST_FILES, HostState
+from pvefix.state import HostState
 
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 
@@ -157,7 +157,7 @@ def plan(state: HostState) -> Plan:
             config_source=vm.config_source,
             vm_status=vm.status,
             running_machine=vm.running_machine,
-            files={p: state.file(p).sha256 for p in HOST_FILES if p in state.files},
+            files={p: f.sha256 for p, f in sorted(state.files.items())},
             access=f"{state.access.method}:{state.access.user or '-'}:{state.access.auth}",
         ),
         findings=findings,

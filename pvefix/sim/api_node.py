@@ -92,7 +92,7 @@ def node_status(call: Call) -> object:
             "mhz": "3300.000",
             "hvm": "1",
             "user_hz": 100,
-            "flags": "fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov",
+            **({"flags": " ".join(meta.cpu.flags)} if meta.cpu.flags is not None else {}),
         },
         "cpu": 0.01,
         "wait": 0,

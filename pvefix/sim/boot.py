@@ -9,6 +9,7 @@ it, and only a reboot makes `/proc/cmdline` show it. The installed cmdline is ke
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from pathlib import Path
 from typing import Literal
@@ -38,21 +39,42 @@ def split_prefix(cmdline: str) -> tuple[list[str], list[str]]:
     return prefix, rest
 
 
+_VARS = ("GRUB_CMDLINE_LINUX", "GRUB_CMDLINE_LINUX_DEFAULT")
+_REF = re.compile(r"\$\{?(GRUB_CMDLINE_LINUX(?:_DEFAULT)?)\}?(?![A-Za-z0-9_])")
+
+
+def _expand(raw: str, values: dict[str, str]) -> str:
+    """sh's expansion of the two variables outside single quotes (all the simulator needs)."""
+    out: list[str] = []
+    quoted = False
+    for part in re.split(r"(')", raw):
+        if part == "'":
+            quoted = not quoted
+            out.append(part)
+        elif quoted:
+            out.append(part)
+        else:
+            out.append(_REF.sub(lambda m: values.get(m.group(1), ""), part))
+    return "".join(out)
+
+
 def grub_values(text: str) -> dict[str, str]:
-    """The shell assignments of /etc/default/grub that matter (last one wins, as in sh)."""
+    """The shell assignments that matter, in order (last one wins, `$VAR` of the two expanded):
+    /etc/default/grub followed by its grub.d drop-ins, as update-grub sources them."""
     values: dict[str, str] = {}
     for line in text.splitlines():
         stripped = line.strip()
         if stripped.startswith("#") or "=" not in stripped:
             continue
         name, _, raw = stripped.partition("=")
-        if name not in ("GRUB_CMDLINE_LINUX", "GRUB_CMDLINE_LINUX_DEFAULT"):
+        if name not in _VARS:
             continue
+        raw = _expand(raw, values)
         try:
             parts = shlex.split(raw, comments=True)
         except ValueError:
             parts = [raw.strip("\"'")]
-        values[name] = " ".join(parts)
+        values[name] = " ".join(" ".join(parts).split())
     return values
 
 

@@ -8,6 +8,7 @@ bash does. Paths are host paths (`/etc/kernel/cmdline`), relative ones start at 
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import hashlib
 import os
 import posixpath
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pvefix.errors import PvefixError
+from pvefix.hosttree.meta import HostMeta
 from pvefix.sim import boot, vmops
 from pvefix.sim.auth import Identity
 from pvefix.sim.errors import ApiError
@@ -177,6 +179,42 @@ def _cat(sh: Shell, argv: list[str]) -> Result:
     return Result(out, err, code)
 
 
+def _find(sh: Shell, argv: list[str]) -> Result:
+    """`find DIR -maxdepth 1 -name PATTERN -type f`: the one form pvefix sends (sorted)."""
+    if (len(argv) != 8 or argv[2:4] != ["-maxdepth", "1"] or argv[4] != "-name"
+            or argv[6:8] != ["-type", "f"]):
+        return Result(code=1, stderr="find: unsupported expression\n")
+    folder, pattern = argv[1], argv[5]
+    try:
+        target = sh.tree_path(folder)
+    except ShellError as exc:
+        return Result(code=1, stderr=f"find: {exc.message}\n")
+    if not target.is_dir():
+        return Result(code=1, stderr=f"find: '{folder}': No such file or directory\n")
+    names = sorted(
+        e.name for e in target.iterdir()
+        if fnmatch.fnmatchcase(e.name, pattern) and e.is_file() and not e.is_symlink()
+    )
+    base = sh.host(folder).rstrip("/")
+    return Result("".join(f"{base}/{n}\n" for n in names))
+
+
+def cpuinfo(meta: HostMeta) -> str:
+    """/proc/cpuinfo's first processor block, from the tree's metadata (when the tree has none)."""
+    lines = [
+        "processor\t: 0",
+        f"vendor_id\t: {meta.cpu.vendor}",
+        f"model name\t: {meta.cpu.model}",
+        "physical id\t: 0",
+        f"cpu cores\t: {max(1, meta.cpu.cores // meta.cpu.sockets)}",
+    ]
+    if meta.cpu.flags is not None:
+        lines.append(f"flags\t\t: {' '.join(meta.cpu.flags)}")
+    if meta.cpu.phys_bits is not None:
+        lines.append(f"address sizes\t: {meta.cpu.phys_bits} bits physical, 48 bits virtual")
+    return "\n".join(lines) + "\n\n"
+
+
 def _test(sh: Shell, argv: list[str]) -> Result:
     if len(argv) != 3 or argv[1] not in ("-e", "-f", "-d", "-s", "-r"):
         return Result(code=2, stderr="test: unsupported expression\n")
@@ -229,6 +267,9 @@ def _boot_tool(sh: Shell, argv: list[str]) -> Result:
 
 def _install_grub(sh: Shell) -> None:
     default = sh.state.read_host("/etc/default/grub") or ""
+    # update-grub sources /etc/default/grub.d/*.cfg after it (grub-mkconfig).
+    for text in sh.state.tree.grub_dropins().values():
+        default += "\n" + text
     running = (sh.state.read_host("/proc/cmdline") or "").strip()
     sh.state.boot.install(boot.grub_cmdline(default, running))
 
@@ -420,6 +461,7 @@ def _false(sh: Shell, argv: list[str]) -> Result:
 
 _COMMANDS: dict[str, Command] = {
     "cat": _cat,
+    "find": _find,
     "test": _test,
     "uname": _uname,
     "proxmox-boot-tool": _boot_tool,

@@ -83,24 +83,43 @@ def _readlink(sh: Shell, argv: list[str]) -> Result:
 def _grep(sh: Shell, argv: list[str]) -> Result:
     args = argv[1:]
     flags = set()
+    given: str | None = None
+    limit: int | None = None
     while args and args[0].startswith("-") and args[0] != "-":
-        flags.add(args.pop(0))
-    if not args:
-        raise ShellError("Usage: grep [OPTION]... PATTERNS [FILE]...", code=2)
-    pattern, files = re.compile(args[0]), args[1:]
+        flag = args.pop(0)
+        if flag == "-e" and args:
+            given = args.pop(0)
+        elif re.fullmatch(r"-m\d+", flag):
+            limit = int(flag[2:])
+        else:
+            flags.add(flag)
+    if given is None:
+        if not args:
+            raise ShellError("Usage: grep [OPTION]... PATTERNS [FILE]...", code=2)
+        given = args.pop(0)
+    pattern, files = re.compile(given), args
     with_name = "-H" in flags or (len(files) > 1 and "-h" not in flags)
     out, err, matched, failed = "", "", False, False
     devices = _devices(sh) if any(f.startswith(BUS_DIR) for f in files) else {}
     for name in files:
         try:
-            text = sh.read("grep", physical(sh, name, devices))
+            if sh.host(name) == "/proc/cpuinfo" and sh.state.read_host(name) is None:
+                from pvefix.sim.commands import cpuinfo
+
+                text = cpuinfo(sh.state.tree.meta)
+            else:
+                text = sh.read("grep", physical(sh, name, devices))
         except ShellError:
             err += f"grep: {name}: No such file or directory\n"
             failed = True
             continue
+        found = 0
         for line in text.splitlines():
+            if limit is not None and found >= limit:
+                break
             if pattern.search(line):
                 matched = True
+                found += 1
                 out += f"{name}:{line}\n" if with_name else line + "\n"
     if "-s" in flags:
         err = ""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import time
 
-from pvefix.errors import ValidationError
+from pvefix.errors import PvefixError, ValidationError
 from pvefix.sim.auth import Identity
 from pvefix.sim.errors import ApiError, die, param_error
 from pvefix.sim.guest import guest_boot
@@ -186,8 +186,69 @@ def _vfio_name(state: NodeState, dev: HostPci) -> str:
     return entries[0].paths[0] if entries else dev.key
 
 
-def start_checks(state: NodeState, cfg: VMConfig) -> None:
-    """What config_to_command refuses for passthrough (PCI.pm's order)."""
+def _candidates(state: NodeState, dev: HostPci) -> list[list[str]]:
+    """The alternatives of one hostpci entry (each a list of full addresses), as PCI.pm's
+    parse_hostpci_devices lists them: one for raw host=, one per map entry of this node."""
+    if dev.mapping:
+        mappings = state.tree.pci_mappings()
+        mapping = mappings.get(dev.mapping) if mappings else None
+        entries = mapping.for_node(state.node) if mapping else []
+        return [[_full(p) for p in e.paths] for e in entries]
+    return [[_full(h) for h in dev.hosts]]
+
+
+def _full(address: str) -> str:
+    return address if address.count(":") == 2 else f"0000:{address}"
+
+
+def _choose(state: NodeState, vmid: int, cfg: VMConfig, used: dict[str, int],
+            strict: bool) -> dict[str, int]:
+    """Devices this VM takes (address -> vmid), picked as choose_hostpci_devices does: a
+    single alternative as is, else the first one no running VM holds. `strict` raises
+    Proxmox's errors; otherwise conflicts are skipped (for VMs already running)."""
+    taken: dict[str, int] = {}
+    for key in sorted(cfg.main.keys(), key=lambda k: (len(k), k)):
+        if not HOSTPCI_KEY.match(key):
+            continue
+        try:
+            dev = HostPci.parse(cfg.main.get(key) or "", key)
+        except ValidationError:
+            continue
+        alternatives = _candidates(state, dev)
+        if len(alternatives) == 1:
+            for addr in alternatives[0]:
+                holder = used.get(addr)
+                if strict and holder is not None and holder != vmid:
+                    raise die(f"PCI device '{addr}' already in use by VMID '{holder}'")
+                taken[addr] = vmid
+            continue
+        for alt in alternatives:
+            if not any(a in used or a in taken for a in alt):
+                taken.update(dict.fromkeys(alt, vmid))
+                break
+        else:
+            if strict and alternatives:
+                raise die(f"could not find a free device for '{key}'")
+    return taken
+
+
+def reserved_by_others(state: NodeState, vmid: int) -> dict[str, int]:
+    """PCI addresses held by the other running VMs of this node."""
+    used: dict[str, int] = {}
+    for other, node in sorted(state.vms().items()):
+        if other == vmid or node != state.node or state.run_state(other).status != "running":
+            continue
+        try:
+            other_cfg = state.load(other).parse()
+        except (PvefixError, OSError):
+            continue
+        used.update(_choose(state, other, other_cfg, used, strict=False))
+    return used
+
+
+def start_checks(state: NodeState, cfg: VMConfig, vmid: int | None = None) -> None:
+    """What config_to_command refuses for passthrough (PCI.pm's order), then the devices
+    another running VM holds (PCI.pm choose_hostpci_devices and reserve_pci_usage)."""
     main = cfg.main
     q35 = Machine.parse(main.get("machine")).is_q35
     mappings = state.tree.pci_mappings()
@@ -221,6 +282,8 @@ def start_checks(state: NodeState, cfg: VMConfig) -> None:
             raise die(problem)
         if dev.mapping and (mappings is None or mappings.get(dev.mapping) is None):
             raise die(f"PCI device mapping not found for '{dev.mapping}'")
+    if vmid is not None:
+        _choose(state, vmid, cfg, reserved_by_others(state, vmid), strict=True)
 
 
 def _start_now(state: NodeState, vmid: int, node: str, skiplock: bool, log: TaskLog) -> None:
@@ -234,7 +297,7 @@ def _start_now(state: NodeState, vmid: int, node: str, skiplock: bool, log: Task
         apply_pending(cfg)
         loaded = state.store(loaded, cfg)
         cfg = loaded.parse()
-    start_checks(state, cfg)
+    start_checks(state, cfg, vmid)
     state.set_running(vmid, running_machine(cfg.main.get("machine"), state.tree.meta.versions.qemu))
     guest_boot(state, vmid)
 

@@ -34,6 +34,8 @@ def node_facts(tree: HostTree) -> NodeFacts:
         qemu_version=meta.versions.qemu,
         cpu_vendor=meta.cpu.vendor,
         cpu_model=meta.cpu.model,
+        cpu_phys_bits=meta.cpu.phys_bits,
+        cpu_flags=frozenset(meta.cpu.flags) if meta.cpu.flags is not None else None,
         boot_mode=meta.boot.mode,
         secureboot=meta.boot.secureboot if meta.boot.mode == "efi" else None,
         memory_bytes=meta.memory_bytes,
@@ -72,7 +74,10 @@ def read_tree(tree: HostTree, vmid: int) -> HostState:
     return HostState(
         node=node_facts(tree),
         boot_tool=BootToolFacts(exit_code=boot.exit_code, output=boot.output),
-        files={path: FileFact.of(path, tree.read_text(path)) for path in HOST_FILES},
+        files={
+            **{path: FileFact.of(path, tree.read_text(path)) for path in HOST_FILES},
+            **{path: FileFact.of(path, text) for path, text in tree.grub_dropins().items()},
+        },
         pci_devices=tree.pci_devices(),
         acs=dict(tree.meta.acs),
         mappings=list(mapping_file.mappings.values()) if mapping_file else [],

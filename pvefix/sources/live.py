@@ -17,12 +17,14 @@ wave, and the SSH session is opened and used for the host files while that wave 
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
+from pvefix.cmdline.grubd import GRUB_D, is_dropin
 from pvefix.connection.api import ApiClient, ApiError
 from pvefix.connection.settings import Connection
 from pvefix.connection.ssh import CommandResult
@@ -166,6 +168,8 @@ def read_target(
             ["uname", "-r"],
             ["cat", MAPPING_FILE],
             ["lspci", "-D", "-vv"],
+            GRUB_D_LIST,
+            ADDRESS_SIZES,
         ]
         if known_node is not None:
             round_a.append(["cat", vm_conf_path(known_node, vmid)])
@@ -207,6 +211,27 @@ def read_target(
         trace.finished = time.perf_counter()
 
 
+# The host's physical address width decides phys-bits=host (Memory.pm get_max_mem reads it so).
+ADDRESS_SIZES = ["grep", "-m1", "-e", "^address sizes", "/proc/cpuinfo"]
+
+
+def address_bits(result: CommandResult | None) -> int | None:
+    if result is None or not result.ok:
+        return None
+    m = re.search(r"(\d+) bits physical", result.stdout)
+    return int(m.group(1)) if m else None
+
+
+# update-grub sources /etc/default/grub.d/*.cfg: list them (no shell glob), then read each.
+GRUB_D_LIST = ["find", GRUB_D, "-maxdepth", "1", "-name", "*.cfg", "-type", "f"]
+
+
+def _dropin_paths(result: CommandResult | None) -> list[str]:
+    if result is None or not result.ok:
+        return []
+    return sorted(p for p in result.stdout.splitlines() if is_dropin(p))
+
+
 def _assemble(
     reader: _Reader,
     shell: Shell | None,
@@ -227,6 +252,8 @@ def _assemble(
     dev_paths = [f"{rf.SYSFS_PCI}/{a}" for a in addresses]
     readlink_cmds = _chunks(["readlink", "-m"], dev_paths) if shell is not None else []
     round_b = [] if shell is None or ("cat", conf_path) in results else [["cat", conf_path]]
+    dropins = _dropin_paths(results.get(tuple(GRUB_D_LIST)))
+    round_b += [["cat", d] for d in dropins]
     if shell is not None and (round_b or readlink_cmds):
         for result in reader.rounds(shell, [*round_b, *readlink_cmds]):
             results[result.argv] = result
@@ -249,7 +276,7 @@ def _assemble(
     devices = _pci_devices(reader, shell, pci_items, paths, vm_devices, notes)
 
     files: dict[str, FileFact] = {}
-    for path in (KERNEL_CMDLINE, GRUB_DEFAULT, PROC_CMDLINE):
+    for path in (KERNEL_CMDLINE, GRUB_DEFAULT, PROC_CMDLINE, *dropins):
         files[path] = rf.file_fact(path, results.get(("cat", path)))
     uname = results.get(("uname", "-r"))
     lspci = results.get(("lspci", "-D", "-vv"))
@@ -269,7 +296,7 @@ def _assemble(
         answers["node"] or {},
         uname.stdout.strip() if uname is not None and uname.ok else None,
         str(running_qemu) if running_qemu else None,
-    )
+    ).model_copy(update={"cpu_phys_bits": address_bits(results.get(tuple(ADDRESS_SIZES)))})
     return HostState(
         node=node_facts,
         boot_tool=rf.boot_tool_facts(results.get(("proxmox-boot-tool", "status"))),

@@ -177,6 +177,7 @@ def node_facts(
         qemu_version=running_qemu,
         cpu_vendor=cpu_vendor(cpu.get("model")),
         cpu_model=cpu.get("model"),
+        cpu_flags=frozenset(cpu["flags"].split()) if isinstance(cpu.get("flags"), str) else None,
         boot_mode=mode if mode in ("efi", "legacy-bios") else None,
         secureboot=bool(boot.get("secureboot")) if mode == "efi" else None,
         memory_bytes=int(memory) if isinstance(memory, int) else None,

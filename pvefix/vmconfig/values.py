@@ -23,6 +23,12 @@ def validate(key: str, value: str, *, api: bool = True) -> None:
     kind = key_type(key)
     if kind is None:
         raise ValidationError(f"{key}: unknown setting '{key}'")
+    if key == "description":
+        # The API stores a multi-line description as '#' lines (qemu-server confdesc:
+        # maxLength 8 KiB); only the file form cannot hold a line feed in one value.
+        if len(value.encode("utf-8", "surrogateescape")) > 8192:
+            raise ValidationError(f"{key}: value may only be 8192 characters long")
+        return
     if "\n" in value or "\r" in value:
         raise ValidationError(f"{key}: property contains a line feed")
     if kind == "string" and key not in _CHECKED_STRINGS and not key.startswith("hostpci"):
@@ -33,6 +39,11 @@ def validate(key: str, value: str, *, api: bool = True) -> None:
     elif kind == "integer":
         if not re.fullmatch(r"\d+", value):
             raise ValidationError(f"{key}: type check ('integer') failed - got '{value}'")
+        low, high = RANGES.get(key, (None, None))
+        if api and low is not None and int(value) < low:
+            raise ValidationError(f"{key}: value must have a minimum value of {low}")
+        if api and high is not None and int(value) > high:
+            raise ValidationError(f"{key}: value must have a maximum value of {high}")
     elif kind == "number":
         if not re.fullmatch(r"\d+(\.\d+)?", value):
             raise ValidationError(f"{key}: type check ('number') failed - got '{value}'")
@@ -46,6 +57,19 @@ def validate(key: str, value: str, *, api: bool = True) -> None:
     elif key in ("machine", "runningmachine"):
         Machine.parse(value, key)
 
+
+# Integer ranges of qemu-server's confdesc (src/PVE/QemuServer.pm), checked by the API (qm set),
+# not by the config file parser.
+RANGES: dict[str, tuple[int | None, int | None]] = {
+    "sockets": (1, None),
+    "cores": (1, None),
+    "vcpus": (1, None),
+    "smp": (1, None),
+    "cpuunits": (1, 262144),
+    "shares": (0, 50000),
+    "balloon": (0, None),
+    "migrate_speed": (0, None),
+}
 
 _CHECKED_STRINGS = frozenset([*ENUMS, "machine", "runningmachine"])
 

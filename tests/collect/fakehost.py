@@ -54,7 +54,10 @@ def _cpuinfo(meta: HostMeta) -> str:
                     f"processor\t: {n}\nvendor_id\t: {meta.cpu.vendor}\ncpu family\t: 26\n"
                     f"model\t\t: 2\nmodel name\t: {meta.cpu.model}\nphysical id\t: {socket}\n"
                     f"siblings\t: {cores_per_socket * per_core}\ncore id\t\t: {core}\n"
-                    f"cpu cores\t: {cores_per_socket}\nflags\t\t: fpu vme de pse\n"
+                    f"cpu cores\t: {cores_per_socket}\n"
+                    + (f"flags\t\t: {' '.join(meta.cpu.flags)}\n" if meta.cpu.flags else "")
+                    + (f"address sizes\t: {meta.cpu.phys_bits} bits physical, 57 bits virtual\n"
+                       if meta.cpu.phys_bits else "")
                 )
                 n += 1
     return "\n".join(blocks) + "\n"

@@ -70,7 +70,7 @@ def test_a_fixed_vm_and_host_plan_to_nothing_and_exit_0(
     vm.config.put(
         digest=digest,
         machine="q35",
-        cpu="x86-64-v2-AES,phys-bits=host",
+        cpu="x86-64-v2-AES,phys-bits=host,flags=+pdpe1gb",
         **{f"hostpci{i}": "mapping=pro6000,pcie=1" for i in range(8)},
     )
     root = Path(info.root)

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+pytestmark = pytest.mark.conformance
+
 
 def test_proxmox_refuses_pcie_on_i440fx(oracle: Any) -> None:
     res = oracle.cmd("cores: 1\nhostpci0: 0000:01:00.0,pcie=1\n")
@@ -39,3 +43,18 @@ def test_a_mapping_entry_needs_the_mapping_file(oracle: Any) -> None:
     )
     assert res.ok, res.error
     assert any("host=0000:01:00.0" in a for a in res.device_args)
+
+
+def test_the_judge_refuses_the_old_phys_bits_fix_that_ovmf_caps(oracle: Any) -> None:
+    """The plan pvefix made before (phys-bits=host without pdpe1gb on OVMF) must fail."""
+    from pvefix.hosttree import resolve_scenario
+    from pvefix.planner import plan as make_plan
+    from pvefix.sources.bundle import read_bundle
+    from tests.conformance.harness import unexplained_warnings
+
+    plan = make_plan(read_bundle(resolve_scenario("kpro6"), 100))
+    res = oracle.cmd(
+        "bios: ovmf\ncpu: x86-64-v2-AES,phys-bits=host\nmachine: q35\nmemory: 4096\n",
+        cpu_vendor="AuthenticAMD",
+    )
+    assert unexplained_warnings(res, plan)

@@ -14,6 +14,8 @@ Each case file (cases/*.json) has:
      "phases": [{"disruption": ..., "changes": [change id, ...]}]
      "findings": [finding id, ...]            (exactly these, in any order)
      "noops": [rule, ...]                     (rules that said they had nothing to do)
+     "severities": {finding id: severity}     (every finding's severity)
+     "noop_reasons": {rule: reason}           (what each rule with nothing to do said)
      "values": {change id: [before, after]}   (optional spot checks)
 """
 
@@ -29,7 +31,7 @@ from pvefix.state import AccessFacts, BootToolFacts, FileFact, GuestFacts, HostS
 from pvefix.vmconfig import VMConfig
 
 CASES = Path(__file__).parent / "cases"
-REQUIRED_EXPECT = ("phases", "findings", "noops")
+REQUIRED_EXPECT = ("phases", "findings", "noops", "severities", "noop_reasons")
 
 
 def load_case(path: Path) -> dict[str, Any]:

@@ -29,6 +29,10 @@ def test_case(path: Path) -> None:
     got_findings = sorted(f.id for f in result.findings)
     assert got_findings == sorted(expect["findings"]), f"{path.name}: findings"
     assert sorted(n.rule for n in result.noops) == sorted(expect["noops"]), f"{path.name}: noops"
+    severities = {f.id: f.severity for f in result.findings}
+    assert severities == expect["severities"], f"{path.name}: finding severities"
+    reasons = {n.rule: n.reason for n in result.noops}
+    assert reasons == expect["noop_reasons"], f"{path.name}: no-op reasons"
     changes = {c.id: c for p in result.phases for c in p.changes}
     for cid, (before, after) in expect.get("values", {}).items():
         assert (changes[cid].before, changes[cid].after) == (before, after), f"{path.name}: {cid}"

@@ -19,6 +19,8 @@ command lines are both reported.
 from __future__ import annotations
 
 from pvefix.cmdline import GrubDefaultFile, KernelCmdlineFile, ProcCmdline
+from pvefix.cmdline.files import GRUB_LINUX, GRUB_LINUX_DEFAULT
+from pvefix.cmdline.grubd import GrubConfig, duplicates, is_dropin, same_as_running
 from pvefix.errors import PvefixError
 from pvefix.planner.context import Context
 from pvefix.planner.model import Change, Finding, Risk, RuleResult
@@ -99,15 +101,75 @@ def rule(ctx: Context) -> RuleResult:
                 )
             ],
         )
+    grub: GrubConfig | None = None
     try:
-        editor: KernelCmdlineFile | GrubDefaultFile = (
-            KernelCmdlineFile.parse(fact.text, path)
-            if path == KERNEL_CMDLINE
-            else GrubDefaultFile.parse(fact.text, path)
-        )
-        configured = editor.cmdline
+        if path == KERNEL_CMDLINE:
+            editor: KernelCmdlineFile | GrubDefaultFile = KernelCmdlineFile.parse(fact.text, path)
+            configured = editor.cmdline
+            where = [f"{path}:1"]
+        else:
+            grub = GrubConfig(
+                {p: f.text for p, f in state.files.items()
+                 if f.text is not None and (p == GRUB_DEFAULT or is_dropin(p))}
+            )
+            path, _base = grub.base_assignment()
+            editor = grub.files[path]
+            configured = grub.cmdline
+            where = [str(src) for var in (GRUB_LINUX, GRUB_LINUX_DEFAULT)
+                     for src in grub.sources[var]]
     except PvefixError as exc:
         return RuleResult(rule=NAME, noop=f"{path} cannot be read safely: {exc}")
+    if grub is not None and grub.unknown:
+        return RuleResult(
+            rule=NAME,
+            noop="the GRUB command line cannot be evaluated (see findings)",
+            findings=[
+                Finding(
+                    id="host.cmdline.grub-not-evaluable",
+                    rule=NAME,
+                    severity="warning",
+                    title="GRUB command line not evaluable",
+                    detail=(
+                        "update-grub would expand values pvefix does not evaluate, so the"
+                        " effective command line is unknown; pvefix plans no host edit. Check"
+                        " `grep -m1 linux /boot/grub/grub.cfg` after update-grub instead."
+                    ),
+                    evidence=grub.unknown,
+                )
+            ],
+        )
+    if grub is not None and grub.dropins:
+        findings.append(
+            Finding(
+                id="host.cmdline.grub-dropins",
+                rule=NAME,
+                severity="info",
+                title="GRUB drop-ins read",
+                detail=(
+                    "update-grub sources /etc/default/grub.d/*.cfg after /etc/default/grub;"
+                    f" the effective line is built from: {', '.join(where) or 'no assignment'}."
+                    f" An edit goes to {path}, where GRUB_CMDLINE_LINUX_DEFAULT is set last"
+                    " without building on the earlier value."
+                ),
+                evidence=[f"{p}" for p in grub.dropins],
+            )
+        )
+    dups = duplicates(configured)
+    if dups:
+        findings.append(
+            Finding(
+                id="host.cmdline.duplicate-tokens",
+                rule=NAME,
+                severity="info",
+                title="Host cmdline repeats parameters",
+                detail=(
+                    f"{', '.join(dups)} appear more than once; the kernel applies each"
+                    " occurrence in turn, so the repeats are noise. pvefix removes them when it"
+                    " edits the line anyway."
+                ),
+                evidence=where,
+            )
+        )
     vendor = _vendor(ctx)
     for f in editor.findings(kernel_version=state.node.kernel_version, cpu_vendor=vendor):  # type: ignore[arg-type]
         if f.code.startswith("amd-iommu") or f.severity == "error" or "intel" in f.code:
@@ -130,12 +192,15 @@ def rule(ctx: Context) -> RuleResult:
         "file": path,
         "refresh_command": refresh,
     }
-    if vendor == "amd" and configured.has("amd_iommu", "on"):
+    in_other_files = (
+        [str(x) for x in grub.where("amd_iommu", "on") if x.path != path] if grub else []
+    )
+    if vendor == "amd" and configured.has("amd_iommu", "on") and not in_other_files:
         try:
             editor.remove("amd_iommu", "on")
         except PvefixError as exc:
             return RuleResult(rule=NAME, noop=str(exc), findings=findings)
-        line_after = " ".join(t.raw for t in editor.cmdline.tokens)
+        line_after = _effective_after(grub, path, editor)
         changes.append(
             Change(
                 id="host.cmdline.amd_iommu",
@@ -155,14 +220,17 @@ def rule(ctx: Context) -> RuleResult:
         )
         line_before = line_after
     if configured.has("iommu", "pt"):
-        pt_noop = f"iommu=pt is already in {path}"
+        holders = [str(x) for x in grub.where("iommu", "pt")] if grub else [f"{path}:1"]
+        pt_noop = f"iommu=pt is already configured ({', '.join(holders) or path})"
     else:
         pt_noop = None
         try:
+            if dups:
+                editor.dedupe()
             editor.ensure("iommu", "pt")
         except PvefixError as exc:
             return RuleResult(rule=NAME, noop=str(exc), findings=findings)
-        line_after = " ".join(t.raw for t in editor.cmdline.tokens)
+        line_after = _effective_after(grub, path, editor)
         changes.append(
             Change(
                 id="host.cmdline.iommu_pt",
@@ -183,7 +251,8 @@ def rule(ctx: Context) -> RuleResult:
                 ),
                 evidence=[
                     f"boot loader: {loader} (proxmox-boot-tool exit {state.boot_tool.exit_code})",
-                    f"{path}: {line_before}",
+                    f"configured ({', '.join(where) or path}): {line_before}",
+                    *([f"duplicates removed: {', '.join(dups)}"] if dups else []),
                 ],
                 inverse=f"remove iommu=pt from {path} and run {' '.join(refresh)}, then reboot",
                 effect=(
@@ -197,7 +266,12 @@ def rule(ctx: Context) -> RuleResult:
     if running_line is not None:
         configured_now = " ".join(t.raw for t in configured.tokens)
         running_now = " ".join(t.raw for t in running_line.tokens)
-        if running_now != configured_now:
+        same = (
+            same_as_running(configured, running_line)
+            if grub is not None
+            else running_now == configured_now
+        )
+        if not same:
             findings.append(
                 Finding(
                     id="host.cmdline.not-booted",
@@ -216,3 +290,14 @@ def rule(ctx: Context) -> RuleResult:
     return RuleResult(
         rule=NAME, changes=changes, findings=findings, files_after={path: editor.render()}
     )
+
+
+def _effective_after(
+    grub: GrubConfig | None, path: str, editor: KernelCmdlineFile | GrubDefaultFile
+) -> str:
+    """The whole effective command line once `editor`'s file is written."""
+    if grub is None:
+        return " ".join(t.raw for t in editor.cmdline.tokens)
+    texts = {p: f.render() for p, f in grub.files.items()}
+    texts[path] = editor.render()
+    return " ".join(t.raw for t in GrubConfig(texts).cmdline.tokens)

@@ -44,8 +44,13 @@ def _risk(ctx: Context) -> Risk:
             )
     else:
         nets = {k: v for k, v in ctx.cfg.main.as_dict().items() if k.startswith("net")}
+        who = (
+            "Linux guest"
+            if ctx.is_linux
+            else f"Guest OS type '{ctx.ostype}' (pvefix does not know the OS); if it is Linux"
+        )
         notes.append(
-            "Linux guest: network interfaces created on QEMU >= 6.1 may be renamed on q35"
+            f"{who}: network interfaces created on QEMU >= 6.1 may be renamed on q35"
             " (for example ens18 -> enp6s18), and a configuration that names the old interface"
             " comes up without network."
         )

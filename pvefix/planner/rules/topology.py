@@ -1,87 +1,193 @@
 """GPU topology: where the GPUs sit on the host, and what that means for P2P inside the VM.
 
 One root complex per GPU (no PCIe switch) does not forbid peer-to-peer on bare metal: on AMD Zen
-hosts the NVIDIA driver allows BAR1 P2P across root complexes (about 0.5 us write latency against
-about 14 us through host memory). Inside a KVM guest the driver cannot see the host topology, so
-it reports P2P as not supported (NS) between passed GPUs. QEMU's vfio-pci property
-`x-nv-gpudirect-clique=0..15` tells the guest driver which GPUs may talk; Proxmox sets it only
-through `args: -set device.hostpciN.x-nv-gpudirect-clique=0` (root@pam only). Caveats: it works
-only on single-function ids (`-set` cannot address `hostpciN.0`), not with `x-vga=1` or
-`hidden=1`, and public reports show a grant that reads OK while writes land in a private mirror:
-verify by moving data (`pvefix probe` / `pvefix verify`), not by `nvidia-smi topo -p2p`. Even
-with P2P, NCCL keeps using host memory across CPU host bridges unless `NCCL_P2P_LEVEL=SYS`.
-This rule reports; it plans no change.
+hosts the NVIDIA driver allows BAR1 P2P across root complexes (about 0.5 us write latency
+against about 14 us through host memory; DOMAIN.md section 6). On other platforms the sources do
+not settle it, and pvefix says it must be measured. Inside a KVM guest the driver cannot see the
+host topology, so it reports P2P as not supported (NS) between passed GPUs. QEMU's vfio-pci
+property `x-nv-gpudirect-clique=0..15` tells the guest driver which GPUs may talk; Proxmox sets
+it only through `args: -set device.hostpciN.x-nv-gpudirect-clique=0` (root@pam only). Caveats:
+it works only on single-function ids (`-set` cannot address `hostpciN.0`), and not at all while
+any entry has `x-vga=1` or `cpu` has `hidden=1`: qemu-server then hides KVM from the whole VM
+(`kvm=off` on -cpu; PCI.pm print_hostpci_devices, CPUConfig.pm get_cpu_options), and public
+reports show a grant that reads OK while writes land in a private mirror: verify by moving data
+(`pvefix probe` / `pvefix verify`), not by `nvidia-smi topo -p2p`. Even with P2P, NCCL keeps
+using host memory across CPU host bridges unless `NCCL_P2P_LEVEL=SYS`. This rule reports; it
+plans no change.
 """
 
 from __future__ import annotations
 
+import re
+
+from pvefix.planner import mmio
 from pvefix.planner.context import Context, Passed
 from pvefix.planner.model import Finding, RuleResult
 
 NAME = "topology"
 
 
+CLIQUE_SET = re.compile(r"-set\s+'?device\.(hostpci\d+)\.x-nv-gpudirect-clique=(\d+)")
+ZEN_MODEL = re.compile(r"\b(EPYC|Ryzen|Threadripper)\b", re.IGNORECASE)
+
+
+def is_amd_zen(ctx: Context) -> bool:
+    """An AMD host whose CPU model is a Zen-family part (EPYC, Ryzen, Threadripper)."""
+    node = ctx.state.node
+    return node.cpu_vendor == "AuthenticAMD" and bool(ZEN_MODEL.search(node.cpu_model or ""))
+
+
+def kvm_hidden_by(ctx: Context) -> list[str]:
+    """What makes qemu-server add kvm=off to -cpu for the whole VM: x-vga=1, hidden=1."""
+    why = [f"{p.key} has x-vga=1" for p in ctx.passed if p.entry.x_vga]
+    if mmio.read_cpu(ctx.cfg.main.get("cpu")).hidden:
+        why.append("cpu has hidden=1")
+    return why
+
+
+def existing_cliques(args: str | None) -> dict[str, int]:
+    """hostpciN -> clique already set through `args: -set device.hostpciN.x-nv-...=N`."""
+    return {m.group(1): int(m.group(2)) for m in CLIQUE_SET.finditer(args or "")}
+
+
 def rule(ctx: Context) -> RuleResult:
     entries = ctx.gpu_entries
-    gpus = ctx.gpus
-    if len(gpus) < 2:
-        return RuleResult(rule=NAME, noop="fewer than two GPUs: no peer-to-peer question")
+    if len(entries) < 2:
+        return RuleResult(rule=NAME, noop="fewer than two GPU entries: no peer-to-peer question")
     complexes: dict[str, list[str]] = {}
-    for g in gpus:
-        root = g.parent_path[0] if g.parent_path else "unknown"
-        complexes.setdefault(root, []).append(g.address)
-    evidence = [f"{root}: {', '.join(addrs)}" for root, addrs in sorted(complexes.items())]
+    for p in entries:
+        roots = sorted({d.parent_path[0] if d.parent_path else "unknown"
+                        for d in p.gpu_candidates})
+        label = roots[0] if len(roots) == 1 else f"one of {len(roots)} (pool {p.entry.mapping})"
+        complexes.setdefault(label, []).append(p.key)
+    evidence = [f"{root}: {', '.join(keys)}" for root, keys in sorted(complexes.items())]
+    pools = [p for p in entries if p.is_pool and len(p.devices) > 1]
+    if pools:
+        evidence.append(
+            "mapping entries pass one device of their pool, picked at start: which root complex"
+            " each lands on is decided then"
+        )
     findings: list[Finding] = []
-    separate = len(complexes) == len(gpus) and "unknown" not in complexes
+    separate = len(complexes) == len(entries) and not any(
+        k == "unknown" or k.startswith("one of") for k in complexes
+    )
     where = (
         "each on its own PCIe root complex (no switch)"
         if separate
-        else f"on {len(complexes)} root complex(es)"
+        else f"on {len(complexes)} root complex group(s)"
     )
-    vendor = (ctx.state.node.cpu_vendor or "").lower()
+    zen = is_amd_zen(ctx)
+    bare_metal = (
+        "On bare metal the NVIDIA driver allows P2P across root complexes on AMD Zen hosts"
+        " (DOMAIN.md section 6)"
+        if zen
+        else "Whether this host lets these GPUs use P2P on bare metal is not settled by the"
+        f" sources for {ctx.state.node.cpu_model or 'this CPU'}: it must be measured"
+        " (pvefix probe on bare metal, or after a clique in the guest)"
+    )
     findings.append(
         Finding(
             id="topology.root-complexes",
             rule=NAME,
             severity="info",
-            title=f"{len(gpus)} GPUs {where}",
+            title=f"{len(entries)} GPU entries {where}",
             detail=(
-                "On bare metal the NVIDIA driver allows P2P across root complexes"
-                + (" on AMD Zen hosts" if "amd" in vendor else "")
-                + "; inside the VM it cannot see this topology and reports P2P as NS, so every"
-                " transfer between GPUs goes through host memory (about 14 us each)."
+                bare_metal
+                + "; inside the VM the driver cannot see the host topology and reports P2P as"
+                " NS, so every transfer between GPUs goes through host memory."
             ),
             evidence=evidence,
         )
     )
-    eligible = [p for p in entries if not p.entry.x_vga and _single_function(p)]
-    blocked = sorted({p.key for p in entries} - {p.key for p in eligible})
-    args = " ".join(f"-set device.{p.key}.x-nv-gpudirect-clique=0" for p in eligible)
-    caveats = []
-    if blocked:
-        caveats.append(
-            f"not possible for {', '.join(blocked)} (multi-function or x-vga=1: -set cannot"
-            " address hostpciN.0, and x-vga/hidden hide the hypervisor from the driver)"
+    findings.append(_clique_finding(ctx, entries))
+    return RuleResult(rule=NAME, findings=findings)
+
+
+def _clique_finding(ctx: Context, entries: list[Passed]) -> Finding:
+    hidden = kvm_hidden_by(ctx)
+    have = existing_cliques(ctx.cfg.main.get("args"))
+    single = [p for p in entries if _single_function(p)]
+    multi = sorted({p.key for p in entries} - {p.key for p in single})
+    evidence = [
+        f"single-function entries: {', '.join(p.key for p in single) or 'none'}",
+    ]
+    if multi:
+        evidence.append(
+            f"multi-function entries ({', '.join(multi)}): -set cannot address hostpciN.0;"
+            " pass the GPU function alone (host=BB:DD.0)"
         )
-    findings.append(
-        Finding(
-            id="topology.gpudirect-clique",
+    if have:
+        evidence.append(
+            "cliques already in args: " + ", ".join(f"{k}={v}" for k, v in sorted(have.items()))
+        )
+    if hidden:
+        return Finding(
+            id="topology.clique-blocked",
             rule=NAME,
             severity="warning",
-            title="GPU peer-to-peer in the VM needs x-nv-gpudirect-clique (not planned)",
+            title="No GPU can get a P2P clique while KVM is hidden from the guest",
             detail=(
-                "To let the guest driver enable P2P between the passed GPUs, a root@pam admin can"
-                f" set: args: {args}"
-                + (f". Caveats: {'; '.join(caveats)}" if caveats else "")
-                + ". Verify it by moving data (pvefix probe / pvefix verify): a grant can read OK"
-                " in nvidia-smi topo -p2p while writes never reach the peer. NCCL also needs"
-                " NCCL_P2P_LEVEL=SYS to use P2P across host bridges; vLLM disables its custom"
-                " all-reduce on more than 2 PCIe GPUs."
+                f"{'; '.join(hidden)}: qemu-server then adds kvm=off to -cpu for the whole VM"
+                " (PCI.pm print_hostpci_devices, CPUConfig.pm get_cpu_options), and the NVIDIA"
+                " driver does not honour x-nv-gpudirect-clique without the hypervisor visible."
+                " Lifting it: "
+                + "; ".join(
+                    ("remove x-vga=1 from " + h.split()[0]) if "x-vga" in h
+                    else "remove hidden=1 from cpu"
+                    for h in hidden
+                )
+                + " (keep x-vga=1 only on a GPU that drives the VM's display)."
             ),
-            evidence=[f"eligible: {', '.join(p.key for p in eligible) or 'none'}"],
+            evidence=evidence,
         )
+    if not single:
+        return Finding(
+            id="topology.clique-blocked",
+            rule=NAME,
+            severity="warning",
+            title="No passed GPU can be addressed by a P2P clique",
+            detail=(
+                "Every GPU entry is multi-function (host=BB:DD): -set cannot address"
+                " hostpciN.0. Passing the GPU function alone (host=BB:DD.0) would make it"
+                " eligible."
+            ),
+            evidence=evidence,
+        )
+    missing = [p for p in single if p.key not in have]
+    if not missing:
+        return Finding(
+            id="topology.clique-set",
+            rule=NAME,
+            severity="info",
+            title="Every eligible GPU already has a P2P clique",
+            detail=(
+                "args sets x-nv-gpudirect-clique for each eligible entry. It asserts P2P to the"
+                " guest driver; verify it by moving data (pvefix verify), not by reading"
+                " nvidia-smi topo -p2p."
+            ),
+            evidence=evidence,
+        )
+    args = " ".join(f"-set device.{p.key}.x-nv-gpudirect-clique=0" for p in missing)
+    scope = (
+        "one clique for all of them (AMD Zen host, DOMAIN.md section 6)"
+        if is_amd_zen(ctx)
+        else "a clique only where P2P between the GPUs is known to work on this host, which"
+        " the sources do not settle here: measure first"
     )
-    return RuleResult(rule=NAME, findings=findings)
+    return Finding(
+        id="topology.gpudirect-clique",
+        rule=NAME,
+        severity="warning",
+        title="GPU peer-to-peer in the VM needs x-nv-gpudirect-clique (not planned)",
+        detail=(
+            f"To let the guest driver enable P2P ({scope}), a root@pam admin can set: args:"
+            f" {args}. Verify it by moving data (pvefix probe / pvefix verify): a grant can"
+            " read OK in nvidia-smi topo -p2p while writes never reach the peer. NCCL also needs"
+            " NCCL_P2P_LEVEL=SYS to use P2P across host bridges; vLLM disables its custom"
+            " all-reduce on more than 2 PCIe GPUs."
+        ),
+        evidence=[*evidence, f"eligible: {', '.join(p.key for p in missing)}"],
+    )
 
 
 def _single_function(p: Passed) -> bool:

@@ -1,0 +1,136 @@
+"""/etc/default/grub with its /etc/default/grub.d/*.cfg drop-ins, as update-grub reads them.
+
+grub-mkconfig (util/grub-mkconfig.in) sources /etc/default/grub, then every
+/etc/default/grub.d/*.cfg in glob order; a later assignment of a variable replaces the earlier
+value, and a drop-in commonly extends one:
+`GRUB_CMDLINE_LINUX_DEFAULT="$GRUB_CMDLINE_LINUX_DEFAULT iommu=pt"`.
+10_linux (util/grub.d/10_linux.in) then writes the normal entry's kernel line as
+`linux /boot/vmlinuz-... root=DEVICE ro GRUB_CMDLINE_LINUX GRUB_CMDLINE_LINUX_DEFAULT`, and GRUB
+adds `BOOT_IMAGE=...` in front at boot: that is what /proc/cmdline shows.
+
+pvefix evaluates the two variables through the files, expanding only references to themselves;
+any other expansion (`$(...)`, another variable) makes the value unknown, and pvefix says so
+instead of guessing. An edit goes where it takes effect: the file holding the last assignment
+of GRUB_CMDLINE_LINUX_DEFAULT that does not build on the earlier value (later drop-ins that
+append still append after it).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from pvefix.cmdline.files import (
+    GRUB_DEFAULT_PATH,
+    GRUB_LINUX,
+    GRUB_LINUX_DEFAULT,
+    GrubAssignment,
+    GrubDefaultFile,
+)
+from pvefix.cmdline.tokens import Cmdline
+
+GRUB_D = "/etc/default/grub.d"
+_SELF_REF = re.compile(r"\$\{?(GRUB_CMDLINE_LINUX(?:_DEFAULT)?)\}?(?![A-Za-z0-9_])")
+
+
+def is_dropin(path: str) -> bool:
+    """A file update-grub sources: /etc/default/grub.d/NAME.cfg (not in a subfolder)."""
+    if not path.startswith(GRUB_D + "/") or not path.endswith(".cfg"):
+        return False
+    return "/" not in path[len(GRUB_D) + 1 :]
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where an effective value came from: file and 1-based line of the assignment."""
+
+    path: str
+    line: int
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}"
+
+
+class GrubConfig:
+    """The main file and its drop-ins, in the order update-grub sources them."""
+
+    def __init__(self, files: dict[str, str]) -> None:
+        main = files.get(GRUB_DEFAULT_PATH)
+        self.paths = ([GRUB_DEFAULT_PATH] if main is not None else []) + sorted(
+            p for p in files if is_dropin(p)
+        )
+        self.files = {p: GrubDefaultFile.parse(files[p], p) for p in self.paths}
+        self.unknown: list[str] = []  # why a value could not be evaluated
+        self.values: dict[str, str] = {}
+        self.sources: dict[str, list[Source]] = {GRUB_LINUX: [], GRUB_LINUX_DEFAULT: []}
+        self._evaluate()
+
+    @property
+    def dropins(self) -> list[str]:
+        return [p for p in self.paths if p != GRUB_DEFAULT_PATH]
+
+    def _evaluate(self) -> None:
+        values = {GRUB_LINUX: "", GRUB_LINUX_DEFAULT: ""}
+        for path in self.paths:
+            for a in self.files[path].assignments:
+                others = [e for e in a.word.expansions if not _SELF_REF.fullmatch(e)]
+                if others:
+                    self.unknown.append(
+                        f"{path}:{a.line}: {a.variable} uses {', '.join(others)}, which pvefix"
+                        " does not evaluate"
+                    )
+                value = _SELF_REF.sub(lambda m: values[m.group(1)], a.word.value)
+                if a.word.expansions and not others:
+                    value = " ".join(value.split())
+                values[a.variable] = value
+                if not _SELF_REF.search(a.word.value):
+                    self.sources[a.variable] = []
+                self.sources[a.variable].append(Source(path, a.line))
+        self.values = values
+
+    @property
+    def cmdline(self) -> Cmdline:
+        """What the normal entry gets after `root=... ro`: LINUX, then LINUX_DEFAULT."""
+        text = " ".join(v for v in (self.values[GRUB_LINUX], self.values[GRUB_LINUX_DEFAULT]) if v)
+        return Cmdline.parse(text, source=", ".join(self.paths) or GRUB_DEFAULT_PATH)
+
+    def base_assignment(self) -> tuple[str, GrubAssignment | None]:
+        """The file to edit for GRUB_CMDLINE_LINUX_DEFAULT, and its base assignment there."""
+        chain = self.sources[GRUB_LINUX_DEFAULT]
+        if not chain:
+            return GRUB_DEFAULT_PATH, None
+        first = chain[0]
+        editor = self.files[first.path]
+        a = next((x for x in editor.assignments if x.line == first.line), None)
+        return first.path, a
+
+    def where(self, name: str, value: str | None = None) -> list[Source]:
+        """The assignments whose own text holds `name[=value]`."""
+        found: list[Source] = []
+        for path in self.paths:
+            for a in self.files[path].assignments:
+                if a.cmdline.has(name, value):
+                    found.append(Source(path, a.line))
+        return found
+
+
+def duplicates(line: Cmdline) -> list[str]:
+    """Tokens given more than once (same raw text), in first-seen order."""
+    seen: dict[str, int] = {}
+    for t in line:
+        seen[t.raw] = seen.get(t.raw, 0) + 1
+    return [raw for raw, n in seen.items() if n > 1]
+
+
+def same_as_running(configured: Cmdline, running: Cmdline) -> bool:
+    """Does the running line (BOOT_IMAGE= already removed) hold exactly the configured one, after
+    what 10_linux writes itself in front: `root=DEVICE ro`? (With GRUB_CMDLINE_LINUX carrying a
+    `root=` of its own, as Proxmox's ZFS installs do, no prefix is added.)"""
+    want = [t.raw for t in configured]
+    got = [t.raw for t in running]
+    if got == want:
+        return True
+    if got[:1] and running.tokens[0].matches("root"):
+        rest = got[2:] if got[1:2] == ["ro"] else got[1:]
+        return rest == want
+    return False
