@@ -6,11 +6,11 @@ frozen pydantic value: no raw dict leaves a source, and the same state always gi
 
 from __future__ import annotations
 
-import hashlib
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from pvefix.digest import sha256_text
 from pvefix.hosttree.mapping import PciMapping
 from pvefix.hosttree.sysfs import PciDevice
 
@@ -26,8 +26,6 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-def sha256_text(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 class FileFact(_Frozen):

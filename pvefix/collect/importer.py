@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import tarfile
 from pathlib import Path, PurePosixPath
 
@@ -57,8 +58,29 @@ class ImportSummary(BaseModel):
         return "\n".join(lines) + "\n"
 
 
+# A collect bundle is a few MiB at most (configs, cmdlines, sysfs attribute files).
+MAX_MEMBERS = 200_000
+MAX_TOTAL = 512 << 20
+MAX_MEMBER = 64 << 20
+
+
+def _dot_entry(relative: PurePosixPath) -> bool:
+    """`.pvefix-sim/` and other dot-entries at the root (but the collect script's own facts
+    folder) are the simulator's, never a host's."""
+    parts = [p for p in relative.parts if p not in (".", "")]
+    return bool(parts) and parts[0].startswith(".") and parts[0] not in ("..", FACTS_DIR)
+
+
 def _check_member(member: tarfile.TarInfo, bundle: Path) -> None:
     name = PurePosixPath(member.name)
+    if _dot_entry(name):
+        raise RefusedError(
+            f"member {member.name!r} is a dot-entry at the root (simulator state is never"
+            " imported from a bundle)", source=str(bundle),
+        )
+    if member.size > MAX_MEMBER:
+        raise RefusedError(f"member {member.name!r} is larger than {MAX_MEMBER >> 20} MiB",
+                           source=str(bundle))
     if name.is_absolute() or member.name.startswith("/"):
         raise RefusedError(f"member {member.name!r} has an absolute path", source=str(bundle))
     if ".." in name.parts:
@@ -74,9 +96,17 @@ def _check_member(member: tarfile.TarInfo, bundle: Path) -> None:
 def _unpack_tarball(bundle: Path, dest: Path) -> None:
     try:
         with tarfile.open(bundle, "r:*") as tar:
-            members = tar.getmembers()
-            for member in members:
+            members: list[tarfile.TarInfo] = []
+            total = 0
+            for member in tar:  # streamed: a bomb of members stops at the cap
                 _check_member(member, bundle)
+                members.append(member)
+                total += member.size
+                if len(members) > MAX_MEMBERS or total > MAX_TOTAL:
+                    raise RefusedError(
+                        f"more than {MAX_MEMBERS} members or {MAX_TOTAL >> 20} MiB: not a"
+                        " collect bundle", source=str(bundle),
+                    )
             tar.extractall(dest, members=members, filter="data")
     except tarfile.FilterError as exc:
         raise RefusedError(f"unsafe member: {exc}", source=str(bundle)) from None
@@ -86,12 +116,27 @@ def _unpack_tarball(bundle: Path, dest: Path) -> None:
 
 def _copy_folder(bundle: Path, dest: Path) -> None:
     root = bundle.resolve()
+    total = 0
     for dirpath, _dirs, files in os.walk(bundle):
         for name in (*_dirs, *files):
             path = Path(dirpath) / name
-            if path.is_symlink() and not path.resolve().is_relative_to(root):
-                raise RefusedError("a link that leaves the bundle", source=str(path))
-    shutil.copytree(bundle, dest, symlinks=True, dirs_exist_ok=True)
+            if path.is_symlink():
+                if not path.resolve().is_relative_to(root):
+                    raise RefusedError("a link that leaves the bundle", source=str(path))
+                continue
+            mode = path.lstat().st_mode
+            if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                raise RefusedError("not a file or folder (a device, FIFO or socket)",
+                                   source=str(path))
+            total += path.lstat().st_size
+            if total > MAX_TOTAL:
+                raise RefusedError(f"more than {MAX_TOTAL >> 20} MiB: not a collect bundle",
+                                   source=str(bundle))
+    shutil.copytree(bundle, dest, symlinks=True, dirs_exist_ok=True,
+                    ignore=lambda folder, names: [
+                        n for n in names if Path(folder).resolve() == root
+                        and n.startswith(".") and n != FACTS_DIR
+                    ])
 
 
 def _tree_nodes(dest: Path) -> list[str]:

@@ -178,30 +178,60 @@ def _as_bool(name: str, value: object, source: str) -> bool:
     raise ParseError(f"{name}: expected a boolean, got {text!r}", source=source)
 
 
+def first_line(text: str, where: str, source: str) -> str:
+    """A secret from a file or a command: its first line (`pass show` prints more lines after
+    the password). Refused when that line is empty; the error never carries the value."""
+    line = text.split("\n", 1)[0].rstrip("\r")
+    if not line.strip():
+        raise ParseError(f"{where}: the first line is empty (expected the secret there)",
+                         source=source)
+    if any(ord(c) < 32 or ord(c) == 127 for c in line):
+        raise ParseError(f"{where}: the first line holds control characters", source=source)
+    return line
+
+
+def single_line(name: str, value: str, source: str) -> str:
+    """A secret given directly (flag, environment, file field): one line, or refused."""
+    if "\n" in value or "\r" in value or any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise ParseError(f"{name}: holds a line break or control characters (a secret is one"
+                         " line)", source=source)
+    return value
+
+
 def _secret_from(name: str, kind: str, ref: str, source: str, env: Mapping[str, str]) -> str:
     """Resolve `NAME_file`, `NAME_command` or `NAME_env`; errors never carry the secret."""
     where = f"{name}_{kind}"
     if kind == "file":
         path = Path(os.path.expanduser(ref))
         try:
-            return path.read_text(encoding="utf-8").rstrip("\r\n")
+            with path.open("rb") as fh:
+                data = fh.read(64 * 1024)
         except OSError as exc:
             message = f"{where}: cannot read {path}: {exc.strerror}"
             raise ParseError(message, source=source) from None
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ParseError(f"{where}: {path} is not UTF-8 text", source=source) from None
+        return first_line(text, where, source)
     if kind == "env":
         if ref not in env:
             raise ParseError(f"{where}: environment variable {ref} is not set", source=source)
-        return env[ref]
+        return single_line(where, env[ref], source)
     try:
         argv = shlex.split(ref)
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+        done = subprocess.run(argv, capture_output=True, timeout=60, check=False)
     except (OSError, ValueError, subprocess.TimeoutExpired) as exc:
         message = f"{where}: cannot run the command: {type(exc).__name__}"
         raise ParseError(message, source=source) from None
     if done.returncode != 0:
         # The command line is not repeated: people put secrets in them too.
         raise ParseError(f"{where}: the command exited with {done.returncode}", source=source)
-    return done.stdout.rstrip("\r\n")
+    try:
+        out = done.stdout.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ParseError(f"{where}: the command's output is not UTF-8", source=source) from None
+    return first_line(out, where, source)
 
 
 def profile_layer(
@@ -275,6 +305,14 @@ def ready_file_layer(path: Path) -> dict[str, Any]:
 
 
 def _validated(values: dict[str, Any], sources: dict[str, str]) -> Connection:
+    for name in SECRET_FIELDS:
+        if isinstance(values.get(name), str):
+            values[name] = single_line(name, values[name], sources.get(name, "settings"))
+    token = values.get("token_secret")
+    if isinstance(token, str) and not token.isascii():
+        # It goes into an HTTP header (PVEAPIToken=...), which only carries ASCII safely.
+        raise ParseError("token_secret: holds non-ASCII characters",
+                         source=sources.get("token_secret", "settings"))
     for name in _BOOL_FIELDS & set(values):
         values[name] = _as_bool(name, values[name], sources.get(name, "settings"))
     try:

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict
 
 from pvefix.connection.settings import Connection
 from pvefix.desired import record as record_desired
+from pvefix.digest import sha1_text
 from pvefix.errors import PvefixError, RefusedError
 from pvefix.executor import checks
 from pvefix.executor.activation import (
@@ -40,9 +41,9 @@ from pvefix.executor.guest_steps import GUEST_GRUB
 from pvefix.executor.guest_verify import probe_after, probe_before
 from pvefix.executor.journal import Hook, Journal
 from pvefix.executor.remote import Remote, vm_conf_path
-from pvefix.executor.rollback import backup_stamp, restore_files, restore_vm_config, sha1_text
+from pvefix.executor.rollback import backup_stamp, restore_files, restore_vm_config
 from pvefix.executor.snapshot import Snapshot, take_snapshot
-from pvefix.executor.steps import ManualStep, Step, StepContext, build_steps
+from pvefix.executor.steps import ManualStep, Step, StepContext, UndoConflict, build_steps
 from pvefix.executor.vmwrite import (
     ApiVmWriter,
     QmVmWriter,
@@ -111,14 +112,31 @@ class ApplyFailed(PvefixError):
     """A step failed; the steps done were undone (the message lists them)."""
 
 
+PLAN_FILE_MAX = 16 << 20  # a plan of a VM is kilobytes; anything this large is not one
+
+
 def load_plan_file(path: Path) -> Plan:
     """A plan file (pvefix.plan/v1) as `pvefix plan --out` writes it."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        with path.open("rb") as fh:
+            raw = fh.read(PLAN_FILE_MAX + 1)
     except FileNotFoundError:
         raise PvefixError("plan file not found", source=str(path)) from None
+    except OSError as exc:
+        raise PvefixError(f"cannot read the plan file: {exc.strerror}", source=str(path)) from None
+    if len(raw) > PLAN_FILE_MAX:
+        raise PvefixError(f"larger than {PLAN_FILE_MAX >> 20} MiB: not a plan file",
+                          source=str(path))
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise PvefixError(f"not UTF-8 text (byte {exc.start})", source=str(path)) from None
     except json.JSONDecodeError as exc:
         raise PvefixError(f"not JSON: {exc.msg}", source=str(path), line=exc.lineno) from None
+    except RecursionError:
+        raise PvefixError("not a plan file: JSON nested too deeply", source=str(path)) from None
+    except ValueError as exc:  # e.g. an integer longer than Python converts
+        raise PvefixError(f"not a plan file: {exc}", source=str(path)) from None
     if not isinstance(data, dict) or data.get("schema") != PLAN_SCHEMA:
         raise PvefixError(f"not a {PLAN_SCHEMA} plan file", source=str(path))
     data.pop("created_at", None)
@@ -193,7 +211,7 @@ def transaction(ctx: StepContext, journal: Journal, console: Console,
         journal.record("apply-end", status=status, error=str(exc))
         report = _undo_report(exc, undone, failures, snapshot)
         console.progress(report)
-        if isinstance(exc, RefusedError):
+        if isinstance(exc, RefusedError) or any(f.endswith("[conflict]") for f in failures):
             raise RefusedError(f"{exc}\n{report}") from exc
         if isinstance(exc, PvefixError):
             raise ApplyFailed(f"{exc}\n{report}") from exc
@@ -210,6 +228,11 @@ def undo_steps(started: list[Step], ctx: StepContext, journal: Journal,
         journal.record("undo-begin", step=step.id, kind=step.kind)
         try:
             what = step.undo(ctx)
+        except UndoConflict as exc:
+            # Another writer's change: stop undoing (earlier steps may depend on it).
+            failures.append(f"{step.id}: {exc} [conflict]")
+            journal.record("undo-failed", step=step.id, error=str(exc), conflict=True)
+            break
         except Exception as exc:  # keep undoing the rest; report what could not be
             failures.append(f"{step.id}: {exc}")
             journal.record("undo-failed", step=step.id, error=str(exc))
@@ -250,7 +273,9 @@ def _undo_report(exc: BaseException, undone: list[str], failures: list[str],
     if failures:
         lines.append("COULD NOT UNDO: " + "; ".join(failures))
         lines.append(f"restore by hand or with: pvefix rollback {snapshot.meta.vmid} "
-                     f"--snapshot {snapshot.id}")
+                     f"--snapshot {snapshot.id}"
+                     + (" --force (it overwrites the other writer's change)"
+                        if any(f.endswith("[conflict]") for f in failures) else ""))
     return "\n".join(lines)
 
 
@@ -296,8 +321,19 @@ def apply_phase(
         if stale:
             console.progress("the plan was stale (" + "; ".join(stale) + "): planning afresh")
             plan = None
-    if plan is None:
-        plan = make_plan(live)
+    fresh = make_plan(live)
+    if plan is not None:
+        # A plan file is data, never authority: what runs is derived here from the live
+        # target, and the file must say exactly that.
+        differs = checks.plan_differences(plan, fresh, options.phase)
+        if differs:
+            raise RefusedError(
+                "the saved plan does not match what pvefix derives from the target now:\n  "
+                + "\n  ".join(differs)
+                + "\nnothing was written; plan again (pvefix plan) and review it",
+                source=f"VM {vmid}",
+            )
+    plan = fresh
     if not plan.has_changes:
         raise NothingToDo(f"VM {vmid}: the plan has nothing to change; nothing was written")
     phase = plan.phase(options.phase)

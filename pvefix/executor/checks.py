@@ -188,3 +188,38 @@ def moved_since(snapshot: Snapshot, live: HostState) -> list[str]:
             continue
         moved.append(f"{record.path} sha256 {_short(record.sha256)} -> {_short(now)}")
     return moved
+
+
+# What a change says it will do: the fields apply acts on. Everything else (reason, risk,
+# evidence) is words, shown but not executed.
+_ACTED_ON = ("target", "key", "before", "after", "file", "refresh_command", "needs_root_pam",
+             "commands", "disruption", "requires")
+
+
+def plan_differences(saved: Plan, fresh: Plan, number: int) -> list[str]:
+    """How phase `number` of a saved plan differs from what the planner derives now from the
+    live target. A plan file is data: apply runs what it derives, and only if the file says
+    the same."""
+    old, new = saved.phase(number), fresh.phase(number)
+    if new is None:
+        return [f"phase {number} is not in the plan derived from the target now"]
+    if old is None:
+        return [f"phase {number} is not in the saved plan"]
+    out: list[str] = []
+    old_changes = {c.id: c for c in old.changes}
+    new_changes = {c.id: c for c in new.changes}
+    for cid in sorted(old_changes.keys() - new_changes.keys()):
+        out.append(f"{cid}: in the saved plan, not derived now")
+    for cid in sorted(new_changes.keys() - old_changes.keys()):
+        out.append(f"{cid}: derived now, not in the saved plan")
+    for cid in sorted(old_changes.keys() & new_changes.keys()):
+        a, b = old_changes[cid], new_changes[cid]
+        for name in _ACTED_ON:
+            if getattr(a, name) != getattr(b, name):
+                out.append(f"{cid}: {name} is {getattr(a, name)!r} in the saved plan,"
+                           f" {getattr(b, name)!r} derived now")
+    files = {c.file for c in new.changes if c.file and c.target == "host-cmdline"}
+    for path in sorted(files):
+        if saved.host_files_after.get(path) != fresh.host_files_after.get(path):
+            out.append(f"{path}: the saved plan writes other text than derived now")
+    return out

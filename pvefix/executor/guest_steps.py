@@ -18,9 +18,9 @@ from __future__ import annotations
 from typing import Any
 
 from pvefix.cmdline import GrubDefaultFile
+from pvefix.digest import sha256_text
 from pvefix.errors import PvefixError, RefusedError
 from pvefix.executor.steps import Step, StepContext
-from pvefix.state import sha256_text
 from pvefix.verify.channel import GuestChannel
 from pvefix.verify.guest_files import (
     REFRESH_TIMEOUT_S,

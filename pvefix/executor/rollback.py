@@ -6,7 +6,6 @@ showing the diff, when the target has moved in ways the apply did not make, unle
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -14,6 +13,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from pvefix.connection.settings import Connection
+from pvefix.digest import sha1_text, sha256_text
 from pvefix.errors import PvefixError, RefusedError
 from pvefix.executor.activation import shutdown_vm, start_vm
 from pvefix.executor.checks import config_diff, effective_values, moved_since
@@ -22,15 +22,10 @@ from pvefix.executor.journal import Journal
 from pvefix.executor.remote import Remote, vm_conf_path
 from pvefix.executor.snapshot import Snapshot, find_snapshot
 from pvefix.executor.vmwrite import ApiVmWriter, VmWriter, read_vm
-from pvefix.state import HostState, sha256_text
+from pvefix.state import HostState
 from pvefix.verify.channel import GuestChannel
 from pvefix.verify.guest import GuestAccess
 from pvefix.vmconfig.config import VMConfig
-
-
-def sha1_text(text: str) -> str:
-    return hashlib.sha1(text.encode("utf-8", "surrogateescape"),
-                        usedforsecurity=False).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -52,6 +47,21 @@ class RollbackResult(BaseModel):
     notes: list[str]
 
 
+# The only boot loader refreshes pvefix ever runs (host and guest). A journal naming anything
+# else was not written by pvefix: rollback refuses it rather than run it.
+REFRESH_COMMANDS = (["proxmox-boot-tool", "refresh"], ["update-grub"])
+
+
+def _known_refresh(argv: list[str], snapshot: Snapshot) -> list[str]:
+    if argv not in REFRESH_COMMANDS:
+        raise RefusedError(
+            f"the snapshot's journal names a refresh command pvefix never runs ({argv[0]!r});"
+            " nothing was run. Restore the files by hand from the snapshot folder",
+            source=str(snapshot.path),
+        )
+    return argv
+
+
 def refresh_commands(snapshot: Snapshot) -> list[list[str]]:
     """The boot loader commands the apply started (from its journal), in order, once each."""
     seen: list[list[str]] = []
@@ -59,7 +69,7 @@ def refresh_commands(snapshot: Snapshot) -> list[list[str]]:
         if record.get("event") == "step-begin" and record.get("kind") == "refresh":
             argv = [str(a) for a in record.get("argv", [])]
             if argv and argv not in seen:
-                seen.append(argv)
+                seen.append(_known_refresh(argv, snapshot))
     return seen
 
 
@@ -164,7 +174,7 @@ def guest_changes(snapshot: Snapshot) -> tuple[dict[str, set[str | None]], list[
         elif record.get("kind") == "guest-refresh":
             argv = [str(a) for a in record.get("argv", [])]
             if argv and argv not in refresh:
-                refresh.append(argv)
+                refresh.append(_known_refresh(argv, snapshot))
     return files, refresh
 
 

@@ -21,11 +21,12 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from pvefix import __version__
+from pvefix.digest import sha256_text
 from pvefix.errors import PvefixError
 from pvefix.executor.journal import JOURNAL_FILE, Hook, Journal, Record, read_journal
 from pvefix.executor.statedir import ensure_private_dir, write_private
 from pvefix.planner.model import Plan
-from pvefix.state import PROC_CMDLINE, HostState, PendingItem, sha256_text
+from pvefix.state import PROC_CMDLINE, HostState, PendingItem
 
 SNAPSHOT_SCHEMA = "pvefix.snapshot/v1"
 SNAPSHOTS = "snapshots"

@@ -19,12 +19,12 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from pvefix.digest import sha256_text
 from pvefix.errors import PvefixError, RefusedError
 from pvefix.executor.remote import Remote
 from pvefix.executor.snapshot import Snapshot
 from pvefix.executor.vmwrite import VmWriter, read_vm
 from pvefix.planner.model import Change, Phase, Plan
-from pvefix.state import sha256_text
 
 if TYPE_CHECKING:
     from pvefix.verify.channel import GuestChannel
@@ -42,6 +42,12 @@ class StepContext:
     backup_suffix: str
     refreshed: dict[str, list[list[str]]] = field(default_factory=dict)
     guest: GuestChannel | None = None  # the way into the guest, for guest steps
+
+
+class UndoConflict(RefusedError):
+    """The target no longer holds what pvefix wrote: another writer changed it. Undo leaves
+    their change in place (compare-and-swap) and says so; the snapshot stays for
+    `pvefix rollback --force`."""
 
 
 class Step(ABC):
@@ -108,6 +114,13 @@ class VmConfigStep(Step):
         ):
             ctx.vm_digest = view.digest
             return None
+        if view.effective(self.key) != self.change.after:
+            # Compare-and-swap: only what pvefix wrote is put back.
+            raise UndoConflict(
+                f"{self.key} is {view.effective(self.key)!r}, neither what pvefix wrote"
+                f" ({self.change.after!r}) nor what was there ({before!r}): another writer"
+                " changed it; left as it is", source=f"VM {ctx.vmid}",
+            )
         if view.is_pending(self.key):
             # Drop our pending change rather than stack a second one on top of it.
             ctx.writer.write({"revert": self.key}, view.digest)
@@ -174,6 +187,12 @@ class HostFileStep(Step):
         refresh = ctx.refreshed.get(self.path, [])
         if current == self.before and not refresh:
             return None
+        if current not in (self.before, self.after):
+            # Compare-and-swap: only what pvefix wrote is put back.
+            raise UndoConflict(
+                "holds neither what pvefix wrote nor what was there before: another writer"
+                " changed it; left as it is", source=self.path,
+            )
         if current != self.before:
             if self.before is None:
                 ctx.remote.check(["rm", "-f", self.path])

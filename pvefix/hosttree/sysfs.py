@@ -15,6 +15,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from pvefix.errors import ParseError
+from pvefix.hosttree import safe
 
 # Resource flags from include/linux/ioport.h.
 IORESOURCE_IO = 0x100
@@ -163,12 +164,9 @@ def parse_resource(text: str, source: str = "resource") -> tuple[list[Bar], Bar 
 
 
 def _read(path: Path) -> str | None:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace").strip()
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise ParseError(f"cannot read: {exc}", source=str(path)) from None
+    # A plain file beside its siblings: no link elsewhere, no device or FIFO, bounded size.
+    text = safe.read_text(path, path.parent, safe.SYSFS_CAP, errors="replace")
+    return None if text is None else text.strip()
 
 
 def _hex_id(path: Path, value: str | None) -> str | None:
@@ -238,12 +236,7 @@ def read_device(directory: Path, parent_path: list[str]) -> PciDevice | None:
 
 
 def _read_raw(path: Path) -> str | None:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise ParseError(f"cannot read: {exc}", source=str(path)) from None
+    return safe.read_text(path, path.parent, safe.SYSFS_CAP, errors="replace")
 
 
 def _subdirs(directory: Path) -> list[os.DirEntry[str]]:

@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path, PurePosixPath
 
 from pvefix.errors import ParseError, PvefixError
+from pvefix.hosttree import safe
 from pvefix.hosttree.mapping import MAPPING_FILE, PciMappingFile
 from pvefix.hosttree.meta import META_FILE, HostMeta, VmState, load_meta
 from pvefix.hosttree.sysfs import PciDevice, scan_pci_devices
@@ -115,7 +116,10 @@ class HostTree:
 
     def read_vm_config(self, vmid: int) -> str:
         """The raw text of a VM config."""
-        return self.vm_config_path(vmid).read_text(encoding="utf-8", errors="surrogateescape")
+        text = safe.read_text(self.vm_config_path(vmid), self.root)
+        if text is None:
+            raise PvefixError(f"no VM {vmid} in this host tree", source=str(self.root))
+        return text
 
     # -- host files -------------------------------------------------------------------------
 
@@ -151,11 +155,9 @@ class HostTree:
         """Content of a host file, or None when the tree does not have it."""
         path = self.host_path(host_path)
         try:
-            return path.read_text(encoding="utf-8", errors="surrogateescape")
-        except (FileNotFoundError, NotADirectoryError):
+            return safe.read_text(path, self.root)
+        except NotADirectoryError:
             return None
-        except IsADirectoryError:
-            raise PvefixError("is a directory, not a file", source=str(path)) from None
 
     def grub_dropins(self) -> dict[str, str]:
         """/etc/default/grub.d/*.cfg (regular files, not links), as update-grub sources them."""
@@ -164,7 +166,7 @@ class HostTree:
         if not folder.is_dir() or folder.is_symlink():
             return out
         for entry in sorted(folder.iterdir()):
-            if entry.name.endswith(".cfg") and entry.is_file() and not entry.is_symlink():
+            if entry.name.endswith(".cfg") and not entry.is_symlink() and entry.is_file():
                 host = f"/etc/default/grub.d/{entry.name}"
                 text = self.read_text(host)
                 if text is not None:

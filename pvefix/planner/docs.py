@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from pvefix.planner import mmio
 from pvefix.planner.rules import RULES
 
 # One section per rule module, in the order the planner runs them.
@@ -29,7 +30,15 @@ def render() -> str:
         title, _, body = doc.partition("\n")
         name = getattr(module, "NAME", module.__name__.rsplit(".", 1)[-1])
         parts.append(f"\n## `{name}`: {title.strip()}\n\n{body.strip()}\n")
+    for module in FACT_MODULES:
+        doc = (module.__doc__ or "").strip()
+        title, _, body = doc.partition("\n")
+        parts.append(f"\n## Facts: {title.strip()}\n\n{body.strip()}\n")
     return "".join(parts)
+
+
+# Modules of facts the rules share, each with its sources.
+FACT_MODULES = [mmio]
 
 
 def main(argv: list[str]) -> int:

@@ -24,10 +24,14 @@ class FaultSettings(BaseModel):
     edit_between: bool = False
     lock: dict[int, str] = Field(default_factory=dict)
     ssh_disconnect_after: int | None = Field(None, ge=0)
+    fail_start: dict[int, str] = Field(
+        default_factory=dict, description="vmid -> the error its next start task ends with"
+    )
 
 
 INJECT_HELP = (
     "latency=MS | fail-write=N | edit-between | lock=VMID:NAME | ssh-disconnect=BYTES"
+    " | fail-start=VMID[:MESSAGE]"
 )
 
 
@@ -50,6 +54,11 @@ def parse_inject(specs: list[str]) -> dict[str, object]:
                 locks[int(vmid)] = lock or "backup"
             elif name == "ssh-disconnect":
                 out["ssh_disconnect_after"] = int(value)
+            elif name == "fail-start":
+                vmid, _, message = value.partition(":")
+                starts = dict(out.get("fail_start", {}))  # type: ignore[call-overload]
+                starts[int(vmid)] = message or "start failed: QEMU exited with code 1"
+                out["fail_start"] = starts
             else:
                 raise ValueError("unknown fault")
         except ValueError as exc:
@@ -121,6 +130,15 @@ class Faults:
             if locks:
                 self._settings = self._settings.model_copy(update={"lock": {}})
             return locks
+
+    def take_fail_start(self, vmid: int) -> str | None:
+        """The error VM `vmid`'s start ends with (one-shot), or None."""
+        with self._lock:
+            message = self._settings.fail_start.get(vmid)
+            if message is not None:
+                rest = {k: v for k, v in self._settings.fail_start.items() if k != vmid}
+                self._settings = self._settings.model_copy(update={"fail_start": rest})
+            return message
 
     def take_ssh_disconnect(self) -> int | None:
         """Bytes after which the next SFTP transfer is cut (one-shot)."""

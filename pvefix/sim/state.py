@@ -7,7 +7,6 @@ served from a cache keyed by the file's stat, so a tight GET loop does not re-pa
 
 from __future__ import annotations
 
-import hashlib
 import os
 import threading
 import time
@@ -15,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from pvefix.digest import sha1_text
 from pvefix.errors import PvefixError
 from pvefix.hosttree.meta import VmState
 from pvefix.hosttree.tree import HostTree, atomic_write
@@ -41,8 +41,6 @@ class LoadedConfig:
         return VMConfig.parse(self.text, str(self.path))
 
 
-def sha1_hex(text: str) -> str:
-    return hashlib.sha1(text.encode("utf-8", "surrogateescape"), usedforsecurity=False).hexdigest()
 
 
 class NodeState:
@@ -111,7 +109,7 @@ class NodeState:
         if cached is not None and cached[0] == key and cached[1].path == path:
             return cached[1]
         text = path.read_text(encoding="utf-8", errors="surrogateescape")
-        loaded = LoadedConfig(vmid, vm_node, path, text, sha1_hex(text))
+        loaded = LoadedConfig(vmid, vm_node, path, text, sha1_text(text))
         self._cache[vmid] = (key, loaded)
         return loaded
 

@@ -168,12 +168,21 @@ def update_config(
 # -- power ------------------------------------------------------------------------------------
 
 
+# The highest +pveN revision per QEMU machine version (qemu-server Machine.pm
+# $PVE_MACHINE_VERSION); versions not listed have +pve0.
+PVE_MACHINE_HIGHEST = {"4.1": 2, "9.2": 1, "10.0": 1, "11.0": 2}
+
+
 def running_machine(value: str | None, qemu: str | None) -> str:
-    """What QEMU really runs: `q35` -> `pc-q35-<ver>+pve0`, absent -> `pc-i440fx-<ver>+pve0`."""
+    """What QEMU really runs: an unversioned `q35` (or no machine: i440fx) gets the QEMU
+    binary's version and its highest +pveN revision (Machine.pm get_pve_version); a pinned
+    version keeps its own revision (+pve0 when none is written)."""
     machine = Machine.parse(value)
-    version = machine.version or ".".join((qemu or "10.1").split(".")[:2])
     family = "q35" if machine.is_q35 else "i440fx"
-    return f"pc-{family}-{version}{machine.pve_revision or '+pve0'}"
+    if machine.version:
+        return f"pc-{family}-{machine.version}{machine.pve_revision or '+pve0'}"
+    version = ".".join((qemu or "10.1").split(".")[:2])
+    return f"pc-{family}-{version}+pve{PVE_MACHINE_HIGHEST.get(version, 0)}"
 
 
 def _vfio_name(state: NodeState, dev: HostPci) -> str:
@@ -298,6 +307,9 @@ def _start_now(state: NodeState, vmid: int, node: str, skiplock: bool, log: Task
         loaded = state.store(loaded, cfg)
         cfg = loaded.parse()
     start_checks(state, cfg, vmid)
+    injected = state.faults.take_fail_start(vmid)
+    if injected is not None:
+        raise die(injected)
     state.set_running(vmid, running_machine(cfg.main.get("machine"), state.tree.meta.versions.qemu))
     guest_boot(state, vmid)
 

@@ -12,12 +12,12 @@ Proxmox would warn about (or, in strict mode, refuse).
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass, field
 from typing import Literal
 from urllib.parse import quote, unquote
 
+from pvefix.digest import sha1_text
 from pvefix.errors import ParseError, ValidationError
 from pvefix.vmconfig.schema import INDEXED, key_type
 from pvefix.vmconfig.values import normalize, validate
@@ -381,7 +381,7 @@ class VMConfig:
     @property
     def digest(self) -> str:
         """Proxmox's digest: SHA-1 hex of the raw file."""
-        return hashlib.sha1(self.render().encode("utf-8"), usedforsecurity=False).hexdigest()
+        return sha1_text(self.render())
 
     def render_proxmox(self) -> str:
         """The file as Proxmox's own writer would produce it from what it parsed."""

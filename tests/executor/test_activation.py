@@ -4,30 +4,21 @@ failure rolled back with --auto-rollback (or the exact rollback command printed)
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from pvefix.executor.apply import ApplyFailed, load_plan_file
-from pvefix.planner import plan as make_plan
-from pvefix.planner.model import Plan
+from pvefix.executor.apply import ApplyFailed
 from pvefix.sources.live import read_live
 from tests.executor.conftest import Captured, Node
 
+START_ERROR = "start failed: QEMU exited with code 1"
 
-def _trap_plan(n: Node, tmp_path: Path) -> Plan:
-    """Phase 1 without its q35 change: pcie=1 on i440fx, the trap Proxmox accepts at `qm set`
-    and refuses at start (a plan an older tool, or a hand edit, could produce)."""
-    data = json.loads(json.dumps(make_plan(read_live(n.conn(), 300)).to_json_dict()))
-    phase = data["phases"][0]
-    phase["changes"] = [c for c in phase["changes"] if c["id"] != "vm.machine.q35"]
-    for change in phase["changes"]:
-        change["requires"] = []
-    path = tmp_path / "trap.json"
-    path.write_text(json.dumps(data))
-    return load_plan_file(path)
+
+def _failing_start(n: Node) -> None:
+    """The next start of VM 300 fails (a simulator fault: QEMU refusing to come up)."""
+    n.sim.state.faults.update(fail_start={300: START_ERROR})
 
 
 def test_a_vm_that_fails_to_start_is_rolled_back_and_started_again_with_auto_rollback(
@@ -36,11 +27,11 @@ def test_a_vm_that_fails_to_start_is_rolled_back_and_started_again_with_auto_rol
     n = node("windows-igd")
     before = n.fingerprint(300)
     cap = Captured()
+    _failing_start(n)
     with pytest.raises(ApplyFailed) as caught:
-        n.apply(300, 1, plan=_trap_plan(n, tmp_path), restart=True, auto_rollback=True,
-                captured=cap)
+        n.apply(300, 1, restart=True, auto_rollback=True, captured=cap)
     message = str(caught.value)
-    assert "q35 machine model is not enabled" in message
+    assert START_ERROR in message
     assert "rolled back (--auto-rollback)" in message
     assert "VM 300 started again on the old config" in message
     assert n.fingerprint(300) == before
@@ -52,8 +43,9 @@ def test_without_auto_rollback_the_exact_rollback_command_is_printed_and_works(
 ) -> None:
     n = node("windows-igd")
     before = n.fingerprint(300)
+    _failing_start(n)
     with pytest.raises(ApplyFailed) as caught:
-        n.apply(300, 1, plan=_trap_plan(n, tmp_path), restart=True)
+        n.apply(300, 1, restart=True)
     message = str(caught.value)
     assert "the changes are in place and the VM is stopped" in message
     command = message.split("and start it: ", 1)[1].split()

@@ -1,0 +1,70 @@
+"""Reading files of a host tree that may come from anyone (a bundle, a tarball): bounded.
+
+A tree is data. Reading one of its files never follows a link out of the tree, never reads a
+device, FIFO or socket (which can block or never end), and never reads more than a cap: every
+file pvefix reads from a host is small. Each refusal names the file.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from pvefix.errors import ParseError
+
+FILE_CAP = 16 << 20  # VM configs, cmdlines, mapping files: kilobytes
+SYSFS_CAP = 1 << 20
+
+
+def inside(path: Path, root: Path) -> bool:
+    """Does `path`, links resolved, stay inside `root`?"""
+    real = os.path.realpath(path)
+    base = os.path.realpath(root)
+    return real == base or real.startswith(base.rstrip(os.sep) + os.sep)
+
+
+def read_bytes(path: Path, root: Path, cap: int = FILE_CAP) -> bytes | None:
+    """The file's bytes, or None when it does not exist. ParseError (naming the file) for a
+    link out of the tree, anything but a regular file, or more than `cap` bytes."""
+    if not os.path.lexists(path):
+        return None
+    if not inside(path, root):
+        raise ParseError("is a link that leads out of the host tree; not read", source=str(path))
+    real = os.path.realpath(path)
+    try:
+        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except IsADirectoryError:
+        raise ParseError("is a directory, not a file", source=str(path)) from None
+    except OSError as exc:
+        raise ParseError(f"cannot read: {exc.strerror}", source=str(path)) from None
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise ParseError("is a directory, not a file", source=str(path))
+        if not stat.S_ISREG(st.st_mode):
+            raise ParseError("is not a regular file (a device, FIFO or socket); not read",
+                             source=str(path))
+        if st.st_size > cap:
+            raise ParseError(f"is larger than {cap} bytes; not read", source=str(path))
+        chunks: list[bytes] = []
+        total = 0
+        while True:
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                break
+            total += len(chunk)
+            if total > cap:
+                raise ParseError(f"is larger than {cap} bytes; not read", source=str(path))
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def read_text(path: Path, root: Path, cap: int = FILE_CAP, errors: str = "surrogateescape"
+              ) -> str | None:
+    data = read_bytes(path, root, cap)
+    return None if data is None else data.decode("utf-8", errors=errors)
