@@ -60,7 +60,14 @@ def apply_command(
                                     "hard when the clean shutdown times out."),
     reboot_host: bool = typer.Option(False, "--reboot-host", help="Activate host changes: "
                                      "reboot the node, wait for API and SSH, check "
-                                     "/proc/cmdline."),
+                                     "/proc/cmdline, start again every VM that ran. Refused "
+                                     "while another VM runs or any VM is locked."),
+    stop_others: bool = typer.Option(False, "--stop-others", help="With --reboot-host: shut "
+                                     "the node's other running VMs down cleanly first (reverse "
+                                     "startup order), start them again afterwards. Never a VM "
+                                     "under a backup/migrate lock or managed by HA."),
+    start: bool = typer.Option(False, "--start", help="With --restart: also start the VM when "
+                               "it was stopped (by default a stopped VM stays stopped)."),
     auto_rollback: bool = typer.Option(False, "--auto-rollback", help="If the VM fails to "
                                        "start after the change, roll back and start it again."),
     pve_snapshot: bool = typer.Option(False, "--pve-snapshot", help="Also take a disk-only "
@@ -111,6 +118,7 @@ def apply_command(
     options = ApplyOptions(
         phase=phase, state_dir=resolve_state_dir(state_dir), yes=yes, replan=replan,
         restart=restart, force_stop=force_stop, reboot_host=reboot_host,
+        stop_others=stop_others, start=start,
         auto_rollback=auto_rollback, pve_snapshot=pve_snapshot, qm_set=qm_set,
         shutdown_timeout=shutdown_timeout, task_timeout=task_timeout,
         reboot_timeout=reboot_timeout, rollback_hint=rollback_hint(opts, state_dir) + (

@@ -68,9 +68,12 @@ def start_vm(remote: Remote, vmid: int, *, task_timeout: float, say: Say,
     """Start the VM; StartFailed with Proxmox's message when the start task fails."""
     say(f"VM {vmid}: starting")
     try:
-        remote.run_task(f"/nodes/{remote.node}/qemu/{vmid}/status/start", {}, task_timeout)
+        ended = remote.run_task(f"/nodes/{remote.node}/qemu/{vmid}/status/start", {},
+                                task_timeout, warn=lambda line: say(f"VM {vmid}: {line}"))
     except TaskFailed as exc:
         raise StartFailed(vmid, exc.exitstatus) from None
+    if ended != "OK":
+        say(f"VM {vmid}: the start task ended with {ended}: it started; the warnings are above")
     run = vm_run(remote, vmid)
     if run.status != "running":
         raise ActivationError(f"VM {vmid} is {run.status} after a successful start task")

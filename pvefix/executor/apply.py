@@ -35,11 +35,14 @@ from pvefix.executor.activation import (
     reboot_host,
     shutdown_vm,
     start_vm,
+    vm_run,
 )
 from pvefix.executor.console import Console
 from pvefix.executor.guest_steps import GUEST_GRUB
 from pvefix.executor.guest_verify import probe_after, probe_before
 from pvefix.executor.journal import Hook, Journal
+from pvefix.executor.locks import vm_lock
+from pvefix.executor.neighbours import NodeVm, check_host_reboot, node_vms, startup_sorted
 from pvefix.executor.remote import Remote, vm_conf_path
 from pvefix.executor.rollback import backup_stamp, restore_files, restore_vm_config
 from pvefix.executor.snapshot import Snapshot, take_snapshot
@@ -72,6 +75,8 @@ class ApplyOptions:
     restart: bool = False
     force_stop: bool = False
     reboot_host: bool = False
+    stop_others: bool = False  # with reboot_host: shut other running VMs down cleanly first
+    start: bool = False  # with restart: also start a VM that was stopped
     auto_rollback: bool = False
     pve_snapshot: bool = False
     qm_set: bool = False
@@ -322,6 +327,10 @@ def apply_phase(
             console.progress("the plan was stale (" + "; ".join(stale) + "): planning afresh")
             plan = None
     fresh = make_plan(live)
+    saved_phase = plan.phase(options.phase) if plan is not None else None
+    if saved_phase is not None:
+        # A guest change needs the way into the guest it was planned with: say that first.
+        _refuse_guest_without_access(saved_phase, live, guest)
     if plan is not None:
         # A plan file is data, never authority: what runs is derived here from the live
         # target, and the file must say exactly that.
@@ -355,6 +364,18 @@ def apply_phase(
     if wants_host and not live.access.ssh:
         raise RefusedError("this phase changes host files, which needs SSH to the node")
     _refuse_guest_without_access(phase, live, guest)
+    others: list[NodeVm] = []
+    reboots = options.reboot_host and wants_host
+    if reboots:
+        probe = Remote(conn, live.vm.node)
+        try:
+            vms = node_vms(probe)
+        finally:
+            probe.close()
+        console.say(f"A host reboot stops every VM on {live.vm.node}:")
+        for v in vms:
+            console.say(f"  {v.describe()}")
+        others = check_host_reboot(vms, vmid, options.stop_others)
     for line in render_phase(plan, phase):
         console.say(line)
     if not options.yes and not console.confirm(f"Apply phase {phase.number} to VM {vmid}?"):
@@ -368,8 +389,10 @@ def apply_phase(
     channel = open_channel(conn, guest, vmid) if guest is not None and _wants_guest(
         phase) else None
     try:
-        result = _apply(remote, conn, live, plan, phase, options, console, hook, reader,
-                        use_qm, channel, guest)
+        with vm_lock(options.state_dir, remote, vmid, f"apply phase {phase.number}",
+                     console.progress):
+            result = _apply(remote, conn, live, plan, phase, options, console, hook, reader,
+                            use_qm, channel, guest, others)
     finally:
         if channel is not None:
             channel.close()
@@ -426,8 +449,9 @@ def _take_pve_snapshot(remote: Remote, vmid: int, options: ApplyOptions,
 def _apply(remote: Remote, conn: Connection, live: HostState, plan: Plan, phase: Phase,
            options: ApplyOptions, console: Console, hook: Hook | None,
            reader: StateReader, use_qm: bool, channel: GuestChannel | None,
-           guest: GuestAccess | None) -> ApplyResult:
+           guest: GuestAccess | None, others: list[NodeVm] | None = None) -> ApplyResult:
     vmid = live.vm.vmid
+    was_running = live.vm.status == "running"
     pve_snap = None
     if options.pve_snapshot:
         pve_snap = _take_pve_snapshot(remote, vmid, options, console)
@@ -472,7 +496,11 @@ def _apply(remote: Remote, conn: Connection, live: HostState, plan: Plan, phase:
             shutdown_vm(remote, vmid, timeout=options.shutdown_timeout,
                         force_stop=options.force_stop, task_timeout=options.task_timeout,
                         say=console.progress)
-    if restarting:
+    if restarting and not was_running and not options.start:
+        console.progress(f"VM {vmid} was stopped: the config is applied and it stays stopped"
+                         " (add --start to start it)")
+        restarting = False
+    elif restarting:
         machine = _machine_now(remote, vmid)
         try:
             start_vm(remote, vmid, task_timeout=options.task_timeout, say=console.progress,
@@ -485,9 +513,13 @@ def _apply(remote: Remote, conn: Connection, live: HostState, plan: Plan, phase:
         activated.append(f"VM {vmid} restarted")
     if options.reboot_host and any(c.target == "host-cmdline" for c in phase.changes):
         journal.record("activation-begin", kind="reboot-host")
+        stopped = _stop_others(remote, others or [], options, console, journal)
+        target_ran = vm_run(remote, vmid).status == "running"
         seconds = reboot_host(remote, timeout=options.reboot_timeout, say=console.progress)
         journal.record("activation-end", kind="reboot-host", seconds=round(seconds, 2))
         activated.append(f"host {remote.node} rebooted ({seconds:.1f} s)")
+        ran_before = [*stopped, *([vmid] if target_ran else [])]
+        activated += _start_again(remote, ran_before, others or [], options, console, journal)
     # The guest's files were verified before activation; a restarted guest may not answer yet.
     after = reader(conn, vmid) if channel is None else _read_host_only(conn, vmid)
     problems = checks.verify_live(phase, plan, after, restarted=restarting)
@@ -511,6 +543,46 @@ def _apply(remote: Remote, conn: Connection, live: HostState, plan: Plan, phase:
         rollback_command=rollback_cmd,
         desired_path=str(desired),
     )
+
+
+def _stop_others(remote: Remote, others: list[NodeVm], options: ApplyOptions,
+                 console: Console, journal: Journal) -> list[int]:
+    """Shut the other running VMs down cleanly, in reverse startup order, each waited for."""
+    stopped: list[int] = []
+    for v in reversed(startup_sorted(others)):
+        journal.record("activation-begin", kind="stop-other", vmid=v.vmid)
+        if shutdown_vm(remote, v.vmid, timeout=options.shutdown_timeout,
+                       force_stop=options.force_stop, task_timeout=options.task_timeout,
+                       say=console.progress):
+            stopped.append(v.vmid)
+        journal.record("activation-end", kind="stop-other", vmid=v.vmid)
+    return stopped
+
+
+def _start_again(remote: Remote, ran_before: list[int], others: list[NodeVm],
+                 options: ApplyOptions, console: Console, journal: Journal) -> list[str]:
+    """Every VM that ran before the reboot runs again (onboot ones may already), in startup
+    order, each checked; returns what the report says of each."""
+    order = {v.vmid: v for v in others}
+    wanted = sorted(ran_before, key=lambda i: (
+        order[i].order is None if i in order else True,
+        (order[i].order or 0) if i in order else 0, i))
+    report: list[str] = []
+    for vmid in wanted:
+        run = vm_run(remote, vmid)
+        if run.status == "running":
+            report.append(f"VM {vmid} up ({run.running_machine or 'running'})")
+            continue
+        journal.record("activation-begin", kind="start-again", vmid=vmid)
+        try:
+            machine = _machine_now(remote, vmid)
+            run = start_vm(remote, vmid, task_timeout=options.task_timeout,
+                           say=console.progress, machine=machine)
+            report.append(f"VM {vmid} up again ({run.running_machine})")
+        except PvefixError as exc:
+            report.append(f"VM {vmid} NOT up: {exc}")
+        journal.record("activation-end", kind="start-again", vmid=vmid)
+    return report
 
 
 def _read_host_only(conn: Connection, vmid: int) -> HostState:

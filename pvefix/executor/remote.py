@@ -11,8 +11,9 @@ import contextlib
 import logging
 import os
 import posixpath
+import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pvefix.connection.api import ApiClient, ApiError
@@ -25,6 +26,10 @@ TASK_POLL_S = 0.05
 # paramiko logs every refused connection (a rebooting host) with a traceback on stderr; the
 # executor reports connection failures itself, through exceptions.
 logging.getLogger("paramiko").addHandler(logging.NullHandler())
+
+
+# How Proxmox ends a task that succeeded but logged warnings (PVE::RESTEnvironment).
+WARNINGS = re.compile(r"WARNINGS: \d+")
 
 
 class TaskFailed(PvefixError):
@@ -94,15 +99,32 @@ class Remote:
                 raise PvefixError(f"task did not finish within {timeout:g} s", source=upid)
             time.sleep(TASK_POLL_S)
 
-    def run_task(self, path: str, data: Mapping[str, str], timeout: float) -> str:
-        """POST an async call, wait for its task, and raise TaskFailed unless it ended OK."""
+    def run_task(self, path: str, data: Mapping[str, str], timeout: float,
+                 warn: Callable[[str], None] | None = None) -> str:
+        """POST an async call, wait for its task, and raise TaskFailed unless it ended OK or
+        with `WARNINGS: N` (success: the task's WARN lines go to `warn`)."""
         upid = self.write("POST", path, data)
         if not isinstance(upid, str) or not upid.startswith("UPID:"):
             return "OK"  # answered synchronously
         exitstatus = self.wait_task(upid, timeout)
+        if WARNINGS.fullmatch(exitstatus):
+            if warn is not None:
+                for line in self.task_warnings(upid):
+                    warn(line)
+            return exitstatus
         if exitstatus != "OK":
             raise TaskFailed(upid, exitstatus)
         return exitstatus
+
+    def task_warnings(self, upid: str) -> list[str]:
+        """The WARN: lines of a task's log."""
+        node = upid.split(":")[1] if upid.startswith("UPID:") else self.node
+        try:
+            lines = self.get(f"/nodes/{node}/tasks/{upid}/log", {"limit": "1000"}) or []
+        except PvefixError:
+            return []
+        texts = [str(item.get("t", "")) for item in lines if isinstance(item, dict)]
+        return [t for t in texts if t.startswith("WARN")]
 
     # -- SSH --------------------------------------------------------------------------------
 

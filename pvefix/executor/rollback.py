@@ -6,6 +6,7 @@ showing the diff, when the target has moved in ways the apply did not make, unle
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,6 +20,7 @@ from pvefix.executor.activation import shutdown_vm, start_vm
 from pvefix.executor.checks import config_diff, effective_values, moved_since
 from pvefix.executor.console import Console
 from pvefix.executor.journal import Journal
+from pvefix.executor.locks import vm_lock
 from pvefix.executor.remote import Remote, vm_conf_path
 from pvefix.executor.snapshot import Snapshot, find_snapshot
 from pvefix.executor.vmwrite import ApiVmWriter, VmWriter, read_vm
@@ -313,7 +315,10 @@ def _run_rollback(conn: Connection, snapshot: Snapshot, options: RollbackOptions
     remote = Remote(conn, meta.node)
     journal = snapshot.journal()
     notes: list[str] = []
+    held = contextlib.ExitStack()
     try:
+        held.enter_context(vm_lock(snapshot.path.parent.parent, remote, meta.vmid, "rollback",
+                                   console.progress))
         journal.record("rollback-begin", forced=bool(moved))
         writer = ApiVmWriter(remote, meta.vmid, options.task_timeout)
         restored: list[str] = []
@@ -340,6 +345,7 @@ def _run_rollback(conn: Connection, snapshot: Snapshot, options: RollbackOptions
                          "reboots")
         journal.record("rollback-end", restored=restored)
     finally:
+        held.close()
         remote.close()
     for line in restored:
         console.say(f"restored: {line}")

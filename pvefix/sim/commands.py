@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pvefix.errors import PvefixError
+from pvefix.hosttree import safe
 from pvefix.hosttree.meta import HostMeta
 from pvefix.sim import boot, vmops
 from pvefix.sim.auth import Identity
@@ -67,18 +68,25 @@ class Shell:
         if parts and parts[0] in HIDDEN:
             raise ShellError(f"{path}: Permission denied")
         try:
-            return self.state.tree.host_path(host if parts else "/.")
+            target = self.state.tree.host_path(host if parts else "/.")
         except PvefixError:
             return self.state.tree.root
+        if not safe.inside(target, self.state.tree.root):
+            # As its SFTP server does: nothing outside the host tree, links included.
+            raise ShellError(f"{path}: Permission denied")
+        return target
 
     def read(self, cmd: str, path: str) -> str:
         target = self.tree_path(path)
         if target.is_dir():
             raise ShellError(f"{cmd}: {path}: Is a directory")
         try:
-            return target.read_text(encoding="utf-8", errors="surrogateescape")
-        except FileNotFoundError:
-            raise ShellError(f"{cmd}: {path}: No such file or directory") from None
+            text = safe.read_text(target, self.state.tree.root)
+        except PvefixError as exc:
+            raise ShellError(f"{cmd}: {path}: {exc.message}") from None
+        if text is None:
+            raise ShellError(f"{cmd}: {path}: No such file or directory")
+        return text
 
     def write(self, path: str, text: str, append: bool = False) -> None:
         if append:
@@ -162,6 +170,8 @@ class Shell:
                 result = handler(self, argv)
         except ShellError as exc:
             return Result(stderr=exc.message.rstrip("\n") + "\n", code=exc.code)
+        except OSError as exc:  # as a shell would: a message and an exit status, never a hang
+            return Result(stderr=f"{argv[0]}: {exc.strerror or exc}\n", code=1)
         return result
 
 
@@ -420,16 +430,24 @@ def _mkdir(sh: Shell, argv: list[str]) -> Result:
 
 
 def _rm(sh: Shell, argv: list[str]) -> Result:
-    force = any(a.startswith("-") and "f" in a for a in argv[1:])
+    flags = "".join(a[1:] for a in argv[1:] if a.startswith("-"))
+    force, recursive = "f" in flags, "r" in flags or "R" in flags
     for path in [a for a in argv[1:] if not a.startswith("-")]:
         target = sh.tree_path(path)
         try:
-            target.unlink()
+            if target.is_dir() and not target.is_symlink():
+                if not recursive:
+                    raise ShellError(f"rm: cannot remove '{path}': Is a directory")
+                shutil.rmtree(target)
+            else:
+                target.unlink()
         except FileNotFoundError:
             if not force:
                 raise ShellError(
                     f"rm: cannot remove '{path}': No such file or directory"
                 ) from None
+        except OSError as exc:
+            raise ShellError(f"rm: cannot remove '{path}': {exc.strerror}") from None
     return Result()
 
 

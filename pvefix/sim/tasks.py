@@ -22,9 +22,16 @@ class TaskLog:
 
     def __init__(self) -> None:
         self.lines: list[str] = []
+        self.warnings = 0
 
     def __call__(self, line: str) -> None:
         self.lines.extend(line.rstrip("\n").split("\n"))
+
+    def warn(self, message: str) -> None:
+        """PVE::RESTEnvironment log_warn: a `WARN:` line, counted; a task that warned and did
+        not fail ends with `WARNINGS: N` (qemu-server >= 9.0.30 ends some OVMF starts so)."""
+        self.warnings += 1
+        self(f"WARN: {message}")
 
 
 @dataclass
@@ -88,7 +95,11 @@ class TaskRegistry:
                 exitstatus = "\n".join(f"{k}: {v}" for k, v in exc.errors.items())
         except PvefixError as exc:
             exitstatus = str(exc)
-        log.lines.append("TASK OK" if exitstatus == "OK" else f"TASK ERROR: {exitstatus}")
+        if exitstatus == "OK" and log.warnings:
+            exitstatus = f"WARNINGS: {log.warnings}"
+            log.lines.append(f"TASK {exitstatus}")
+        else:
+            log.lines.append("TASK OK" if exitstatus == "OK" else f"TASK ERROR: {exitstatus}")
         task = Task(
             upid=upid, node=self.node, pid=pid, pstart=self._pstart, starttime=start,
             type=type_, id=id_, user=user, done_at=time.monotonic() + self.duration_s,

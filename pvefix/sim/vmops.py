@@ -11,6 +11,7 @@ import re
 import time
 
 from pvefix.errors import PvefixError, ValidationError
+from pvefix.planner import mmio
 from pvefix.sim.auth import Identity
 from pvefix.sim.errors import ApiError, die, param_error
 from pvefix.sim.guest import guest_boot
@@ -295,6 +296,24 @@ def start_checks(state: NodeState, cfg: VMConfig, vmid: int | None = None) -> No
         _choose(state, vmid, cfg, reserved_by_others(state, vmid), strict=True)
 
 
+def start_warnings(cfg: VMConfig) -> list[str]:
+    """The WARN: lines qemu-server's config_to_command prints for a start (the ones the
+    simulator models): an OVMF VM without an EFI disk (QemuServer.pm), and OVMF's possible
+    40-bit cap for qemu64/kvm64 models with phys-bits above 40 and no +pdpe1gb (CPUConfig.pm
+    check_phys_bits_above_40_compat)."""
+    main = cfg.main
+    out: list[str] = []
+    if main.get("bios") == "ovmf" and not main.get("efidisk0"):
+        out.append("no efidisk configured! Using temporary efivars disk.")
+    cpu = mmio.read_cpu(main.get("cpu"))
+    phys = cpu.phys or ""
+    above_40 = phys == "host" or (phys.isdigit() and int(phys) > 40)
+    if main.get("bios") == "ovmf" and cpu.qemu64_family and above_40 and cpu.flag("pdpe1gb") != "+":
+        out.append("OVMF firmware might limit CPU 'phys-bits' to 40 - enable the 'pdpe1gb' CPU"
+                   " flag to avoid this")
+    return out
+
+
 def _start_now(state: NodeState, vmid: int, node: str, skiplock: bool, log: TaskLog) -> None:
     loaded = state.load(vmid, node)
     cfg = loaded.parse()
@@ -310,6 +329,8 @@ def _start_now(state: NodeState, vmid: int, node: str, skiplock: bool, log: Task
     injected = state.faults.take_fail_start(vmid)
     if injected is not None:
         raise die(injected)
+    for warning in start_warnings(cfg):
+        log.warn(warning)
     state.set_running(vmid, running_machine(cfg.main.get("machine"), state.tree.meta.versions.qemu))
     guest_boot(state, vmid)
 

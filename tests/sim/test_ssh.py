@@ -150,3 +150,19 @@ def test_onboot_vms_run_again_after_a_host_reboot(
         assert time.monotonic() < deadline
         time.sleep(0.1)
     assert token.nodes(info.node).qemu(101).status.current.get()["status"] == "stopped"
+
+
+def test_cat_and_cp_never_follow_a_link_out_of_the_tree(
+    fresh_sim: Callable[..., ReadyInfo], tmp_path: Path
+) -> None:
+    info = fresh_sim("kpro6")
+    outside = tmp_path / "outside-secret"
+    outside.write_text("not the node's\n")
+    (Path(info.root) / "etc" / "evil").symlink_to(outside)
+    client = ssh(info)
+    for command in ("cat /etc/evil", "cp /etc/evil /etc/copied"):
+        _, stdout, stderr = client.exec_command(command)
+        assert stdout.channel.recv_exit_status() != 0, command
+        assert "Permission denied" in stderr.read().decode()
+    assert not (Path(info.root) / "etc" / "copied").exists()
+    client.close()
