@@ -95,6 +95,11 @@ class Connection(BaseModel):
     known_hosts: Path = Path("~/.ssh/known_hosts")
     accept_new_host_key: bool = False
     local_root: Path = Path("/")
+    ssh_nodes: dict[str, str] = Field(
+        default_factory=dict,
+        description="node name -> SSH address (`[profiles.NAME.ssh.nodes]`), as Terraform's"
+        " bpg provider maps nodes",
+    )
 
     @field_validator("fingerprint")
     @classmethod
@@ -139,6 +144,13 @@ class Connection(BaseModel):
     @property
     def effective_ssh_host(self) -> str | None:
         return self.ssh_host or self.host
+
+    def for_node(self, node: str) -> Connection:
+        """The settings for SSH to `node`: its address from `ssh_nodes` when one is given."""
+        address = self.ssh_nodes.get(node)
+        if address is None:
+            return self
+        return self.model_copy(update={"ssh_host": address})
 
     def expanded(self, path: Path) -> Path:
         return Path(os.path.expanduser(str(path)))
@@ -271,11 +283,30 @@ def profile_layer(
         base, _, kind = key.rpartition("_")
         if base in SECRET_FIELDS and kind in SECRET_SOURCES:
             out[base] = _secret_from(base, kind, str(value), f"{source}: {field}", env)
-        elif key in _FIELDS and key != "profile":
+        elif key == "ssh" and isinstance(value, dict):
+            out["ssh_nodes"] = _ssh_nodes(value, field, source)
+        elif key in _FIELDS and key not in ("profile", "ssh_nodes"):
             out[key] = value
         else:
             raise ParseError(f"unknown key '{field}'", source=source)
     return out, str(name)
+
+
+def _ssh_nodes(table: dict[str, Any], field: str, source: str) -> dict[str, str]:
+    """`[profiles.NAME.ssh.nodes]`: node name = "address"."""
+    unknown = [k for k in table if k != "nodes"]
+    if unknown:
+        raise ParseError(f"unknown key '{field}.{unknown[0]}'", source=source)
+    nodes = table.get("nodes", {})
+    if not isinstance(nodes, dict):
+        raise ParseError(f"{field}.nodes: expected a table of node = \"address\"", source=source)
+    out: dict[str, str] = {}
+    for node, address in nodes.items():
+        if not isinstance(address, str) or not address.strip():
+            raise ParseError(f"{field}.nodes.{node}: expected an address (a string)",
+                             source=source)
+        out[str(node)] = address.strip()
+    return out
 
 
 def env_layer(env: Mapping[str, str]) -> dict[str, Any]:

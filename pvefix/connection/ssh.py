@@ -203,3 +203,18 @@ def _methods(conn: Connection) -> str:
     if conn.ssh_password is not None:
         methods.append("password")
     return ", ".join(methods) or "none configured"
+
+
+def same_node(hostname: str, node: str) -> bool:
+    """Is the far side's `hostname` the Proxmox node `node`? (Proxmox names a node by its
+    short host name.)"""
+    return hostname.strip().split(".")[0].lower() == node.split(".")[0].lower()
+
+
+def node_mismatch(where: str, hostname: str, node: str, vmid: int | None = None) -> str:
+    vm = f"VM {vmid} lives on" if vmid is not None else "the target is"
+    return (
+        f"SSH to {where} reaches node '{hostname.strip()}', but {vm} node '{node}'; nothing was"
+        f" used or written. Point SSH at {node}: `[profiles.NAME.ssh.nodes] {node} ="
+        ' "ADDRESS"` in the config file, or --ssh-host'
+    )

@@ -18,8 +18,8 @@ from typing import Any
 
 from pvefix.connection.api import ApiClient, ApiError
 from pvefix.connection.settings import Connection
-from pvefix.connection.ssh import CommandResult, SshShell
-from pvefix.errors import PvefixError
+from pvefix.connection.ssh import CommandResult, SshShell, node_mismatch, same_node
+from pvefix.errors import PvefixError, RefusedError
 
 TASK_POLL_S = 0.05
 
@@ -54,7 +54,7 @@ class Remote:
                 "apply and rollback need the API backend (--host ...); the local backend "
                 "reads only"
             )
-        self.conn = conn
+        self.conn = conn.for_node(node)  # SSH goes to the VM's own node
         self.node = node
         self.api = ApiClient(conn)
         self._ssh: SshShell | None = None
@@ -142,7 +142,13 @@ class Remote:
                 self._ssh.close()
             self._ssh = None
         if self._ssh is None:
-            self._ssh = SshShell(self.conn)
+            shell = SshShell(self.conn)
+            # Every host write goes to the VM's own node: check who answers, on every (re)connect.
+            name = shell.run(["hostname"])
+            if name.ok and not same_node(name.stdout, self.node):
+                shell.close()
+                raise RefusedError(node_mismatch(shell.where, name.stdout, self.node))
+            self._ssh = shell
         return self._ssh
 
     def run(self, argv: Sequence[str]) -> CommandResult:

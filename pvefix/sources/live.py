@@ -27,8 +27,8 @@ from typing import Any, Protocol, TypeVar
 from pvefix.cmdline.grubd import GRUB_D, is_dropin
 from pvefix.connection.api import ApiClient, ApiError
 from pvefix.connection.settings import Connection
-from pvefix.connection.ssh import CommandResult
-from pvefix.errors import PvefixError
+from pvefix.connection.ssh import CommandResult, node_mismatch, same_node
+from pvefix.errors import PvefixError, RefusedError
 from pvefix.hosttree.mapping import MAPPING_FILE, PciMapping, PciMappingFile
 from pvefix.hosttree.sysfs import PciDevice
 from pvefix.sources import remote_facts as rf
@@ -85,6 +85,18 @@ def vm_conf_path(node: str, vmid: int) -> str:
     return f"/etc/pve/nodes/{node}/qemu-server/{vmid}.conf"
 
 
+def find_vm_node(api: Api, vmid: int) -> str:
+    """The node VM `vmid` lives on (GET /cluster/resources), whatever node the API host is."""
+    try:
+        items = api.get("/cluster/resources", {"type": "vm"})
+    except ApiError as exc:
+        raise PvefixError(f"cannot find the node of VM {vmid}: {exc}") from None
+    for item in items or []:
+        if item.get("vmid") == vmid and item.get("type", "qemu") == "qemu":
+            return str(item["node"])
+    raise PvefixError(f"no QEMU VM {vmid} in this cluster (GET /cluster/resources)")
+
+
 class _Reader:
     def __init__(
         self, api: Api, shell_factory: Callable[[], Shell] | None, trace: LiveTrace,
@@ -110,14 +122,7 @@ class _Reader:
         return shell
 
     def find_node(self, vmid: int) -> str:
-        try:
-            items = self.api.get("/cluster/resources", {"type": "vm"})
-        except ApiError as exc:
-            raise PvefixError(f"cannot find the node of VM {vmid}: {exc}") from None
-        for item in items or []:
-            if item.get("vmid") == vmid and item.get("type", "qemu") == "qemu":
-                return str(item["node"])
-        raise PvefixError(f"no QEMU VM {vmid} in this cluster (GET /cluster/resources)")
+        return find_vm_node(self.api, vmid)
 
     def submit(self, fn: Callable[..., T], *args: Any) -> Future[T]:
         return self.pool.submit(fn, *args)
@@ -170,6 +175,7 @@ def read_target(
             ["lspci", "-D", "-vv"],
             GRUB_D_LIST,
             ADDRESS_SIZES,
+            ["hostname"],
         ]
         if known_node is not None:
             round_a.append(["cat", vm_conf_path(known_node, vmid)])
@@ -181,19 +187,22 @@ def read_target(
         ssh_future = reader.submit(ssh_first) if shell_factory is not None else None
         if known_node is None:
             known_node = reader.find_node(vmid)
-        base = f"/nodes/{known_node}/qemu/{vmid}"
         guest_future = reader.submit(guest_read, known_node) if guest_read else None
-        wave = {
-            "config": reader.submit(api.get, f"{base}/config", {"current": "1"}),
-            "pending": reader.submit(api.get, f"{base}/pending", None),
-            "status": reader.submit(api.get, f"{base}/status/current", None),
-            "node": reader.submit(api.get, f"/nodes/{known_node}/status", None),
-            "pci": reader.submit(
-                api.get, f"/nodes/{known_node}/hardware/pci", {"pci-class-blacklist": ""}
-            ),
-            "mapping": reader.submit(api.get, "/cluster/mapping/pci", None),
-        }
-        answers = {name: future.result() for name, future in wave.items()}
+        try:
+            answers = _wave(reader, api, vmid, known_node)
+        except ApiError as exc:
+            if node is None or "does not exist" not in str(exc):
+                raise
+            # The connection named a node (a default), but the VM lives elsewhere: find it.
+            found = reader.find_node(vmid)
+            if found == known_node:
+                raise
+            notes.append(f"VM {vmid} lives on node {found}, not {known_node} (the node the"
+                         " connection named)")
+            known_node = found
+            answers = _wave(reader, api, vmid, known_node)
+            if guest_read is not None:
+                guest_future = reader.submit(guest_read, known_node)
         results: dict[tuple[str, ...], CommandResult] = {}
         if ssh_future is not None:
             shell, first = ssh_future.result()
@@ -232,6 +241,24 @@ def _dropin_paths(result: CommandResult | None) -> list[str]:
     return sorted(p for p in result.stdout.splitlines() if is_dropin(p))
 
 
+def _wave(reader: _Reader, api: Api, vmid: int, node: str) -> dict[str, Any]:
+    """The one API wave: the VM's config, pending, status, the node, its PCI devices, mappings."""
+    base = f"/nodes/{node}/qemu/{vmid}"
+    wave = {
+        "config": reader.submit(api.get, f"{base}/config", {"current": "1"}),
+        "pending": reader.submit(api.get, f"{base}/pending", None),
+        "status": reader.submit(api.get, f"{base}/status/current", None),
+        "node": reader.submit(api.get, f"/nodes/{node}/status", None),
+        "pci": reader.submit(api.get, f"/nodes/{node}/hardware/pci", {"pci-class-blacklist": ""}),
+        "mapping": reader.submit(api.get, "/cluster/mapping/pci", None),
+    }
+    return {name: future.result() for name, future in wave.items()}
+
+
+def shell_where(shell: Shell) -> str:
+    return str(getattr(shell, "where", "the SSH host"))
+
+
 def _assemble(
     reader: _Reader,
     shell: Shell | None,
@@ -242,6 +269,11 @@ def _assemble(
     access: AccessFacts,
     notes: list[str],
 ) -> HostState:
+    if shell is not None:
+        # Every host fact must be the VM's own node's: refuse before any of it is used.
+        name = results.get(("hostname",))
+        if name is not None and name.ok and not same_node(name.stdout, node):
+            raise RefusedError(node_mismatch(shell_where(shell), name.stdout, node, vmid))
     pci_items: list[dict[str, Any]] = list(answers["pci"] or [])
     api_mappings = rf.mappings_from_api(answers["mapping"] or [])
     addresses = [str(item["id"]) for item in pci_items if "id" in item]
@@ -443,6 +475,10 @@ def read_live(connection: Connection, vmid: int, *, trace: LiveTrace | None = No
         return _with_notes(state, guest_notes)
     client = ApiClient(connection, record=trace.record_api)
     trace.api = client
+    if connection.ssh_nodes and connection.ssh:
+        # SSH must reach the VM's own node: with a per-node address map, find the node first.
+        node = connection.node or find_vm_node(client, vmid)
+        connection = connection.for_node(node).model_copy(update={"node": node})
     shell_factory: Callable[[], Shell] | None = None
     if connection.ssh:
         from pvefix.connection.ssh import SshShell

@@ -1,0 +1,65 @@
+"""Every host read and write goes to the node the VM lives on: when SSH reaches another node,
+pvefix refuses (exit 3) naming both, before any host fact is used or anything is written."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from pvefix.errors import EXIT_REFUSED, RefusedError
+from pvefix.executor.remote import Remote
+from pvefix.sim.serve import ReadyInfo
+from pvefix.sources.live import read_live
+from tests.sources.test_live import connection
+
+
+def test_a_vm_on_another_node_than_the_ssh_host_is_refused_naming_both(
+    fresh_sim: Callable[..., ReadyInfo], tmp_path: Path
+) -> None:
+    info = fresh_sim("large")  # 8 nodes; the simulator's SSH is node1's
+    conn = connection(info, tmp_path)
+    with pytest.raises(RefusedError) as caught:
+        read_live(conn, 103)  # VM 103 lives on node3
+    assert caught.value.exit_code == EXIT_REFUSED
+    message = str(caught.value)
+    assert "reaches node 'node1', but VM 103 lives on node 'node3'" in message
+    assert "[profiles.NAME.ssh.nodes] node3" in message
+
+
+def test_a_vm_of_the_ssh_node_reads_normally(
+    fresh_sim: Callable[..., ReadyInfo], tmp_path: Path
+) -> None:
+    info = fresh_sim("large")
+    state = read_live(connection(info, tmp_path), 105)  # VM 105 lives on node1
+    assert state.vm.node == "node1"
+
+
+def test_no_host_write_reaches_a_node_other_than_the_vms(
+    fresh_sim: Callable[..., ReadyInfo], tmp_path: Path
+) -> None:
+    info = fresh_sim("large")
+    remote = Remote(connection(info, tmp_path), "node3")
+    with pytest.raises(RefusedError, match="reaches node 'node1', but the target is node 'node3'"):
+        remote.write_file("/etc/kernel/cmdline", "root=ZFS=rpool/ROOT/pve-1 iommu=pt\n")
+    remote.close()
+
+
+def test_a_per_node_ssh_address_from_the_profile_is_used_for_the_vms_node(
+    fresh_sim: Callable[..., ReadyInfo], tmp_path: Path
+) -> None:
+    from pvefix.connection.settings import resolve_connection
+
+    info = fresh_sim("large")
+    config = tmp_path / "config.toml"
+    config.write_text(
+        '[profiles.lab]\nhost = "127.0.0.1"\n'
+        '[profiles.lab.ssh.nodes]\nnode3 = "127.0.0.3"\nnode1 = "127.0.0.1"\n'
+    )
+    conn = resolve_connection(config=config, profile="lab", env={})
+    assert conn.ssh_nodes == {"node3": "127.0.0.3", "node1": "127.0.0.1"}
+    assert conn.for_node("node3").effective_ssh_host == "127.0.0.3"
+    assert conn.for_node("node2").effective_ssh_host == "127.0.0.1"
+    assert Remote(connection(info, tmp_path, ssh_nodes={"node3": "127.0.0.3"}), "node3"
+                  ).conn.effective_ssh_host == "127.0.0.3"
