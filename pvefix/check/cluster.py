@@ -15,10 +15,10 @@ from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from pvefix.check.observed import ObservedNode, ObservedVm, node_from_files, vm_from_api
 from pvefix.connection.settings import Connection
 from pvefix.connection.ssh import CommandResult
 from pvefix.errors import PvefixError
+from pvefix.observed import ObservedNode, ObservedVm, node_from_files, vm_from_api
 from pvefix.state import GRUB_DEFAULT, KERNEL_CMDLINE, PROC_CMDLINE
 
 DEFAULT_WORKERS = 32

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from pvefix.check.observed import NOT_CONFIG, ObservedNode, ObservedVm
 from pvefix.check.report import AT_COLD_START, AT_HOST_REBOOT, CheckItem, CheckReport
 from pvefix.cmdline import Cmdline
 from pvefix.desired.model import (
@@ -24,6 +23,7 @@ from pvefix.desired.model import (
     parameter,
 )
 from pvefix.errors import PvefixError
+from pvefix.observed import NOT_CONFIG, ObservedNode, ObservedVm
 from pvefix.sources.common import normalize_address
 from pvefix.vmconfig import HostPci, Machine, PropertyString
 

@@ -14,11 +14,11 @@ from pathlib import Path
 
 from pvefix.check.cluster import DEFAULT_WORKERS, Progress, read_live_cluster
 from pvefix.check.compare import build_report
-from pvefix.check.observed import ObservedNode, ObservedVm, node_from_files, vm_from_config
 from pvefix.check.report import CheckReport
 from pvefix.connection.settings import Connection
 from pvefix.desired.model import DesiredState
 from pvefix.errors import ParseError, PvefixError
+from pvefix.observed import ObservedNode, ObservedVm, node_from_files, vm_from_config
 from pvefix.state import HOST_FILES, BootToolFacts
 
 

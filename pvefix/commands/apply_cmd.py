@@ -103,7 +103,7 @@ def apply_command(
     from pvefix.commands.options import resolve_connection_options
     from pvefix.executor.apply import ApplyOptions, NothingToDo, apply_phase, load_plan_file
     from pvefix.executor.console import Console
-    from pvefix.executor.statedir import resolve_state_dir
+    from pvefix.store.statedir import resolve_state_dir
 
     if opts.bundle is not None:
         raise PvefixError("apply writes to a live target: a bundle (--bundle) is read-only")

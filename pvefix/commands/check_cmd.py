@@ -30,7 +30,7 @@ class CheckFormat(StrEnum):
 
 def _desired(desired: Path | None, state_dir: Path | None, vmids: list[int]) -> object:
     from pvefix.desired import load_desired, load_recorded
-    from pvefix.executor.statedir import resolve_state_dir
+    from pvefix.store.statedir import resolve_state_dir
 
     if desired is not None:
         return load_desired(desired)

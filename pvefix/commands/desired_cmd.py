@@ -27,7 +27,7 @@ def desired_command(
 ) -> int:
     """Write the desired state of VM VMID and its node, as they are now (after [PENDING])."""
     from pvefix.desired import desired_from_state, dumps_desired, record
-    from pvefix.executor.statedir import resolve_state_dir
+    from pvefix.store.statedir import resolve_state_dir
 
     state = resolve_state(opts, vmid)
     if record_it:

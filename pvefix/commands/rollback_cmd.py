@@ -42,7 +42,7 @@ def rollback_command(
     from pvefix.commands.options import resolve_connection_options
     from pvefix.executor.console import Console
     from pvefix.executor.rollback import RollbackOptions, run_rollback
-    from pvefix.executor.statedir import resolve_state_dir
+    from pvefix.store.statedir import resolve_state_dir
 
     if vmid is None and snapshot is None:
         raise PvefixError("name the VM (VMID) or the snapshot (--snapshot ID)")

@@ -21,7 +21,7 @@ def snapshots_command(
 ) -> int:
     """List pvefix's snapshots, oldest first."""
     from pvefix.executor.snapshot import list_snapshots
-    from pvefix.executor.statedir import resolve_state_dir
+    from pvefix.store.statedir import resolve_state_dir
 
     root = resolve_state_dir(state_dir)
     found = list_snapshots(root, vmid)

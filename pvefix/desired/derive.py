@@ -15,7 +15,6 @@ where it is going, and a check right after apply says what still waits for a res
 
 from __future__ import annotations
 
-from pvefix.check.observed import node_from_state, vm_from_state
 from pvefix.cmdline import Cmdline, normalize_name
 from pvefix.desired.model import (
     CmdlineRules,
@@ -26,6 +25,7 @@ from pvefix.desired.model import (
     VmDesired,
 )
 from pvefix.errors import PvefixError
+from pvefix.observed import node_from_state, vm_from_state
 from pvefix.state import HostState
 from pvefix.vmconfig import HostPci, Machine
 from pvefix.vmconfig.hostpci import HOSTPCI_KEY

@@ -16,8 +16,8 @@ from pvefix.desired.model import CmdlineRules, DesiredState, NodeDesired, VmDesi
 from pvefix.desired.parse import load_desired
 from pvefix.desired.writer import dumps_desired
 from pvefix.errors import ParseError, PvefixError
-from pvefix.executor.statedir import ensure_private_dir, write_private
 from pvefix.state import HostState
+from pvefix.store.statedir import ensure_private_dir, write_private
 
 DESIRED_DIR = "desired"
 

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pvefix.executor.statedir import FILE_MODE, fsync_dir
+from pvefix.store.statedir import FILE_MODE, fsync_dir
 
 JOURNAL_FILE = "journal.jsonl"
 # A crash drill: hold the process after record N so a test (or an admin rehearsing) can kill -9

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from pvefix.errors import PvefixError, RefusedError
 from pvefix.executor.remote import Remote
-from pvefix.executor.statedir import FILE_MODE, ensure_private_dir
+from pvefix.store.statedir import FILE_MODE, ensure_private_dir
 
 LOCAL_DIR = "locks"
 NODE_DIR = "/run/pvefix"

@@ -7,8 +7,8 @@ from typing import Literal, TextIO
 
 from pvefix.connection.settings import Connection
 from pvefix.errors import EXIT_CHANGES, EXIT_OK, PvefixError
-from pvefix.executor.statedir import resolve_state_dir
 from pvefix.probe.report import Report
+from pvefix.store.statedir import resolve_state_dir
 from pvefix.verify.guest import GuestAccess
 from pvefix.verify.outcome import build_outcome, render_outcome
 from pvefix.verify.store import find_report, read_report, store_report, stored_reports

@@ -11,9 +11,9 @@ import datetime as dt
 from pathlib import Path
 
 from pvefix.errors import ParseError, PvefixError
-from pvefix.executor.statedir import ensure_private_dir, write_private
 from pvefix.probe.main import load_report
 from pvefix.probe.report import Report
+from pvefix.store.statedir import ensure_private_dir, write_private
 
 PROBES = "probes"
 

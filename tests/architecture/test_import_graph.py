@@ -29,7 +29,7 @@ def _imports(path: Path) -> set[str]:
             names = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
             if node.level:
-                base = rel_parts[:-1] if path.name != "__init__.py" else rel_parts[:-1]
+                base = rel_parts[:-1]
                 base = base[: len(base) - (node.level - 1)]
                 module = ".".join(["pvefix", *base, *([node.module] if node.module else [])])
                 names = [module] if node.module else [f"{module}.{a.name}" for a in node.names]

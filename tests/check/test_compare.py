@@ -4,7 +4,6 @@ only in [PENDING] or only in the configured cmdline is drift with a label, exit 
 from __future__ import annotations
 
 from pvefix.check.compare import build_report, compare_node, compare_vm, same_value
-from pvefix.check.observed import ObservedNode, ObservedVm, vm_from_api, vm_from_config
 from pvefix.check.report import AT_COLD_START, AT_HOST_REBOOT, CheckItem
 from pvefix.desired import (
     CmdlineRules,
@@ -14,6 +13,7 @@ from pvefix.desired import (
     NodeDesired,
     VmDesired,
 )
+from pvefix.observed import ObservedNode, ObservedVm, vm_from_api, vm_from_config
 
 
 def vm(current: dict[str, str], after: dict[str, str] | None = None, *,

@@ -91,7 +91,7 @@ def test_apply_refuses_a_bundle_and_rollback_needs_a_vm_or_snapshot(
 
 
 def test_state_dir_comes_from_the_flag_the_environment_or_xdg(tmp_path: Path) -> None:
-    from pvefix.executor.statedir import resolve_state_dir
+    from pvefix.store.statedir import resolve_state_dir
 
     assert resolve_state_dir(tmp_path / "flag", {"PVEFIX_STATE_DIR": "/x"}) == tmp_path / "flag"
     assert resolve_state_dir(None, {"PVEFIX_STATE_DIR": "/x"}) == Path("/x")
