@@ -21,3 +21,8 @@ def sha1_text(text: str) -> str:
 def sha256_text(text: str) -> str:
     """pvefix's hash of a host or guest file."""
     return hashlib.sha256(raw_bytes(text)).hexdigest()
+
+
+def text_of(data: bytes) -> str:
+    """Any bytes as text that `raw_bytes` turns back into exactly those bytes."""
+    return data.decode("utf-8", "surrogateescape")

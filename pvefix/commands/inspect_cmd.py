@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 
-from pvefix.errors import ParseError, PvefixError
+from pvefix.errors import PvefixError
 
 app = typer.Typer(
     help="Show what pvefix understands of a VM config or a kernel cmdline file.",
@@ -25,15 +25,15 @@ class ConfigFormat(StrEnum):
 
 def read_input(path: str) -> tuple[str, str]:
     """Read PATH, or standard input for '-'. Returns (text, name for messages)."""
-    if path == "-":
-        return sys.stdin.read(), "<stdin>"
+    from pvefix.digest import text_of
+
+    if path == "-":  # any bytes: a config with a non-UTF-8 byte is still a config
+        return text_of(sys.stdin.buffer.read()), "<stdin>"
     p = Path(path)
     try:
-        return p.read_text(encoding="utf-8"), path
+        return text_of(p.read_bytes()), path
     except FileNotFoundError:
         raise PvefixError("no such file", source=path) from None
-    except UnicodeDecodeError as exc:
-        raise ParseError(f"not UTF-8 text (byte {exc.start})", source=path) from None
     except OSError as exc:
         raise PvefixError(exc.strerror or str(exc), source=path) from None
 
@@ -53,14 +53,28 @@ def inspect_config(
     text, name = read_input(path)
     cfg = VMConfig.parse(text, name)
     if fmt is ConfigFormat.conf:
-        sys.stdout.write(cfg.render())
+        _emit(cfg.render())
     elif fmt is ConfigFormat.json:
         print(json.dumps(to_json(cfg), indent=2))
     else:
-        print(describe(cfg))
+        _emit(describe(cfg) + "\n")
     for problem in cfg.problems:
         print(f"{name}:{problem.line}: {problem.message}", file=sys.stderr)
     return 1 if cfg.problems else 0
+
+
+def _emit(text: str) -> None:
+    """Write text to stdout as the bytes it came from (a non-UTF-8 byte comes out as it went
+    in, never as a UnicodeEncodeError)."""
+    from pvefix.digest import raw_bytes
+
+    sys.stdout.flush()
+    buffer = getattr(sys.stdout, "buffer", None)
+    if buffer is None:
+        sys.stdout.write(text.encode("utf-8", "surrogateescape").decode("utf-8", "replace"))
+        return
+    buffer.write(raw_bytes(text))
+    buffer.flush()
 
 
 class CmdlineFormat(StrEnum):

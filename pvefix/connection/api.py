@@ -214,6 +214,9 @@ class ApiClient:
             raise ApiError(str(exc), status=401, source=self.base_url) from None
         except requests.exceptions.RequestException as exc:
             raise self._transport_error(exc) from None
+        except Exception as exc:  # never a traceback: its text could quote a header
+            raise PvefixError(f"cannot log in: {type(exc).__name__}",
+                              source=self.base_url) from None
         self.root = ProxmoxResource(
             base_url=self.base_url, session=session, serializer=JsonSerializer()
         )
@@ -235,9 +238,16 @@ class ApiClient:
             ) from None
         except requests.exceptions.RequestException as exc:
             raise self._transport_error(exc) from None
+        except (ValueError, TypeError, OSError) as exc:  # http.client quotes a bad header
+            raise PvefixError(f"GET {path}: {type(exc).__name__}", source=self.base_url
+                              ) from None
 
     def _transport_error(self, exc: requests.exceptions.RequestException) -> PvefixError:
         assert self.conn.host is not None
+        if _node_away(exc):
+            return PvefixError(
+                "the node is away: the connection was refused or reset (is it rebooting or "
+                "down?); try again when it is back", source=self.base_url)
         if isinstance(exc, requests.exceptions.SSLError):
             seen = presented_fingerprint(self.conn.host, self.conn.port, self.conn.timeout)
             hint = (
@@ -259,6 +269,33 @@ class ApiClient:
 
     def close(self) -> None:
         self.session.close()
+
+
+def _node_away(exc: BaseException) -> bool:
+    """A refused or reset connection (a node rebooting), not a certificate problem: requests
+    wraps a reset during the TLS handshake in SSLError, so look at the causes."""
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        cur = todo.pop()
+        if cur is None or id(cur) in seen:
+            continue
+        seen.add(id(cur))
+        if isinstance(cur, ConnectionRefusedError | ConnectionResetError | BrokenPipeError):
+            return True
+        text = str(cur)
+        if "CERTIFICATE_VERIFY_FAILED" in text or "certificate verify failed" in text:
+            return False
+        if any(w in text for w in ("Connection refused", "Connection reset", "Errno 111",
+                                   "Errno 104", "EOF occurred in violation of protocol",
+                                   "UNEXPECTED_EOF")):
+            return True
+        todo += [cur.__cause__, cur.__context__, *[a for a in getattr(cur, "args", ())
+                                                   if isinstance(a, BaseException)]]
+        reason = getattr(cur, "reason", None)
+        if isinstance(reason, BaseException):
+            todo.append(reason)
+    return False
 
 
 def _host_for_url(host: str) -> str:

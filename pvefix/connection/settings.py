@@ -101,6 +101,14 @@ class Connection(BaseModel):
         " bpg provider maps nodes",
     )
 
+    @field_validator("user", "token_id", "host", "ssh_user", "ssh_host")
+    @classmethod
+    def _one_line(cls, value: str | None) -> str | None:
+        # The user and token id go into the same header as the secret (PVEAPIToken=...).
+        if value is not None and any(ord(c) < 32 or ord(c) == 127 for c in value):
+            raise ValueError("holds a line break or control character")
+        return value
+
     @field_validator("fingerprint")
     @classmethod
     def _sha256(cls, value: str | None) -> str | None:
@@ -216,11 +224,12 @@ def _secret_from(name: str, kind: str, ref: str, source: str, env: Mapping[str, 
     if kind == "file":
         path = Path(os.path.expanduser(ref))
         try:
-            with path.open("rb") as fh:
-                data = fh.read(64 * 1024)
-        except OSError as exc:
-            message = f"{where}: cannot read {path}: {exc.strerror}"
-            raise ParseError(message, source=source) from None
+            data = _read_settings_file(path, 64 * 1024)  # bounded; a FIFO cannot hang it
+        except PvefixError as exc:
+            raise ParseError(f"{where}: {exc}", source=source) from None
+        if data is None:
+            raise ParseError(f"{where}: cannot read {path}: No such file or directory",
+                             source=source)
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
@@ -251,14 +260,19 @@ def profile_layer(
 ) -> tuple[dict[str, Any], str | None]:
     """The settings of one profile of a TOML config file, and the profile's name."""
     source = str(path)
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    raw = _read_settings_file(path)
+    if raw is None:
         if required:
-            raise ParseError("config file not found", source=source) from None
+            raise ParseError("config file not found", source=source)
         return {}, profile
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ParseError(f"not UTF-8 (byte {exc.start})", source=source) from None
     except tomllib.TOMLDecodeError as exc:
         raise ParseError(f"not valid TOML: {exc}", source=source) from None
+    except RecursionError:
+        raise ParseError("not valid TOML: nested too deeply", source=source) from None
     unknown = set(data) - {"default_profile", "profiles"}
     if unknown:
         raise ParseError(f"unknown top-level key(s): {', '.join(sorted(unknown))}", source=source)
@@ -317,22 +331,47 @@ def env_layer(env: Mapping[str, str]) -> dict[str, Any]:
 def ready_file_layer(path: Path) -> dict[str, Any]:
     """Settings from a simulator's ready file (JSON: api_url, node, user, password, ...)."""
     source = str(path)
+    raw = _read_settings_file(path)
+    if raw is None:
+        raise ParseError("connection file not found", source=source)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ParseError("connection file not found", source=source) from None
+        data = json.loads(raw.decode("utf-8"))
     except json.JSONDecodeError as exc:
         raise ParseError(f"not valid JSON: {exc.msg}", source=source, line=exc.lineno) from None
-    if not isinstance(data, dict) or "api_url" not in data:
+    except UnicodeDecodeError as exc:
+        raise ParseError(f"not UTF-8 (byte {exc.start})", source=source) from None
+    except RecursionError:
+        raise ParseError("not a ready file: nested too deeply", source=source) from None
+    except ValueError as exc:  # a 4,300-digit number
+        raise ParseError(f"not valid JSON: {exc}", source=source) from None
+    if not isinstance(data, dict) or not isinstance(data.get("api_url"), str):
         raise ParseError("not a ready file: no api_url", source=source)
-    url = urlsplit(str(data["api_url"]))
-    out: dict[str, Any] = {"host": url.hostname, "port": url.port or DEFAULT_API_PORT}
+    try:
+        url = urlsplit(data["api_url"])
+        out: dict[str, Any] = {"host": url.hostname, "port": url.port or DEFAULT_API_PORT}
+    except ValueError as exc:
+        raise ParseError(f"api_url: {exc}", source=source) from None
     direct = ("node", "user", "password", "token_id", "token_secret", "ca_cert", "ssh_host",
               "ssh_port", "ssh_user", "ssh_key", "known_hosts")
     for key in direct:
-        if data.get(key) not in (None, ""):
-            out[key] = data[key]
+        value = data.get(key)
+        if value in (None, ""):
+            continue
+        if not isinstance(value, str | int) or isinstance(value, bool):
+            raise ParseError(f"{key}: expected text or a number", source=source)
+        out[key] = value
     return out
+
+
+def _read_settings_file(path: Path, cap: int = 1 << 20) -> bytes | None:
+    """A settings or secret file's bytes (None: it does not exist): bounded, and a regular
+    file, so a FIFO or a device cannot hang pvefix. Links are the user's own: followed."""
+    from pvefix.hosttree import safe
+
+    try:
+        return safe.read_bytes(path, Path("/"), cap)
+    except NotADirectoryError:
+        return None
 
 
 def _validated(values: dict[str, Any], sources: dict[str, str]) -> Connection:

@@ -62,12 +62,75 @@ def known_hosts_name(host: str, port: int) -> str:
     return host if port == 22 else f"[{host}]:{port}"
 
 
+class HostKeyRevoked(RefusedError):
+    """The SSH host presents a key that known_hosts marks @revoked."""
+
+
+def load_known_hosts(path: Path, into: paramiko.HostKeys) -> set[str]:
+    """Read an OpenSSH known_hosts file into `into`; returns the keys marked `@revoked`
+    (as "type base64"), which are never trusted. Lines pvefix cannot use are skipped, never
+    fatal: `@cert-authority` (pvefix checks plain host keys only), bad base64, unknown key
+    types. A missing file is an empty one."""
+    from pvefix.hosttree import safe
+
+    try:  # bounded, a regular file (a FIFO cannot hang it); links are the user's own
+        data = safe.read_bytes(path, Path("/"), safe.FILE_CAP)
+    except NotADirectoryError:
+        data = None
+    except PvefixError as exc:
+        raise PvefixError(f"cannot read known_hosts: {exc.message}", source=str(path)) from None
+    if data is None:
+        return set()
+    text = data.decode("utf-8", "replace")
+    revoked: set[str] = set()
+    entries: list[paramiko.hostkeys.HostKeyEntry] = []
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("@"):
+            marker, _, rest = line.partition(" ")
+            fields = rest.split()
+            if marker == "@revoked" and len(fields) >= 3:
+                revoked.add(f"{fields[1]} {fields[2]}")
+            continue  # @cert-authority and unknown markers: not used
+        entry = _entry(line)
+        if entry is not None and entry.key is not None:
+            entries.append(entry)
+    for entry in entries:
+        key = entry.key
+        if f"{key.get_name()} {key.get_base64()}" in revoked:
+            continue
+        for name in entry.hostnames:
+            into.add(name, key.get_name(), key)
+    return revoked
+
+
+def _entry(line: str) -> paramiko.hostkeys.HostKeyEntry | None:
+    """One known_hosts line, or None when paramiko cannot use it (it raises several kinds
+    for bad base64 or a broken key)."""
+    try:
+        return paramiko.hostkeys.HostKeyEntry.from_line(line)
+    except Exception:
+        return None
+
+
+def _refuse_revoked(revoked: set[str], hostname: str, key: paramiko.PKey,
+                    known_hosts: Path) -> None:
+    if f"{key.get_name()} {key.get_base64()}" in revoked:
+        raise HostKeyRevoked(
+            f"SSH host key of {hostname} ({key.get_name()} {openssh_fingerprint(key)}) is "
+            "marked @revoked in known_hosts; pvefix does not connect", source=str(known_hosts))
+
+
 class _Refuse(paramiko.RejectPolicy):
-    def __init__(self, known_hosts: Path) -> None:
+    def __init__(self, known_hosts: Path, revoked: set[str]) -> None:
         self.known_hosts = known_hosts
+        self.revoked = revoked
 
     def missing_host_key(self, client: paramiko.SSHClient, hostname: str,
                          key: paramiko.PKey) -> NoReturn:
+        _refuse_revoked(self.revoked, hostname, key, self.known_hosts)
         raise HostKeyUnknown(
             f"SSH host key of {hostname} is not known ({key.get_name()} "
             f"{openssh_fingerprint(key)}). Check it on the node with "
@@ -79,11 +142,13 @@ class _Refuse(paramiko.RejectPolicy):
 
 
 class _TrustOnFirstUse(paramiko.MissingHostKeyPolicy):
-    def __init__(self, known_hosts: Path) -> None:
+    def __init__(self, known_hosts: Path, revoked: set[str]) -> None:
         self.known_hosts = known_hosts
+        self.revoked = revoked
 
     def missing_host_key(self, client: paramiko.SSHClient, hostname: str,
                          key: paramiko.PKey) -> None:
+        _refuse_revoked(self.revoked, hostname, key, self.known_hosts)
         self.known_hosts.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         line = f"{hostname} {key.get_name()} {key.get_base64()}\n"
         fd = os.open(self.known_hosts, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
@@ -110,13 +175,10 @@ class SshShell:
         self.exec_count = 0
         known = conn.expanded(conn.known_hosts)
         client = paramiko.SSHClient()
-        if known.is_file():
-            try:
-                client.load_host_keys(str(known))
-            except (OSError, paramiko.SSHException) as exc:
-                raise PvefixError(f"cannot read known_hosts: {exc}", source=str(known)) from None
+        revoked = load_known_hosts(known, client.get_host_keys())
         policy: paramiko.MissingHostKeyPolicy = (
-            _TrustOnFirstUse(known) if conn.accept_new_host_key else _Refuse(known)
+            _TrustOnFirstUse(known, revoked) if conn.accept_new_host_key
+            else _Refuse(known, revoked)
         )
         client.set_missing_host_key_policy(policy)
         try:
@@ -150,12 +212,21 @@ class SshShell:
                 f"SSH authentication failed for {self.where} (tried: "
                 f"{_methods(conn)})"
             ) from None
+        except (ConnectionRefusedError, ConnectionResetError) as exc:
+            client.close()
+            raise PvefixError(f"cannot connect over SSH to {self.where}: the node is away "
+                              f"({exc.strerror or type(exc).__name__}; rebooting or down?)"
+                              ) from None
         except (paramiko.SSHException, OSError, EOFError) as exc:
             client.close()
             raise PvefixError(f"cannot connect over SSH to {self.where}: {exc}") from None
         except RefusedError:
             client.close()
             raise
+        except Exception as exc:  # a bad key file and the like: name it, never a traceback
+            client.close()
+            raise PvefixError(f"cannot connect over SSH to {self.where}: "
+                              f"{type(exc).__name__}") from None
         transport = client.get_transport()
         assert transport is not None
         self.client = client

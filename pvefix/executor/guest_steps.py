@@ -20,7 +20,7 @@ from typing import Any
 from pvefix.cmdline import GrubDefaultFile
 from pvefix.digest import sha256_text
 from pvefix.errors import PvefixError, RefusedError
-from pvefix.executor.steps import Step, StepContext
+from pvefix.executor.steps import Step, StepContext, UndoConflict
 from pvefix.verify.channel import GuestChannel
 from pvefix.verify.guest_files import (
     REFRESH_TIMEOUT_S,
@@ -95,6 +95,11 @@ class GuestFileStep(Step):
             return None
         how = ""
         if current != self.before:
+            if current != self.after:
+                # Compare-and-swap, as on the host: only what pvefix wrote is put back.
+                raise UndoConflict(
+                    "holds neither what pvefix wrote nor what was there before: another "
+                    "writer changed it; left as it is", source=f"guest {self.path}")
             backup = self.backup_path(ctx)
             if read_guest_file(channel, backup) == self.before:
                 tmp = temp_path(self.path)

@@ -86,6 +86,9 @@ class Remote:
         except RequestException as exc:
             raise PvefixError(f"{method} {path}: connection lost ({type(exc).__name__})",
                               source=self.api.base_url) from None
+        except (ValueError, TypeError, OSError) as exc:  # http.client quotes a bad header
+            raise PvefixError(f"{method} {path}: {type(exc).__name__}",
+                              source=self.api.base_url) from None
 
     def wait_task(self, upid: str, timeout: float) -> str:
         """Wait for a task to stop; returns its exit status (raises when it does not stop)."""

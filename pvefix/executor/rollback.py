@@ -64,6 +64,12 @@ def _known_refresh(argv: list[str], snapshot: Snapshot) -> list[str]:
     return argv
 
 
+# Compare-and-swap for rollback too: a target that moved after it was read (and shown for
+# confirmation) is left as it is.
+MOVED_WHILE_ROLLING_BACK = ("changed while pvefix was rolling back (after it was read and "
+                            "shown); left as it is: look, then run the rollback again")
+
+
 def refresh_commands(snapshot: Snapshot) -> list[list[str]]:
     """The boot loader commands the apply started (from its journal), in order, once each."""
     seen: list[list[str]] = []
@@ -98,17 +104,19 @@ def restore_vm_config(remote: Remote, snapshot: Snapshot, live: HostState, journ
             raise PvefixError("the restored config reads back with another digest", source=path)
         journal.record("restore-end", kind="vm-config", digest=meta.vm.digest)
         return f"VM {meta.vmid} config restored byte for byte (digest {meta.vm.digest})"
-    return _restore_via_api(remote, snapshot, journal, writer)
+    return _restore_via_api(remote, snapshot, journal, writer, live.vm.digest)
 
 
 def _restore_via_api(remote: Remote, snapshot: Snapshot, journal: Journal,
-                     writer: VmWriter) -> str:
+                     writer: VmWriter, expected_digest: str) -> str:
     meta = snapshot.meta
     snap = VMConfig.parse(snapshot.vm_config_text(), "snapshot")
     snap_main = snap.main.as_dict()
     snap_pending = snap.pending.as_dict() if snap.has_pending else {}
     snap_deletes = {k.lstrip("!") for k in snap.pending.deletes} if snap.has_pending else set()
     view = read_vm(remote, meta.vmid)
+    if view.digest != expected_digest:
+        raise RefusedError(MOVED_WHILE_ROLLING_BACK, source=f"VM {meta.vmid}")
     journal.record("restore-begin", kind="vm-config", method="api", digest=view.digest)
     revert = sorted(k for k in set(view.pending) | set(view.deletes)
                     if k not in snap_pending and k not in snap_deletes)
@@ -144,6 +152,9 @@ def restore_files(remote: Remote, snapshot: Snapshot, live: HostState, journal: 
         if live.file(record.path).sha256 == record.sha256:
             continue
         text = snapshot.file_text(record.path)
+        now = remote.read_file(record.path)
+        if (None if now is None else sha256_text(now)) != live.file(record.path).sha256:
+            raise RefusedError(MOVED_WHILE_ROLLING_BACK, source=record.path)
         journal.record("restore-begin", kind="host-file", path=record.path,
                        sha256=record.sha256)
         if live.file(record.path).exists:
@@ -210,7 +221,12 @@ def restore_guest_files(channel: GuestChannel, snapshot: Snapshot, current: dict
                         str | None], journal: Journal, stamp: str) -> list[str]:
     """The guest files back as the snapshot holds them (the current text kept as a dated copy
     in the guest), then the guest refresh the apply ran, again."""
-    from pvefix.verify.guest_files import REFRESH_TIMEOUT_S, guest_check, replace_guest_file
+    from pvefix.verify.guest_files import (
+        REFRESH_TIMEOUT_S,
+        guest_check,
+        read_guest_file,
+        replace_guest_file,
+    )
 
     _, refresh = guest_changes(snapshot)
     done: list[str] = []
@@ -218,6 +234,8 @@ def restore_guest_files(channel: GuestChannel, snapshot: Snapshot, current: dict
         before = snapshot.guest_file_text(path)
         if text == before or before is None:
             continue
+        if read_guest_file(channel, path) != text:
+            raise RefusedError(MOVED_WHILE_ROLLING_BACK, source=f"guest {path}")
         journal.record("restore-begin", kind="guest-file", path=path,
                        sha256=sha256_text(before))
         if text is not None:

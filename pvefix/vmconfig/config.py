@@ -39,11 +39,12 @@ _SAFE = "".join(chr(c) for c in range(0x20, 0x7F) if c not in (0x25, 0x3A))
 
 
 def encode_text(text: str) -> str:
-    return quote(text, safe=_SAFE)
+    # Proxmox escapes bytes; surrogateescape keeps a non-UTF-8 byte the byte it was.
+    return quote(text, safe=_SAFE, errors="surrogateescape")
 
 
 def decode_text(text: str) -> str:
-    return unquote(text, errors="replace")
+    return unquote(text, errors="surrogateescape")
 
 
 @dataclass(slots=True)

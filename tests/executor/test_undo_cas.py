@@ -55,3 +55,24 @@ def test_a_vm_key_changed_after_pvefix_wrote_it_is_not_put_back(
     assert "cpu is 'host', neither what pvefix wrote" in str(caught.value)
     pending = {i["key"]: i for i in prox.nodes(n.info.node).qemu(100).pending.get()}
     assert pending["cpu"].get("pending") == "host", "their value stands"
+
+
+def test_rollback_leaves_a_file_changed_after_it_was_shown(node: Callable[..., Node]) -> None:
+    from pvefix.executor.console import Console
+    from pvefix.executor.rollback import RollbackOptions, run_rollback
+    from tests.executor.conftest import Captured
+
+    n = node("kpro6")
+    result = n.apply(100, 2)
+    theirs = "root=ZFS=rpool/ROOT/pve-1 boot=zfs quiet mitigations=off\n"
+    cap = Captured()
+
+    def edit_at_confirmation(question: str) -> bool:  # another admin, while pvefix asks
+        n.sim.state.write_host("/etc/kernel/cmdline", theirs)
+        return True
+
+    console = Console(cap.out, cap.err, edit_at_confirmation)
+    with pytest.raises(RefusedError, match="changed while pvefix was rolling back"):
+        run_rollback(n.conn(), n.state_dir, 100, result.snapshot_id,
+                     RollbackOptions(yes=False, task_timeout=10), console)
+    assert n.host_file("/etc/kernel/cmdline") == theirs.encode()
