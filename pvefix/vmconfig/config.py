@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from typing import Literal
-from urllib.parse import quote, unquote
+from urllib.parse import quote, unquote_to_bytes
 
 from pvefix.digest import sha1_text
 from pvefix.errors import ParseError, ValidationError
@@ -39,12 +39,13 @@ _SAFE = "".join(chr(c) for c in range(0x20, 0x7F) if c not in (0x25, 0x3A))
 
 
 def encode_text(text: str) -> str:
-    # Proxmox escapes bytes; surrogateescape keeps a non-UTF-8 byte the byte it was.
-    return quote(text, safe=_SAFE, errors="surrogateescape")
+    return quote(text, safe=_SAFE)
 
 
 def decode_text(text: str) -> str:
-    return unquote(text, errors="surrogateescape")
+    # As Proxmox (PVE::Tools::decode_text): unescape the bytes, then decode them as UTF-8, a
+    # byte that is not UTF-8 becoming U+FFFD (a raw one arrives here as a surrogate).
+    return unquote_to_bytes(text.encode("utf-8", "surrogateescape")).decode("utf-8", "replace")
 
 
 @dataclass(slots=True)

@@ -28,8 +28,8 @@ def test_a_live_config_with_non_utf8_bytes_plans_applies_and_rolls_back(
     ready = ["--connection", str(n.ready_file), "--state-dir", str(n.state_dir)]
     assert main(["plan", "100", *ready[:2]]) == 2
     result = n.apply(100, 1)
-    # Proxmox's writer URI-escapes the description byte by byte: the byte stays a byte.
-    assert n.conf(100).startswith(b"#caf%E9 au lait\n")
+    # Proxmox decodes the description as UTF-8 (a bad byte: U+FFFD) and escapes it again.
+    assert n.conf(100).startswith(b"#caf%EF%BF%BD au lait\n")
     assert main(["desired", "100", *ready[:2]]) == 0
     n.rollback(100, result.snapshot_id)
     assert n.fingerprint(100) == before
