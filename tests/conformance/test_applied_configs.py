@@ -41,7 +41,7 @@ def test_each_applied_and_rolled_back_config_is_judged_by_proxmox(
     for phase in phases:
         kind = phase.disruption
         n.apply(vmid, phase.number, restart=kind == "vm-restart",
-                reboot_host=kind == "host-reboot")
+                reboot_host=kind == "host-reboot", stop_others=True)
         text = n.conf(vmid).decode("utf-8", "surrogateescape")
         res = ask(oracle, merged(text), inputs, vmid)
         where = f"{scenario} VM {vmid} after applying phase {phase.number}"
