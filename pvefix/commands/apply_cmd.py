@@ -14,7 +14,9 @@ import typer
 
 from pvefix.commands.guest_options import GuestOptions, guest_options, optional_guest
 from pvefix.commands.options import ConnectionOptions, connection_options
+from pvefix.commands.p2p_options import p2p_options
 from pvefix.errors import EXIT_OK, PvefixError
+from pvefix.planner.model import PlanOptions
 
 
 def state_dir_option() -> Any:
@@ -43,6 +45,7 @@ def rollback_hint(opts: ConnectionOptions, state_dir: Path | None) -> str:
 
 @connection_options
 @guest_options
+@p2p_options
 def apply_command(
     target: str = typer.Argument(
         ..., help="A plan file (JSON, pvefix.plan/v1, from `pvefix plan -o`) or a VMID to plan "
@@ -94,6 +97,7 @@ def apply_command(
     *,
     opts: ConnectionOptions,
     guest: GuestOptions,
+    p2p: PlanOptions,
 ) -> int:
     """Apply phase N of a plan to a live target: snapshot, write, verify, (activate).
 
@@ -125,6 +129,7 @@ def apply_command(
             f" --guest-ssh-host {shlex.quote(access.ssh_host or '')}"
             if access is not None and access.method == "ssh" else ""),
         verify=verify, verify_quick=not full_probe, guest_wait=guest_wait,
+        plan_options=p2p,
     )
     console = Console()
     try:

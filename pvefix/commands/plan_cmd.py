@@ -12,7 +12,9 @@ import typer
 
 from pvefix.commands.guest_options import GuestOptions, guest_options, optional_guest
 from pvefix.commands.options import ConnectionOptions, connection_options, resolve_state
+from pvefix.commands.p2p_options import p2p_options
 from pvefix.errors import EXIT_CHANGES, EXIT_OK
+from pvefix.planner.model import PlanOptions
 
 PLANS_DIR = Path("plans")
 
@@ -58,6 +60,7 @@ def emit_plan(plan: object, fmt: PlanFormat, out: str | None) -> int:
 
 @connection_options
 @guest_options
+@p2p_options
 def plan_command(
     vmid: int = typer.Argument(..., help="The VM to plan for (its VMID)."),
     fmt: PlanFormat = typer.Option(
@@ -76,17 +79,19 @@ def plan_command(
     *,
     opts: ConnectionOptions,
     guest: GuestOptions,
+    p2p: PlanOptions,
 ) -> int:
     """Plan the changes that make GPU passthrough right for VM VMID, as a dry run.
 
     Reads a live host (API + SSH), the local host (--local) or a host tree (--bundle), and
     changes nothing. With a way into the guest (--guest-agent, --guest-ssh-host) it reads the
     guest's cmdline, GRUB defaults and BAR errors too, and plans guest changes pvefix can
-    apply. Exit codes: 0 nothing to do, 2 changes planned, 1 error.
+    apply. With --p2p it also plans the P2P clique phase (phase 3, docs/p2p.md). Exit codes:
+    0 nothing to do, 2 changes planned, 1 error.
     """
     from pvefix.planner import plan as make_plan
 
     state = resolve_state(opts, vmid, optional_guest(guest))
     for note in state.notes:
         print(f"note: {note}", file=sys.stderr)
-    return emit_plan(make_plan(state), fmt, out)
+    return emit_plan(make_plan(state, p2p), fmt, out)

@@ -19,7 +19,7 @@ import contextlib
 import json
 import shlex
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
@@ -54,7 +54,7 @@ from pvefix.executor.vmwrite import (
     qm_set_command,
     read_vm,
 )
-from pvefix.planner.model import PLAN_SCHEMA, Phase, Plan
+from pvefix.planner.model import PLAN_SCHEMA, Phase, Plan, PlanOptions
 from pvefix.state import PROC_CMDLINE, HostState
 from pvefix.verify.channel import GuestChannel
 from pvefix.verify.guest import GuestAccess
@@ -87,6 +87,7 @@ class ApplyOptions:
     verify: bool = False  # probe the guest before and after (needs guest access)
     verify_quick: bool = True  # the probe's quick mode
     guest_wait: float = 300.0  # how long the after-probe waits for a restarted guest
+    plan_options: PlanOptions = field(default_factory=PlanOptions)  # --p2p, --clique-map
 
 
 class NothingToDo(PvefixError):
@@ -314,6 +315,7 @@ def apply_phase(
     reader: StateReader = read or (lambda c, v: read_live(c, v, guest=guest))
     live = reader(conn, vmid)
     conn = conn.model_copy(update={"node": live.vm.node})
+    planned_with = plan
     if plan is not None:
         stale = checks.stale_reasons(plan, live, plan.phase(options.phase))
         if stale and not options.replan:
@@ -326,7 +328,8 @@ def apply_phase(
         if stale:
             console.progress("the plan was stale (" + "; ".join(stale) + "): planning afresh")
             plan = None
-    fresh = make_plan(live)
+    asked = planned_with.options if planned_with is not None else options.plan_options
+    fresh = make_plan(live, asked)
     saved_phase = plan.phase(options.phase) if plan is not None else None
     if saved_phase is not None:
         # A guest change needs the way into the guest it was planned with: say that first.

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from pvefix.errors import PvefixError
 from pvefix.hosttree.sysfs import PciDevice
+from pvefix.planner.model import PlanOptions
 from pvefix.state import HostState
 from pvefix.vmconfig import HostPci, Machine, VMConfig
 from pvefix.vmconfig.hostpci import HOSTPCI_KEY
@@ -80,6 +81,7 @@ class Context:
     machine_error: str | None
     ostype: str
     passed: list[Passed] = field(default_factory=list)
+    options: PlanOptions = field(default_factory=PlanOptions)
 
     @property
     def running(self) -> bool:
@@ -147,14 +149,15 @@ def _resolve(state: HostState, key: str, entry: HostPci) -> Passed:
     return Passed(key, entry, tuple(addresses), tuple(found), problem)
 
 
-def build_context(state: HostState) -> Context:
+def build_context(state: HostState, options: PlanOptions | None = None) -> Context:
     cfg = VMConfig.parse(state.vm.config_text, f"{state.vm.vmid}.conf")
     machine_error = None
     try:
         machine = Machine.parse(cfg.main.get("machine"))
     except PvefixError as exc:
         machine, machine_error = Machine.parse(None), exc.message
-    ctx = Context(state, cfg, machine, machine_error, cfg.main.get("ostype") or "other")
+    ctx = Context(state, cfg, machine, machine_error, cfg.main.get("ostype") or "other",
+                  options=options or PlanOptions())
     for key, value in sorted(cfg.main.as_dict().items(), key=lambda kv: _index(kv[0])):
         if not HOSTPCI_KEY.match(key):
             continue

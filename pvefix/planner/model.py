@@ -90,6 +90,16 @@ class Phase(_Frozen):
     changes: list[Change]
 
 
+class PlanOptions(_Frozen):
+    """What the admin asked the planner for beyond the defaults (kept in the plan file, so a
+    re-plan at apply time asks the same)."""
+
+    p2p: bool = Field(default=False, description="plan the P2P clique phase (phase 3)")
+    clique_map: dict[str, int] = Field(
+        default_factory=dict, description="hostpciN -> clique, given by the admin (--clique-map)"
+    )
+
+
 class Observed(_Frozen):
     """What the plan relied on: apply refuses when any of it has moved."""
 
@@ -115,6 +125,7 @@ class Plan(_Frozen):
     config_after: str = Field(description="the VM config text once every phase is applied")
     host_files_before: dict[str, str] = Field(default_factory=dict)
     host_files_after: dict[str, str] = Field(default_factory=dict)
+    options: PlanOptions = Field(default_factory=PlanOptions)
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 

@@ -13,21 +13,27 @@ from pvefix.planner.model import (
     Observed,
     Phase,
     Plan,
+    PlanOptions,
     RuleResult,
 )
-from pvefix.planner.rules import RULES, permissions
+from pvefix.planner.rules import RULES, p2p, permissions
 from pvefix.state import HostState
 
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 
 
-PHASE_SLOTS = {"vm": 1, "host": 2}
+# Stable phase numbers: 1 the VM side, 2 the host, 3 the P2P clique (only with --p2p), so
+# `apply --phase N` means the same thing before and after an earlier phase is in effect.
+PHASE_SLOTS = {"vm": 1, "host": 2, "p2p": p2p.PHASE}
 
 
-def _activation_class(d: Disruption) -> str:
+def _activation_class(c: Change) -> str:
     # A VM cold start also reboots the guest and activates immediate changes, so those share
-    # one phase; a host reboot is its own phase (least disruptive first, never merged).
-    return "host" if d == "host-reboot" else "vm"
+    # one phase; a host reboot is its own phase (never merged); the P2P clique is its own phase,
+    # proven on its own and reverted alone.
+    if c.rule == p2p.NAME:
+        return "p2p"
+    return "host" if c.disruption == "host-reboot" else "vm"
 
 
 def _activation_text(disruption: Disruption, ctx: Context, number: int) -> str:
@@ -56,12 +62,9 @@ def _activation_text(disruption: Disruption, ctx: Context, number: int) -> str:
 def _phases(ctx: Context, changes: list[Change]) -> list[Phase]:
     classes: dict[str, list[Change]] = {}
     for c in changes:
-        classes.setdefault(_activation_class(c.disruption), []).append(c)
-
-    def level(group: list[Change]) -> int:
-        return max(DISRUPTION_ORDER[c.disruption] for c in group)
-
-    ordered = sorted(classes.values(), key=level)
+        classes.setdefault(_activation_class(c), []).append(c)
+    ordered = [classes[k] for k in sorted(classes, key=lambda k: PHASE_SLOTS[k])]
+    slots = sorted(classes, key=lambda k: PHASE_SLOTS[k])
     # Honour prerequisites: a change may not sit in an earlier phase than what it requires.
     where = {c.id: i for i, group in enumerate(ordered) for c in group}
     moved = True
@@ -76,7 +79,7 @@ def _phases(ctx: Context, changes: list[Change]) -> list[Phase]:
                     where[c.id] = need
                     moved = True
     phases: list[Phase] = []
-    for group in ordered:
+    for slot, group in zip(slots, ordered, strict=True):
         if not group:
             continue
         group = _topological(group)
@@ -85,9 +88,7 @@ def _phases(ctx: Context, changes: list[Change]) -> list[Phase]:
             c.target == "vm-config" for c in group
         ):
             disruption = "vm-restart"
-        # Stable numbers: 1 is always the VM side, 2 the host, so `apply --phase 2` means the
-        # same thing before and after phase 1 is in effect (a fresh plan then has no phase 1).
-        number = PHASE_SLOTS[_activation_class(disruption)]
+        number = PHASE_SLOTS[slot]
         phases.append(
             Phase(
                 number=number,
@@ -133,11 +134,14 @@ def _config_after(ctx: Context, changes: list[Change]) -> str:
     return cfg.render()
 
 
-def plan(state: HostState) -> Plan:
-    """The plan for one VM on one host. The same state always gives the same plan."""
-    ctx = build_context(state)
-    results: list[RuleResult] = [r(ctx) for r in RULES if r is not permissions.rule]
+def plan(state: HostState, options: PlanOptions | None = None) -> Plan:
+    """The plan for one VM on one host. The same state and options always give the same plan."""
+    options = options or PlanOptions()
+    ctx = build_context(state, options)
+    results: list[RuleResult] = [r(ctx) for r in RULES if r not in (permissions.rule, p2p.rule)]
     changes = [c for r in results for c in r.changes]
+    results.append(p2p.phase(ctx, changes))
+    changes += results[-1].changes
     results.append(permissions.check(ctx, changes))
     findings: list[Finding] = sorted(
         (f for r in results for f in r.findings), key=lambda f: SEVERITY_ORDER[f.severity]
@@ -167,4 +171,5 @@ def plan(state: HostState) -> Plan:
         config_after=_config_after(ctx, changes),
         host_files_before={p: state.file(p).text or "" for p in files_after},
         host_files_after=files_after,
+        options=options,
     )

@@ -10,6 +10,7 @@ Each case file (cases/*.json) has:
      "access": {"method": ..., "user": ..., "auth": ..., "ssh": ..., "guest": ...}
      "guest": {"cmdline": ..., "bar_errors": [...]}
      "node": {"kernel_version": ..., "cpu_vendor": ...}
+  "options" (optional): {"p2p": true, "clique_map": {"hostpci0": 0}}   (PlanOptions)
   "expect" (required, with every key below):
      "phases": [{"disruption": ..., "changes": [change id, ...]}]
      "findings": [finding id, ...]            (exactly these, in any order)

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from pvefix.planner import plan
+from pvefix.planner.model import PlanOptions
 
 from .loader import CASES, build_state, load_case
 
@@ -20,7 +21,7 @@ def test_there_are_cases() -> None:
 @pytest.mark.parametrize("path", CASE_FILES, ids=[p.stem for p in CASE_FILES])
 def test_case(path: Path) -> None:
     case = load_case(path)
-    result = plan(build_state(case))
+    result = plan(build_state(case), PlanOptions(**case.get("options", {})))
     expect = case["expect"]
     got_phases = [
         {"disruption": p.disruption, "changes": [c.id for c in p.changes]} for p in result.phases

@@ -5,6 +5,7 @@ from pvefix.planner.rules import (
     config_health,
     host_iommu,
     iommu_groups,
+    p2p,
     pcie,
     permissions,
     q35,
@@ -19,6 +20,7 @@ RULES = [
     host_iommu.rule,
     topology.rule,
     iommu_groups.rule,
+    p2p.rule,
     permissions.rule,
 ]
 

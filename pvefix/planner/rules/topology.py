@@ -13,21 +13,23 @@ any entry has `x-vga=1` or `cpu` has `hidden=1`: qemu-server then hides KVM from
 reports show a grant that reads OK while writes land in a private mirror: verify by moving data
 (`pvefix probe` / `pvefix verify`), not by `nvidia-smi topo -p2p`. Even with P2P, NCCL keeps
 using host memory across CPU host bridges unless `NCCL_P2P_LEVEL=SYS`. This rule reports; it
-plans no change.
+plans no change: the P2P phase (phase 3, rules/p2p.py) is planned when asked for with `--p2p`,
+and then speaks for the clique instead of the finding here.
 """
 
 from __future__ import annotations
 
 import re
 
+from pvefix.errors import PvefixError
 from pvefix.planner import mmio
 from pvefix.planner.context import Context, Passed
 from pvefix.planner.model import Finding, RuleResult
+from pvefix.vmconfig.args import clique_map
 
 NAME = "topology"
 
 
-CLIQUE_SET = re.compile(r"-set\s+'?device\.(hostpci\d+)\.x-nv-gpudirect-clique=(\d+)")
 ZEN_MODEL = re.compile(r"\b(EPYC|Ryzen|Threadripper)\b", re.IGNORECASE)
 
 
@@ -47,7 +49,10 @@ def kvm_hidden_by(ctx: Context) -> list[str]:
 
 def existing_cliques(args: str | None) -> dict[str, int]:
     """hostpciN -> clique already set through `args: -set device.hostpciN.x-nv-...=N`."""
-    return {m.group(1): int(m.group(2)) for m in CLIQUE_SET.finditer(args or "")}
+    try:
+        return clique_map(args)
+    except PvefixError:  # an args line qemu-server could not split either
+        return {}
 
 
 def rule(ctx: Context) -> RuleResult:
@@ -99,7 +104,8 @@ def rule(ctx: Context) -> RuleResult:
             evidence=evidence,
         )
     )
-    findings.append(_clique_finding(ctx, entries))
+    if not ctx.options.p2p:
+        findings.append(_clique_finding(ctx, entries))
     return RuleResult(rule=NAME, findings=findings)
 
 
@@ -136,7 +142,8 @@ def _clique_finding(ctx: Context, entries: list[Passed]) -> Finding:
                     else "remove hidden=1 from cpu"
                     for h in hidden
                 )
-                + " (keep x-vga=1 only on a GPU that drives the VM's display)."
+                + " (keep x-vga=1 only on a GPU that drives the VM's display). `pvefix plan"
+                " --p2p` plans these guards with their risks (docs/p2p.md)."
             ),
             evidence=evidence,
         )
@@ -184,7 +191,8 @@ def _clique_finding(ctx: Context, entries: list[Passed]) -> Finding:
             f" {args}. Verify it by moving data (pvefix probe / pvefix verify): a grant can"
             " read OK in nvidia-smi topo -p2p while writes never reach the peer. NCCL also needs"
             " NCCL_P2P_LEVEL=SYS to use P2P across host bridges; vLLM disables its custom"
-            " all-reduce on more than 2 PCIe GPUs."
+            " all-reduce on more than 2 PCIe GPUs. Ask for it with `pvefix plan --p2p` (phase"
+            " 3, proven with apply --verify; docs/p2p.md)."
         ),
         evidence=[*evidence, f"eligible: {', '.join(p.key for p in missing)}"],
     )
