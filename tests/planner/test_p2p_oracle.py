@@ -3,6 +3,7 @@ command line, addressing a device id that exists, and without kvm=off on -cpu.""
 
 from __future__ import annotations
 
+import itertools
 import shlex
 from pathlib import Path
 from typing import Any
@@ -66,8 +67,8 @@ def test_oracle_starts_the_planned_config_with_every_clique(path: Path, oracle: 
         return  # nothing planned for P2P here (a blocker stands): the finding says why
     assert "kvm=off" not in cpu.split(","), f"{path.name}: -cpu {cpu}"
     ids = {p.split("id=", 1)[1].split(",", 1)[0]
-           for w, p in zip(words, words[1:], strict=False) if w == "-device" and "id=" in p}
-    sets = {p for w, p in zip(words, words[1:], strict=False) if w == "-set"}
+           for w, p in itertools.pairwise(words) if w == "-device" and "id=" in p}
+    sets = {p for w, p in itertools.pairwise(words) if w == "-set"}
     for device, clique in wanted.items():
         assert f"device.{device}.x-nv-gpudirect-clique={clique}" in sets, (path.name, device)
         assert device in ids, f"{path.name}: -set names {device}, QEMU has ids {sorted(ids)}"

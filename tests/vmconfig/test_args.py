@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pvefix.errors import ValidationError
-from pvefix.vmconfig.args import clique_map, cliques, merge_cliques, remove_cliques, split_words
+from pvefix.vmconfig.args import clique_map, merge_cliques, remove_cliques, split_words
 
 OTHER = "-fw_cfg 'name=opt/ovmf/X-PciMmio64Mb,string=262144'  -set device.net0.rombar=0"
 
