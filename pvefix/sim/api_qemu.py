@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from pvefix.sim import vmops
 from pvefix.sim.api_node import check_node
 from pvefix.sim.errors import ApiError, param_error
+from pvefix.sim.qemu_cmdline import qemu_pid
 from pvefix.sim.state import NodeState
 from pvefix.sim.vmview import api_config, api_pending, api_snapshot_config
 from pvefix.vmconfig.schema import parse_bool
@@ -61,7 +62,7 @@ def vm_summary(state: NodeState, vmid: int, node: str) -> dict[str, object]:
     if main.get("template") in ("1", "on", "yes", "true"):
         item["template"] = 1
     if run.status == "running":
-        item["pid"] = 10000 + vmid % 50000
+        item["pid"] = qemu_pid(vmid)
     return item
 
 

@@ -12,6 +12,7 @@ import fnmatch
 import hashlib
 import os
 import posixpath
+import re
 import shlex
 import shutil
 import time
@@ -31,6 +32,7 @@ from pvefix.vmconfig.config import encode_text
 
 ROOT = Identity(user="root@pam", via="ssh")
 HIDDEN = (".pvefix-sim", "pvefix-host.json")
+_PROC_CMDLINE = re.compile(r"^/proc/(\d+)/cmdline$")  # a running VM's QEMU (qemu_cmdline.py)
 
 
 @dataclass
@@ -77,6 +79,12 @@ class Shell:
         return target
 
     def read(self, cmd: str, path: str) -> str:
+        proc = _PROC_CMDLINE.match(self.host(path))
+        if proc:
+            text = vmops.running_cmdline(self.state, int(proc.group(1)))
+            if text is None:
+                raise ShellError(f"{cmd}: {path}: No such file or directory")
+            return text
         target = self.tree_path(path)
         if target.is_dir():
             raise ShellError(f"{cmd}: {path}: Is a directory")

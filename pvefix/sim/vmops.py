@@ -242,6 +242,43 @@ def _choose(state: NodeState, vmid: int, cfg: VMConfig, used: dict[str, int],
     return taken
 
 
+def chosen_devices(state: NodeState, vmid: int, cfg: VMConfig) -> dict[str, list[str]]:
+    """hostpciN -> the addresses a running VM got (the running QEMU's devices): the same
+    choice as `_choose`, per entry, against the devices the other running VMs hold."""
+    used = reserved_by_others(state, vmid)
+    out: dict[str, list[str]] = {}
+    for key in sorted(cfg.main.keys(), key=lambda k: (len(k), k)):
+        if not HOSTPCI_KEY.match(key):
+            continue
+        try:
+            dev = HostPci.parse(cfg.main.get(key) or "", key)
+        except ValidationError:
+            continue
+        alternatives = _candidates(state, dev)
+        free = [a for a in alternatives if not any(x in used for x in a)]
+        pick = alternatives[0] if len(alternatives) == 1 else (free[0] if free else None)
+        if pick is not None:
+            out[key] = pick
+            used.update(dict.fromkeys(pick, vmid))
+    return out
+
+
+def running_cmdline(state: NodeState, pid: int) -> str | None:
+    """/proc/PID/cmdline of a running VM's QEMU on this node (None: no such process)."""
+    from pvefix.sim import qemu_cmdline
+
+    vmids = [v for v, n in state.vms().items()
+             if n == state.node and state.run_state(v).status == "running"]
+    vmid = qemu_cmdline.vmid_of_pid(pid, vmids)
+    if vmid is None:
+        return None
+    cfg = state.load(vmid).parse()
+    argv = qemu_cmdline.build(vmid, cfg, state.tree.pci_devices(),
+                              chosen_devices(state, vmid, cfg),
+                              state.run_state(vmid).running_machine)
+    return qemu_cmdline.proc_cmdline(argv)
+
+
 def reserved_by_others(state: NodeState, vmid: int) -> dict[str, int]:
     """PCI addresses held by the other running VMs of this node."""
     used: dict[str, int] = {}
