@@ -58,6 +58,7 @@ from pvefix.planner.model import PLAN_SCHEMA, Phase, Plan, PlanOptions
 from pvefix.state import PROC_CMDLINE, HostState
 from pvefix.verify.channel import GuestChannel
 from pvefix.verify.guest import GuestAccess
+from pvefix.verify.qemu_proof import prove as prove_cmdline
 from pvefix.verify.take import open_channel
 from pvefix.vmconfig.config import VMConfig
 
@@ -526,6 +527,16 @@ def _apply(remote: Remote, conn: Connection, live: HostState, plan: Plan, phase:
     # The guest's files were verified before activation; a restarted guest may not answer yet.
     after = reader(conn, vmid) if channel is None else _read_host_only(conn, vmid)
     problems = checks.verify_live(phase, plan, after, restarted=restarting)
+    clique = next((c for c in phase.changes if c.rule == "p2p" and c.key == "args"), None)
+    if restarting and clique is not None:
+        proof = prove_cmdline(remote, vmid, clique.after)
+        journal.record("qemu-cmdline", pid=proof.pid, problems=proof.problems, note=proof.note)
+        if proof.note:
+            console.progress(f"the running QEMU's cliques are not proven: {proof.note}")
+        elif not proof.problems:
+            console.progress(f"/proc/{proof.pid}/cmdline on {remote.node}: every clique is there,"
+                             " no kvm=off")
+        problems += proof.problems
     if options.reboot_host:
         proc = after.file(PROC_CMDLINE).text or ""
         problems += cmdline_problems(proc, [(c.before, c.after) for c in phase.changes
