@@ -26,6 +26,7 @@ from pvefix.errors import PvefixError
 from pvefix.observed import NOT_CONFIG, ObservedNode, ObservedVm
 from pvefix.sources.common import normalize_address
 from pvefix.vmconfig import HostPci, Machine, PropertyString
+from pvefix.vmconfig.args import clique_map
 
 # Keys that come and go by themselves (a backup sets `lock`): never "unexpected".
 TRANSIENT = frozenset({"lock"})
@@ -165,6 +166,17 @@ def _key_judge(key: str, want: str | None) -> Judge:
     return judge
 
 
+def _clique_judge(device: str, clique: int) -> Judge:
+    def judge(config: Mapping[str, str]) -> tuple[bool, str]:
+        try:
+            have = clique_map(config.get("args")).get(device)
+        except PvefixError as exc:
+            return False, f"args unreadable: {exc.message}"
+        return have == clique, "(none)" if have is None else str(have)
+
+    return judge
+
+
 def _unexpected_judge(rule: VmDesired) -> Judge:
     def judge(config: Mapping[str, str]) -> tuple[bool, str]:
         extra = sorted(k for k in config
@@ -235,6 +247,11 @@ def compare_vm(rule: VmDesired, vm: ObservedVm) -> list[CheckItem]:
         items.extend(_hostpci_items(vm, name, rule.hostpci[name]))
     for key in sorted(rule.keys):
         items.append(_vm_item(vm, key, rule.keys[key], _key_judge(key, rule.keys[key])))
+    for device, clique in sorted(clique_map(rule.keys.get("args")).items()):
+        items.append(_vm_item(vm, f"P2P clique of {device}", str(clique),
+                              _clique_judge(device, clique),
+                              detail="x-nv-gpudirect-clique in args (docs/p2p.md): without it the"
+                              " guest driver reports P2P as NS again"))
     for key in rule.absent:
         items.append(_vm_item(vm, f"{key} (absent)", "(absent)", _key_judge(key, None)))
     if rule.closed:

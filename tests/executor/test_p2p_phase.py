@@ -4,11 +4,16 @@ the very same bytes."""
 
 from __future__ import annotations
 
+import contextlib
+import io
+import json
 from collections.abc import Callable
 
 import pytest
 
 from pvefix.errors import RefusedError
+from pvefix.executor.remote import Remote
+from pvefix.main import main
 from pvefix.planner import plan as make_plan
 from pvefix.planner.model import PlanOptions
 from pvefix.sim.qemu_cmdline import qemu_pid
@@ -71,3 +76,23 @@ def test_a_clique_lost_from_the_running_qemu_fails_the_phase() -> None:
     assert any("device.hostpci1" in p for p in problems)
     assert check_words(["-cpu", "host", "-device", "vfio-pci,host=x,id=hostpci0", "-set",
                         "device.hostpci0.x-nv-gpudirect-clique=0"], {"hostpci0": 0}) == []
+
+
+def test_losing_a_clique_is_drift(node: Callable[..., Node]) -> None:
+    n = node("kpro6")
+    _phase1_done(n)
+    n.apply(100, 3, restart=True, plan_options=P2P)
+    remote = Remote(n.conn(), n.info.node)
+    args = VMConfig.parse(n.conf(100).decode()).main.get("args") or ""
+    kept = args.replace(" -set device.hostpci3.x-nv-gpudirect-clique=0", "")
+    remote.write("POST", f"/nodes/{n.info.node}/qemu/100/config", {"args": kept})
+    remote.close()
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(["check", "100", "--connection", str(n.ready_file), "--state-dir",
+                     str(n.state_dir), "--format", "json"])
+    assert code == 2
+    drifted = {i["property"]: i for i in json.loads(out.getvalue())["items"]
+               if i["status"] == "drift"}
+    assert drifted["P2P clique of hostpci3"]["actual"] == "0 (pending: (none))"  # still running
+    assert "P2P clique of hostpci0" not in drifted
