@@ -30,7 +30,7 @@ import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pvefix.sim import guest_tree
+from pvefix.sim import guest_gpus, guest_tree
 from pvefix.sim.state import NodeState
 from pvefix.vmconfig.config import VMConfig
 
@@ -65,9 +65,10 @@ def pyz_argv(pyz: Path, args: list[str]) -> list[str]:
 
 
 def child_env(home: Path, tmp: Path) -> dict[str, str]:
-    """A small environment: PATH to find tools, a private HOME and TMPDIR."""
+    """A small environment: PATH to find tools (the guest's own stand-ins first: its
+    nvidia-smi, sim/guest_gpus.py), a private HOME and TMPDIR."""
     return {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "PATH": f"{home / 'bin'}:" + os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(home),
         "TMPDIR": str(tmp),
         "LANG": "C.UTF-8",
@@ -227,6 +228,7 @@ def sandbox(state: NodeState, vmid: int) -> GuestSandbox:
             with state.lock:
                 cfg = state.load(vmid).parse()
             box = per_node[vmid] = GuestSandbox(state.keys.dir / "guests" / str(vmid), cfg)
+            guest_gpus.write_view(state, vmid, box.root)
         return box
 
 
@@ -235,6 +237,7 @@ def guest_boot(state: NodeState, vmid: int) -> None:
     root = state.keys.dir / "guests" / str(vmid)
     if root.is_dir():
         guest_tree.boot(root)
+        guest_gpus.write_view(state, vmid, root)
 
 
 def stop_guests(state: NodeState) -> None:
