@@ -44,7 +44,13 @@ from pvefix.executor.journal import Hook, Journal
 from pvefix.executor.locks import vm_lock
 from pvefix.executor.neighbours import NodeVm, check_host_reboot, node_vms, startup_sorted
 from pvefix.executor.remote import Remote, vm_conf_path
-from pvefix.executor.rollback import backup_stamp, restore_files, restore_vm_config
+from pvefix.executor.rollback import (
+    RollbackOptions,
+    backup_stamp,
+    restore_files,
+    restore_vm_config,
+    run_rollback,
+)
 from pvefix.executor.snapshot import Snapshot, take_snapshot
 from pvefix.executor.steps import ManualStep, Step, StepContext, UndoConflict, build_steps
 from pvefix.executor.vmwrite import (
@@ -55,11 +61,14 @@ from pvefix.executor.vmwrite import (
     read_vm,
 )
 from pvefix.planner.model import PLAN_SCHEMA, Phase, Plan, PlanOptions
+from pvefix.probe.report import Report
 from pvefix.state import PROC_CMDLINE, HostState
 from pvefix.verify.channel import GuestChannel
 from pvefix.verify.guest import GuestAccess
+from pvefix.verify.p2p_verdict import judge as judge_p2p
 from pvefix.verify.qemu_proof import prove as prove_cmdline
 from pvefix.verify.take import open_channel
+from pvefix.vmconfig.args import clique_map
 from pvefix.vmconfig.config import VMConfig
 
 StateReader = Callable[[Connection, int], HostState]
@@ -406,6 +415,10 @@ def apply_phase(
     outcome = probe_after(conn, guest, vmid, options.state_dir, options.verify_quick, console,
                           baseline, wait_s=options.guest_wait,
                           rollback_cmd=result.rollback_command)
+    clique = next((c for c in phase.changes if c.rule == "p2p" and c.key == "args"), None)
+    if clique is not None and options.restart:
+        _p2p_verdict(conn, vmid, options, console, baseline[1], outcome.report, clique.after,
+                     result)
     return result.model_copy(update={"verify_worse": outcome.worse,
                                      "verify_reports": [baseline[0], Path(outcome.stored).stem]})
 
@@ -611,6 +624,31 @@ def _parse(text: str) -> VMConfig:
 
 def _machine_now(remote: Remote, vmid: int) -> str | None:
     return read_vm(remote, vmid).effective("machine")
+
+
+def _p2p_verdict(conn: Connection, vmid: int, options: ApplyOptions, console: Console,
+                 before: Report, after: Report, args: str | None, result: ApplyResult) -> None:
+    """The P2P phase proven by moving data, or failed (and, with --auto-rollback, reverted
+    alone: the snapshot taken for this phase)."""
+    verdict = judge_p2p(before, after, clique_map(args))
+    for line in verdict.unmeasured:
+        console.say(f"P2P phase, not measured (not counted as a pass): {line}")
+    if not verdict.failed:
+        console.say("P2P phase proven in the guest: every granted pair reports OK"
+                    + ("" if verdict.unmeasured else ", data delivered, no slowdown, no hang"))
+        return
+    why = "\n  ".join(verdict.failures)
+    if not options.auto_rollback:
+        raise ApplyFailed(f"the P2P phase failed in the guest:\n  {why}\nthe clique is in "
+                          f"place; to put it back: {result.rollback_command}")
+    console.progress("the P2P phase failed in the guest; rolling this phase back "
+                     f"(--auto-rollback, snapshot {result.snapshot_id})")
+    undone = run_rollback(conn, options.state_dir, vmid, result.snapshot_id,
+                          RollbackOptions(yes=True, restart=True, force_stop=options.force_stop,
+                                          shutdown_timeout=options.shutdown_timeout,
+                                          task_timeout=options.task_timeout), console)
+    raise ApplyFailed(f"the P2P phase failed in the guest:\n  {why}\nrolled back "
+                      f"(--auto-rollback): " + "; ".join(undone.restored))
 
 
 def _after_start_failure(remote: Remote, conn: Connection, snapshot: Snapshot,

@@ -27,11 +27,16 @@ class FaultSettings(BaseModel):
     fail_start: dict[int, str] = Field(
         default_factory=dict, description="vmid -> the error its next start task ends with"
     )
+    p2p_blocked: list[int] = Field(
+        default_factory=list,
+        description="VMs on a host whose GPUs cannot really P2P: the guest reports NS even with"
+        " a clique (sim/guest_gpus.py)",
+    )
 
 
 INJECT_HELP = (
     "latency=MS | fail-write=N | edit-between | lock=VMID:NAME | ssh-disconnect=BYTES"
-    " | fail-start=VMID[:MESSAGE]"
+    " | fail-start=VMID[:MESSAGE] | p2p-blocked=VMID"
 )
 
 
@@ -59,6 +64,9 @@ def parse_inject(specs: list[str]) -> dict[str, object]:
                 starts = dict(out.get("fail_start", {}))  # type: ignore[call-overload]
                 starts[int(vmid)] = message or "start failed: QEMU exited with code 1"
                 out["fail_start"] = starts
+            elif name == "p2p-blocked":
+                blocked = list(out.get("p2p_blocked", []))  # type: ignore[call-overload]
+                out["p2p_blocked"] = [*blocked, int(value)]
             else:
                 raise ValueError("unknown fault")
         except ValueError as exc:

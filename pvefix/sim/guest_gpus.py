@@ -35,8 +35,10 @@ exit 1
 """
 
 
-def gpus_and_matrix(words: list[str], nvidia: set[str]) -> tuple[list[str], list[list[str]]]:
-    """(vfio-pci ids of NVIDIA GPUs in QEMU order, the topo -p2p matrix between them)."""
+def gpus_and_matrix(words: list[str], nvidia: set[str],
+                    blocked: bool = False) -> tuple[list[str], list[list[str]]]:
+    """(vfio-pci ids of NVIDIA GPUs in QEMU order, the topo -p2p matrix between them);
+    `blocked`: a host whose GPUs cannot P2P (the `p2p-blocked` fault)."""
     ids: list[str] = []
     for w, v in itertools.pairwise(words):
         if w == "-device" and v.startswith("vfio-pci,"):
@@ -51,7 +53,7 @@ def gpus_and_matrix(words: list[str], nvidia: set[str]) -> tuple[list[str], list
         row = []
         for b in ids:
             same = cliques.get(a) is not None and cliques.get(a) == cliques.get(b)
-            row.append("X" if a == b else ("OK" if same and not hidden else "NS"))
+            row.append("X" if a == b else ("OK" if same and not (hidden or blocked) else "NS"))
         matrix.append(row)
     return ids, matrix
 
@@ -77,7 +79,9 @@ def write_view(state: NodeState, vmid: int, root: Path) -> None:
     text = running_cmdline(state, qemu_pid(vmid))
     nvidia = {d.address for d in state.tree.pci_devices()
               if d.vendor == NVIDIA and d.is_display}
-    ids, matrix = gpus_and_matrix(text.split("\0")[:-1], nvidia) if text else ([], [])
+    blocked = vmid in state.faults.settings.p2p_blocked
+    ids, matrix = (gpus_and_matrix(text.split("\0")[:-1], nvidia, blocked) if text
+                   else ([], []))
     if not ids:  # stopped, or no NVIDIA GPU passed: no nvidia-smi, as on such a guest
         with contextlib.suppress(FileNotFoundError):
             shutil.rmtree(bin_dir)

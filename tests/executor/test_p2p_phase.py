@@ -12,12 +12,14 @@ from collections.abc import Callable
 import pytest
 
 from pvefix.errors import RefusedError
+from pvefix.executor.apply import ApplyFailed, ApplyOptions, apply_phase
 from pvefix.executor.remote import Remote
 from pvefix.main import main
 from pvefix.planner import plan as make_plan
 from pvefix.planner.model import PlanOptions
 from pvefix.sim.qemu_cmdline import qemu_pid
 from pvefix.sources.live import read_live
+from pvefix.verify.guest import GuestAccess
 from pvefix.vmconfig import VMConfig
 from pvefix.vmconfig.args import clique_map
 from tests.executor.conftest import Captured, Node
@@ -96,3 +98,44 @@ def test_losing_a_clique_is_drift(node: Callable[..., Node]) -> None:
                if i["status"] == "drift"}
     assert drifted["P2P clique of hostpci3"]["actual"] == "0 (pending: (none))"  # still running
     assert "P2P clique of hostpci0" not in drifted
+
+
+def _with_agent(n: Node) -> None:
+    """VM 100 gets `agent: 1` (cold start), then phase 1 (q35, pcie=1, ...)."""
+    remote = Remote(n.conn(), n.info.node)
+    remote.run_task(f"/nodes/{n.info.node}/qemu/100/status/stop", {}, 10)
+    remote.write("POST", f"/nodes/{n.info.node}/qemu/100/config", {"agent": "1"})
+    remote.run_task(f"/nodes/{n.info.node}/qemu/100/status/start", {}, 10)
+    remote.close()
+    _phase1_done(n)
+
+
+def test_verify_proves_ns_to_ok_in_the_guest(node: Callable[..., Node]) -> None:
+    n = node("kpro6")
+    _with_agent(n)
+    cap = Captured()
+    result = apply_phase(n.conn(), 100, ApplyOptions(
+        phase=3, state_dir=n.state_dir, yes=True, restart=True, verify=True, task_timeout=10,
+        guest_wait=30, plan_options=P2P), cap.console(), guest=GuestAccess(method="agent"))
+    out = cap.out.getvalue()
+    assert "P2P phase proven in the guest: every granted pair reports OK" in out
+    assert "not measured (not counted as a pass): data movement" in out  # no torch here
+    assert not result.verify_worse
+
+
+def test_a_host_that_cannot_p2p_fails_the_phase_and_auto_rollback_reverts_it_alone(
+    node: Callable[..., Node],
+) -> None:
+    n = node("kpro6")
+    _with_agent(n)
+    before = n.fingerprint(100)
+    n.sim.faults.update(p2p_blocked=[100])
+    cap = Captured()
+    with pytest.raises(ApplyFailed, match=r"(?s)0 GPU pair\(s\) report OK, the cliques grant"
+                       r" 56.*rolled back \(--auto-rollback\)"):
+        apply_phase(n.conn(), 100, ApplyOptions(
+            phase=3, state_dir=n.state_dir, yes=True, restart=True, verify=True,
+            auto_rollback=True, task_timeout=10, guest_wait=30, plan_options=P2P),
+            cap.console(), guest=GuestAccess(method="agent"))
+    assert n.fingerprint(100) == before  # phase 1 stays, phase 3 is gone
+    assert n.sim.state.run_state(100).status == "running"
