@@ -48,3 +48,25 @@ def execute_verify(
     else:
         stdout.write(render_outcome(outcome))
     return EXIT_P2P_WORSE if outcome.worse else EXIT_OK
+
+
+def execute_workload(
+    vmid: int, *, conn: Connection | None, guest: GuestAccess, command: str, timeout: float,
+    state_dir: Path | None, fmt: Literal["text", "json"], stdout: TextIO,
+) -> int:
+    """`verify --workload`: run it, keep the result, print it. 0 pass; 2 fail or hang."""
+    from pvefix.verify.take import open_channel
+    from pvefix.verify.workload import run_workload, store_workload
+
+    state = resolve_state_dir(state_dir)
+    channel = open_channel(conn, guest, vmid)
+    try:
+        result = run_workload(channel, vmid, command, timeout)
+    finally:
+        channel.close()
+    stored = store_workload(state, result)
+    if fmt == "json":
+        stdout.write(result.model_dump_json(indent=2) + "\n")
+    else:
+        stdout.write(result.render() + f"kept: {stored}\n")
+    return EXIT_OK if result.status == "pass" else EXIT_P2P_WORSE
