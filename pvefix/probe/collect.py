@@ -12,6 +12,7 @@ import platform
 import shutil
 import socket
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -218,4 +219,11 @@ def collect(opts: ProbeOptions | None = None, run: CommandRunner = run_command) 
         kernel_log=kernel_log,
         p2p=p2p,
         allreduce=allreduce,
+        environment=seen_environment(os.environ if opts.env is None else opts.env),
     )
+
+
+def seen_environment(env: Mapping[str, str]) -> dict[str, str]:
+    """The variables that decide whether NCCL and vLLM use P2P, as this process sees them."""
+    return {k: v for k, v in sorted(env.items())
+            if k.startswith(("NCCL_", "VLLM_")) or k == "CUDA_VISIBLE_DEVICES"}

@@ -95,7 +95,27 @@ def render_text(report: Report) -> str:
         out += [f"  [{f.kind}] {f.line}" for f in k.findings]
     out += _render_p2p(report)
     out += _render_allreduce(report)
+    out += render_guest_side(report)
     return "\n".join(out) + "\n"
+
+
+def render_guest_side(report: Report) -> list[str]:
+    """What in the guest still decides whether P2P is used (DOMAIN.md section 6)."""
+    env = report.environment
+    out = ["", "== guest side: NCCL and vLLM (environment the probe saw; your serving stack's"
+           " own environment may differ)"]
+    level = env.get("NCCL_P2P_LEVEL")
+    out.append(f"NCCL_P2P_LEVEL={level}" if level else
+               "NCCL_P2P_LEVEL not set: NCCL keeps host memory across CPU host bridges"
+               " (set NCCL_P2P_LEVEL=SYS to let it use P2P there)")
+    if env.get("NCCL_P2P_DISABLE") not in (None, "0"):
+        out.append(f"NCCL_P2P_DISABLE={env['NCCL_P2P_DISABLE']}: NCCL will not use P2P at all")
+    n = len(report.gpus.gpus) if report.gpus.measured else 0
+    if n > 2:
+        out.append(f"vLLM: {n} PCIe GPUs, more than 2: its custom all-reduce is disabled, it"
+                   " uses NCCL")
+    out += [f"{k}={v}" for k, v in env.items() if k not in ("NCCL_P2P_LEVEL", "NCCL_P2P_DISABLE")]
+    return out
 
 
 def _render_p2p(report: Report) -> list[str]:

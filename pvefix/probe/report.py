@@ -235,6 +235,9 @@ class Report(_Value):
     kernel_log: KernelLogSection
     p2p: P2PMeasuredSection
     allreduce: AllReduceSection
+    #: NCCL_*, VLLM_* and CUDA_VISIBLE_DEVICES as the probe's process saw them (the guest side
+    #: that decides whether P2P is used: docs/p2p.md). Empty in reports made before it existed.
+    environment: dict[str, str] = Field(default_factory=dict)
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 

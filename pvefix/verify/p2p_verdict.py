@@ -2,7 +2,7 @@
 
 The clique asserts a capability; only moving data proves it (DOMAIN.md section 6). The phase
 fails when, after it:
-- fewer GPU pairs report P2P `OK` (nvidia-smi topo -p2p r) than the cliques grant
+- fewer GPU pairs report P2P `OK` (nvidia-smi topo -p2p w, else r) than the cliques grant
   (k * (k - 1) ordered pairs for a clique of k GPUs): the grant did not reach the driver;
 - a pair's copy did not deliver the data byte for byte, or errored;
 - a pair's P2P copy is slower than staging through host memory, or its latency/bandwidth got
@@ -39,7 +39,7 @@ def granted_pairs(cliques: dict[str, int]) -> int:
 
 
 def _ok_pairs(report: Report) -> int | None:
-    matrix = report.p2p_status.modes.get("r")
+    matrix = report.p2p_status.modes.get("w") or report.p2p_status.modes.get("r")
     if matrix is None:
         return None
     return sum(1 for i, row in enumerate(matrix.cells) for j, c in enumerate(row)
@@ -60,7 +60,8 @@ def judge(before: Report | None, after: Report, cliques: dict[str, int]) -> P2PV
     want = granted_pairs(cliques)
     ok = _ok_pairs(after)
     if ok is None:
-        v.unmeasured.append("nvidia-smi topo -p2p r: " + (after.p2p_status.reason or "not read"))
+        v.unmeasured.append("nvidia-smi topo -p2p w/r: "
+                            + (after.p2p_status.reason or "not read"))
     elif ok < want:
         v.failures.append(f"P2P status: {ok} GPU pair(s) report OK, the cliques grant {want}")
     old = _pairs(before)
