@@ -37,6 +37,21 @@ def _activation_class(c: Change) -> str:
 
 
 def _activation_text(disruption: Disruption, ctx: Context, number: int) -> str:
+    text = _activation_base(disruption, ctx, number)
+    if number != p2p.PHASE:
+        return text
+    flags = "--p2p" + (
+        " --clique-map " + ",".join(f"{k}={v}" for k, v in sorted(ctx.options.clique_map.items()))
+        if ctx.options.clique_map
+        else ""
+    )
+    return (
+        text.replace(f"--phase {number}", f"--phase {number} {flags}", 1)
+        + f" Prove it with `--verify` (a way into the guest) and `--auto-rollback`: {p2p.PROOF}"
+    )
+
+
+def _activation_base(disruption: Disruption, ctx: Context, number: int) -> str:
     vmid = ctx.state.vm.vmid
     if disruption == "host-reboot":
         return (

@@ -74,7 +74,8 @@ def _change(c: Change, s: _Style) -> list[str]:
     if c.refresh_command:
         out.append(f"      then:   {' '.join(c.refresh_command)}")
     if c.needs_root_pam:
-        out.append(s("      needs root@pam (raw device)", "yellow"))
+        why = "args" if c.key == "args" else "raw device"
+        out.append(s(f"      needs root@pam ({why})", "yellow"))
     if c.commands:
         out.append("      steps:")
         out += [f"        {cmd}" for cmd in c.commands]

@@ -27,7 +27,7 @@ def test_the_matrix_follows_the_cliques_and_kvm_visibility() -> None:
     assert gpus_and_matrix(WORDS + SETS, nvidia)[1] == [["X", "OK"], ["OK", "X"]]
     hidden = ["-cpu", "host,kvm=off", *WORDS[2:], *SETS]
     assert gpus_and_matrix(hidden, nvidia)[1] == [["X", "NS"], ["NS", "X"]]
-    other = SETS[:3] + ["device.hostpci1.x-nv-gpudirect-clique=1"]
+    other = [*SETS[:3], "device.hostpci1.x-nv-gpudirect-clique=1"]
     assert gpus_and_matrix(WORDS + other, nvidia)[1] == [["X", "NS"], ["NS", "X"]]
 
 

@@ -3,6 +3,7 @@ Proxmox's own code) and served as /proc/PID/cmdline over real SSH, PID from stat
 
 from __future__ import annotations
 
+import itertools
 import shlex
 from collections.abc import Callable
 from typing import Any
@@ -35,7 +36,7 @@ def _parts(words: list[str]) -> tuple[bool, set[tuple[str, str]], list[str]]:
     cpu = words[words.index("-cpu") + 1]
     devices = set()
     sets = []
-    for w, v in zip(words, words[1:], strict=False):
+    for w, v in itertools.pairwise(words):
         if w == "-device" and v.startswith("vfio-pci,"):
             opts = dict(p.split("=", 1) for p in v.split(",")[1:] if "=" in p)
             devices.add((opts["host"], opts["id"]))

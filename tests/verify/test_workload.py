@@ -37,7 +37,7 @@ def workloads(agent_sim: ReadyInfo, tmp_path: Path) -> Path:
                            poll_s=0.05)
     try:
         for name, body in SCRIPTS.items():
-            channel.upload(f"/tmp/{name}", _pyz(body))  # noqa: S108 - the guest's /tmp
+            channel.upload(f"/tmp/{name}", _pyz(body))
     finally:
         channel.close()
     ready = tmp_path / "ready.json"

@@ -42,6 +42,11 @@ NVIDIA = "0x10de"
 COMPUTE_CLASS = "0x0302"  # 3D controller: no display engine, no VGA legacy ranges
 _SOURCE_ZEN = "DOMAIN.md section 6 (NVIDIA driver: BAR1 P2P across root complexes on AMD Zen)"
 _PREREQ_RULES = ("q35", "pcie")
+PROOF = (
+    "after the cold start pvefix reads the running QEMU's /proc/PID/cmdline on the node (every"
+    " clique, no kvm=off), then probes the guest: P2P NS -> OK, data delivered byte for byte,"
+    " latency and bandwidth per pair, NCCL all-reduce with and without P2P under a timeout."
+)
 
 
 def parse_clique_map(text: str) -> dict[str, int]:
@@ -249,6 +254,7 @@ def phase(ctx: Context, earlier: list[Change]) -> RuleResult:
         needs = prereq + [g.id for g in guards]
         changes.append(_args_change(ctx, a, before, after, cliques, needs))
     findings.append(_cliques_finding(ctx, a, cliques))
+    findings.append(_proof_commands(ctx, len(a.gpus)))
     findings += _block_findings(a)
     if not changes:
         return RuleResult(rule=NAME, findings=findings,
@@ -352,7 +358,7 @@ def _args_change(ctx: Context, a: Assessment, before: str | None, after: str | N
         id="p2p.args", rule=NAME, target="vm-config", key="args", before=before, after=after,
         reason="The clique capability tells the guest NVIDIA driver which passed GPUs may use"
                " P2P; Proxmox sets it only through args (-set device.hostpciN.x-nv-gpudirect-"
-               "clique=C). " + a.basis + ".",
+               "clique=C). Cliques: " + a.basis + ".",
         risk=Risk(
             level="high",
             text="The clique ASSERTS a capability: where the GPUs cannot really P2P, NCCL can hang"
@@ -387,6 +393,26 @@ def _cliques_finding(ctx: Context, a: Assessment, cliques: dict[str, int]) -> Fi
         id="p2p.cliques", rule=NAME, severity="warning" if a.must_measure else "info",
         title="P2P cliques: " + "; ".join(f"{c}: {', '.join(ks)}" for c, ks in groups.items()),
         detail=detail, evidence=[f"{k}: clique {c}" for k, c in sorted(cliques.items())])
+
+
+def _proof_commands(ctx: Context, gpus: int) -> Finding:
+    """The proofs as exact commands, for a guest pvefix cannot reach."""
+    vmid, node = ctx.state.vm.vmid, ctx.state.vm.node
+    return Finding(
+        id="p2p.proof-commands", rule=NAME, severity="info",
+        title="How the P2P phase is proven (the commands, to run by hand without guest access)",
+        detail="pvefix runs these itself with `apply --phase 3 --p2p --restart --verify`; a hang,"
+               " wrong data or a slowdown fails the phase, and --auto-rollback reverts it alone.",
+        evidence=[
+            f"on node {node}: tr '\\0' ' ' < /proc/$(cat /var/run/qemu-server/{vmid}.pid)/cmdline"
+            "  # every -set device.hostpciN.x-nv-gpudirect-clique=C, no kvm=off in -cpu",
+            "in the guest: nvidia-smi topo -p2p w  # OK between GPUs of one clique, not NS",
+            "in the guest: timeout 900 python3 -m pvefix.probe --format json --out after.json"
+            "  # data delivered, latency, bandwidth, all-reduce with and without P2P",
+            f"in the guest: NCCL_P2P_LEVEL=SYS timeout 600 all_reduce_perf -b 8 -e 1G -g {gpus}"
+            "  # nccl-tests; a hang here is the failure the clique can cause",
+        ],
+    )
 
 
 def _blocked_display(a: Assessment) -> Finding:
