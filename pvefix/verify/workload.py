@@ -18,7 +18,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from pvefix.errors import PvefixError
-from pvefix.executor.statedir import ensure_private_dir, write_private
+from pvefix.store.statedir import ensure_private_dir, write_private
 from pvefix.verify.channel import GuestChannel
 from pvefix.verify.store import new_report_id
 

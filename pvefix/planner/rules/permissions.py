@@ -42,8 +42,9 @@ def check(ctx: Context, changes: list[Change]) -> RuleResult:
                 severity="warning",
                 title="These changes need root@pam, not an API token",
                 detail=(
-                    f"{', '.join(c.key for c in root_only)} pass raw host devices or set args: Proxmox lets"
-                    f" only root@pam with a password ticket set them, and refuses {access.user}"
+                    f"{', '.join(c.key for c in root_only)} pass raw host devices or set args:"
+                    " Proxmox lets only root@pam with a password ticket set them, and refuses"
+                    f" {access.user}"
                     f" ({access.auth}). apply will use {' or '.join(paths)}."
                 ),
                 evidence=[f"{c.key}: {c.before} -> {c.after}" for c in root_only],
