@@ -50,14 +50,7 @@ def split_words(args: str) -> list[Word]:
         while i < n and not args[i].isspace():
             ch = args[i]
             if ch in "'\"":
-                close = args.find(ch, i + 1)
-                while ch == '"' and close > 0 and args[close - 1] == "\\":
-                    close = args.find(ch, close + 1)
-                if close < 0:
-                    raise ValidationError(f"args: unbalanced quote at character {i + 1}")
-                inner = args[i + 1 : close]
-                buf.append(inner.replace('\\"', '"') if ch == '"' else inner)
-                i = close + 1
+                i = _quoted(args, i, buf)
             elif ch == "\\" and i + 1 < n:
                 buf.append(args[i + 1])
                 i += 2
@@ -66,6 +59,30 @@ def split_words(args: str) -> list[Word]:
                 i += 1
         words.append(Word("".join(buf), start, i))
     return words
+
+
+def _quoted(args: str, i: int, buf: list[str]) -> int:
+    """Read a quoted part starting at `i` into `buf`, as Perl's Text::ParseWords does (which
+    qemu-server's split_args uses): a backslash never ends the part; inside "..." it escapes any
+    character, inside '...' only `\\\\` becomes one backslash. The index after the closing quote."""
+    quote, j, raw = args[i], i + 1, []
+    while j < len(args):
+        ch = args[j]
+        if ch == quote:
+            text = "".join(raw)
+            buf.append(_unescape(text) if quote == '"' else text.replace("\\\\", "\\"))
+            return j + 1
+        if ch == "\\" and j + 1 < len(args):
+            raw.append(args[j : j + 2])
+            j += 2
+            continue
+        raw.append(ch)
+        j += 1
+    raise ValidationError(f"args: unbalanced quote at character {i + 1}")
+
+
+def _unescape(text: str) -> str:
+    return re.sub(r"\\(.)", r"\1", text, flags=re.DOTALL)
 
 
 def cliques(args: str | None) -> list[Clique]:

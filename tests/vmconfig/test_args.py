@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import shlex
+import shutil
+import subprocess
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pvefix.errors import ValidationError
@@ -69,3 +72,32 @@ def test_merge_then_remove_gives_back_the_other_args(other: str, wanted: dict[st
     assert merge_cliques(merged, wanted) == merged
     if wanted:
         assert remove_cliques(merged, set(wanted)) == (other or None)
+
+
+def _perl_words(texts: list[str]) -> list[list[str]] | None:
+    """Text::ParseWords::shellwords (qemu-server's split_args) on each text; None: no perl."""
+    if shutil.which("perl") is None:
+        return None
+    script = ("use Text::ParseWords; use JSON::PP; local $/; my $in = decode_json(<STDIN>);"
+              " print encode_json([map { [shellwords($_)] } @$in]);")
+    out = subprocess.run(["perl", "-e", script], input=json.dumps(texts), capture_output=True,
+                         text=True, check=True)
+    words: list[list[str]] = json.loads(out.stdout)
+    return words
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.text(alphabet="ab=.- '\"\\$", max_size=20), min_size=1, max_size=20))
+def test_split_words_splits_as_qemu_servers_perl_does(texts: list[str]) -> None:
+    balanced = []
+    for t in texts:
+        try:
+            balanced.append((t, [w.text for w in split_words(t)]))
+        except ValidationError:
+            continue
+    perl = _perl_words([t for t, _ in balanced])
+    if perl is None:
+        pytest.skip("needs perl (Text::ParseWords)")
+    for (text, ours), theirs in zip(balanced, perl, strict=True):
+        if theirs:  # shellwords gives nothing at all for a line it cannot parse
+            assert ours == theirs, text
