@@ -46,7 +46,7 @@ def split_words(args: str) -> list[Word]:
         if args[i].isspace():
             i += 1
             continue
-        start, buf = i, []
+        start, buf = i, list[str]()
         while i < n and not args[i].isspace():
             ch = args[i]
             if ch in "'\"":
@@ -65,7 +65,7 @@ def _quoted(args: str, i: int, buf: list[str]) -> int:
     """Read a quoted part starting at `i` into `buf`, as Perl's Text::ParseWords does (which
     qemu-server's split_args uses): a backslash never ends the part; inside "..." it escapes any
     character, inside '...' only `\\\\` becomes one backslash. The index after the closing quote."""
-    quote, j, raw = args[i], i + 1, []
+    quote, j, raw = args[i], i + 1, list[str]()
     while j < len(args):
         ch = args[j]
         if ch == quote:
