@@ -197,7 +197,12 @@ def _decide_cliques(ctx: Context, a: Assessment) -> None:
                 " of them; give --clique-map"
             )
     if not numa:
-        a.unsettled = "the NUMA nodes of the GPUs are not known: give --clique-map"
+        unknown = any(d.numa_node is None for p in eligible for d in p.devices if d.is_display)
+        a.unsettled = (
+            "the NUMA nodes of the GPUs are not known" if unknown else
+            "no entry's GPU candidates share one NUMA node, and on this host the sources settle"
+            " no wider clique"
+        ) + ": give --clique-map (then prove it with apply --verify)"
         return
     order = sorted(set(numa.values()))
     a.cliques = {k: order.index(n) for k, n in numa.items()}
