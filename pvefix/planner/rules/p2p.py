@@ -197,9 +197,9 @@ def _decide_cliques(ctx: Context, a: Assessment) -> None:
                 " of them; give --clique-map"
             )
     if not numa:
-        unknown = any(d.numa_node is None for p in eligible for d in p.devices if d.is_display)
+        numa_unknown = any(d.numa_node is None for p in eligible for d in p.devices if d.is_display)
         a.unsettled = (
-            "the NUMA nodes of the GPUs are not known" if unknown else
+            "the NUMA nodes of the GPUs are not known" if numa_unknown else
             "no entry's GPU candidates share one NUMA node, and on this host the sources settle"
             " no wider clique"
         ) + ": give --clique-map (then prove it with apply --verify)"
