@@ -111,6 +111,20 @@ class Context:
         """Entries whose devices are not in the facts read (not 'no GPU': unknown here)."""
         return [p for p in self.passed if p.unknown]
 
+    def no_gpu_reason(self, suffix: str = "") -> str:
+        """Why a GPU rule has nothing to do: no entries, or entries whose devices are unknown
+        here (never "no GPU" for those: pvefix cannot tell)."""
+        unknown = self.unknown_entries
+        if unknown:
+            keys = ", ".join(p.key for p in unknown)
+            return (
+                f"the devices of {keys} are not in the facts read here: whether they are GPUs is"
+                f" unknown (read node {self.state.vm.node}'s own facts)"
+            )
+        if not self.passed:
+            return "no hostpci entries" + suffix
+        return "no GPU is passed through" + suffix
+
     @property
     def pool_entries(self) -> list[Passed]:
         return [p for p in self.gpu_entries if p.is_pool]
@@ -126,7 +140,10 @@ class Context:
 
 
 def _resolve(state: HostState, key: str, entry: HostPci) -> Passed:
-    devices = {d.address: d for d in state.pci_devices}
+    # The PCI facts read are those of the node read: a VM of another node (a cluster bundle
+    # holds every node's configs) has none of its devices here, whatever addresses match.
+    other_node = bool(state.node.name) and state.node.name != state.vm.node
+    devices = {} if other_node else {d.address: d for d in state.pci_devices}
     addresses: list[str] = []
     problem = None
     if entry.mapping:

@@ -198,6 +198,14 @@ def render_plan_text(plan: Plan, *, color: bool = False, config_path: str | None
             )
         )
         lines.append(f"Next: pvefix apply {obs.vmid} --phase {plan.phases[0].number}")
+    elif any(f.id == "devices.unknown-here" for f in plan.findings):
+        lines.append(
+            s(
+                "Nothing planned, but not because all is right: some passed devices are not in"
+                " the facts read (see the findings).",
+                "yellow",
+            )
+        )
     else:
         lines.append(s("Nothing to change: this VM and host already follow every rule.", "green"))
     return "\n".join(lines) + "\n"

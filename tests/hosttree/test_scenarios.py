@@ -16,14 +16,16 @@ from pvefix.hosttree import (
 )
 from pvefix.hosttree.large import generate_large
 
-SHIPPED = ["grub-dropin", "intel-grub", "kpro6", "windows-igd"]
+SHIPPED = [
+    "genoa-l40s-pool", "grub-dropin", "intel-grub", "kpro6", "windows-igd", "xeon-seabios-h200"
+]
 GIB = 1024**3
 MIB = 1024**2
 
 
 def test_the_builtins_are_listed_with_a_summary() -> None:
     infos = {info.name: info for info in list_scenarios()}
-    assert sorted(infos) == ["grub-dropin", "intel-grub", "kpro6", "large", "windows-igd"]
+    assert sorted(infos) == sorted([*SHIPPED, "large"])
     assert all(info.summary and not info.summary.startswith("#") for info in infos.values())
     assert infos["large"].generated and not infos["kpro6"].generated
 

@@ -58,7 +58,15 @@ def rule(ctx: Context) -> RuleResult:
                 rule=NAME,
                 severity="warning",
                 title="Passed devices not found on the host",
-                detail=f"No sysfs facts for {', '.join(missing)}: check the ids and the mapping.",
+                detail=(
+                    f"No sysfs facts for {', '.join(missing)}, so their IOMMU groups are unknown: "
+                    + (
+                        f"the VM lives on node {ctx.state.vm.node} and the facts read are of"
+                        f" {ctx.state.node.name}; read {ctx.state.vm.node}'s own facts."
+                        if ctx.state.node.name != ctx.state.vm.node
+                        else "check the ids and the mapping."
+                    )
+                ),
                 evidence=[f"{p.key}: {p.entry.raw}" for p in ctx.passed if not p.devices],
             )
         )

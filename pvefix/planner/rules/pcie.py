@@ -22,7 +22,7 @@ NAME = "pcie"
 
 def rule(ctx: Context) -> RuleResult:
     if not ctx.gpu_entries:
-        return RuleResult(rule=NAME, noop="no GPU is passed through")
+        return RuleResult(rule=NAME, noop=ctx.no_gpu_reason())
     if any(p.entry.legacy_igd for p in ctx.passed):
         return RuleResult(rule=NAME, noop="legacy-igd keeps this VM on i440fx; pcie=1 needs q35")
     if ctx.machine_error or ctx.machine.family not in ("i440fx", "q35"):

@@ -86,7 +86,7 @@ def rule(ctx: Context) -> RuleResult:
     if ctx.machine.family != "i440fx":
         return RuleResult(rule=NAME, noop=f"machine family {ctx.machine.family} is not x86")
     if not ctx.gpu_entries:
-        return RuleResult(rule=NAME, noop="no GPU is passed through: i440fx is left alone")
+        return RuleResult(rule=NAME, noop=ctx.no_gpu_reason(": i440fx is left alone"))
     igd = [p.key for p in ctx.passed if p.entry.legacy_igd]
     if igd:
         return RuleResult(
