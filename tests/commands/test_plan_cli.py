@@ -104,8 +104,8 @@ def test_a_vm_without_gpus_gets_a_reason_from_every_idle_rule(
 ) -> None:
     code = main(["plan", "101", "--bundle", str(BUNDLE)])
     out = capsys.readouterr().out
-    # VM 101 has no GPU: only the host rule has work; the VM rules say why they are idle.
-    assert "q35: no GPU is passed through" in out
+    # VM 101 has no hostpci entry: only the host rule has work; the VM rules say why they idle
+    assert "q35: no hostpci entries: i440fx is left alone" in out
     assert code == 2
 
 
