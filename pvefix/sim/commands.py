@@ -327,7 +327,8 @@ def _qm(sh: Shell, argv: list[str]) -> Result:
                 lines.append(f"{key}: {text}\n")
             return Result("".join(lines))
         if sub == "set":
-            vmops.update_config(state, ROOT, node, vmid, _options(argv[3:]), sync=True)
+            vmops.update_config(state, ROOT, node, vmid, _options(argv[3:]), sync=True,
+                                cli=True)
             return Result()
         if sub in ("start", "stop", "shutdown", "reboot"):
             upid = vmops.power(state, ROOT, node, vmid, sub, {})

@@ -12,6 +12,7 @@ import time
 
 from pvefix.errors import PvefixError, ValidationError
 from pvefix.planner import mmio
+from pvefix.sim import confschema
 from pvefix.sim.auth import Identity
 from pvefix.sim.errors import ApiError, die, param_error
 from pvefix.sim.guest import guest_boot
@@ -32,7 +33,6 @@ from pvefix.vmconfig.config import VMConfig
 from pvefix.vmconfig.hostpci import HOSTPCI_KEY, HostPci
 from pvefix.vmconfig.machine import Machine
 from pvefix.vmconfig.schema import is_known_key, parse_bool
-from pvefix.vmconfig.values import validate
 
 # check_vm_modify_config_perm's last branch: keys no privilege covers are root@pam's alone.
 ROOT_ONLY_KEYS = frozenset({"args", "lock"})
@@ -79,10 +79,20 @@ def check_hostpci_perm(ident: Identity, key: str, value: str) -> None:
 
 def update_config(
     state: NodeState, ident: Identity, node: str, vmid: int, params: dict[str, str],
-    *, sync: bool,
+    *, sync: bool, cli: bool = False,
 ) -> str | None:
-    """PUT (sync) or POST (async: returns a UPID) .../config, as update_vm_api does it."""
+    """PUT (sync) or POST (async: returns a UPID) .../config, as update_vm_api does it.
+
+    Values are checked by qemu-server's own schema (confschema). `cli`: the call comes from
+    `qm set`, whose option parser turns boolean words (yes, on, true...) into 1 and 0 first.
+    """
     params = dict(params)
+    if cli:
+        for key, value in params.items():
+            spec = confschema.schema_of(key)
+            word = parse_bool(value) if spec and spec.get("type") == "boolean" else None
+            if word is not None:
+                params[key] = "1" if word else "0"
     shown = " ".join(f"-{k} {v}" for k, v in params.items() if k != "digest")
     digest = params.pop("digest", None)
     skiplock = parse_bool(params.pop("skiplock", "0") or "0")
@@ -95,10 +105,9 @@ def update_config(
         raise die("no options specified")
     errors: dict[str, str] = {}
     for key, value in params.items():
-        try:
-            validate(key, value)
-        except ValidationError as exc:
-            errors[key] = _field_message(key, exc)
+        problem = confschema.check(key, value)
+        if problem:
+            errors[key] = problem
     revert = split_list(revert_str)
     for opt in revert:
         if not is_known_key(opt):
@@ -145,6 +154,10 @@ def update_config(
                 check_hostpci_perm(ident, opt, value)
             pending_delete(cfg, opt, force)
         for opt, value in params.items():
+            if opt == "machine":  # assert_valid_machine_property, inside the locked update
+                problem = confschema.machine_rule_error(value)
+                if problem:
+                    raise die(problem)
             if section_values(pend).get(opt) == value:
                 continue
             if HOSTPCI_KEY.match(opt):

@@ -9,6 +9,10 @@ from pvefix.vmconfig.hostpci import HOSTPCI_KEY, HostPci
 from pvefix.vmconfig.machine import Machine
 from pvefix.vmconfig.schema import ENUMS, key_type, parse_bool
 
+# pve-common's `dns-name` format (JSONSchema.pm pve_verify_dns_name), used by the `name` key.
+_DNS_LABEL = r"([a-zA-Z0-9]([a-zA-Z0-9\-]*[a-zA-Z0-9])?)"
+DNS_NAME = re.compile(rf"({_DNS_LABEL}\.)*{_DNS_LABEL}")
+
 
 def validate(key: str, value: str, *, api: bool = True) -> None:
     """Raise ValidationError (naming key, value and Proxmox's reason) if Proxmox rejects it.
@@ -55,7 +59,12 @@ def validate(key: str, value: str, *, api: bool = True) -> None:
     elif HOSTPCI_KEY.match(key):
         HostPci.parse(value, key)
     elif key in ("machine", "runningmachine"):
+        # Stricter than Proxmox's file parser, on purpose: the vIOMMU and aw-bits rules are
+        # checked at `qm set` and at start (config_to_command), so a file that breaks them is
+        # reported as a problem here rather than at the next start.
         Machine.parse(value, key)
+    elif key == "name" and not DNS_NAME.fullmatch(value):
+        raise ValidationError(f"{key}: value does not look like a valid DNS name")
 
 
 # Integer ranges of qemu-server's confdesc (src/PVE/QemuServer.pm), checked by the API (qm set),
@@ -71,7 +80,7 @@ RANGES: dict[str, tuple[int | None, int | None]] = {
     "migrate_speed": (0, None),
 }
 
-_CHECKED_STRINGS = frozenset([*ENUMS, "machine", "runningmachine"])
+_CHECKED_STRINGS = frozenset([*ENUMS, "machine", "runningmachine", "name"])
 
 
 def normalize(key: str, value: str) -> str:
