@@ -10,12 +10,13 @@ from __future__ import annotations
 import re
 import time
 
-from pvefix.errors import PvefixError, ValidationError
-from pvefix.planner import mmio
+from pvefix.errors import ValidationError
 from pvefix.sim import confschema
 from pvefix.sim.auth import Identity
 from pvefix.sim.errors import ApiError, die, param_error
 from pvefix.sim.guest import guest_boot
+from pvefix.sim.machines import pinned_for_windows, running_machine
+from pvefix.sim.startchecks import candidates, reserved_by_others, start_checks, start_warnings
 from pvefix.sim.state import LoadedConfig, NodeState
 from pvefix.sim.tasks import TaskLog
 from pvefix.sim.vmview import (
@@ -31,12 +32,10 @@ from pvefix.sim.vmview import (
 )
 from pvefix.vmconfig.config import VMConfig
 from pvefix.vmconfig.hostpci import HOSTPCI_KEY, HostPci
-from pvefix.vmconfig.machine import Machine
 from pvefix.vmconfig.schema import is_known_key, parse_bool
 
 # check_vm_modify_config_perm's last branch: keys no privilege covers are root@pam's alone.
 ROOT_ONLY_KEYS = frozenset({"args", "lock"})
-PCI_PM_LINE = 510  # where PCI.pm dies without a newline (Perl appends " at FILE line N.")
 SNAPNAME_RE = re.compile(r"^[a-zA-Z][a-zA-Z0-9_\-]+$")
 
 
@@ -158,6 +157,15 @@ def update_config(
                 problem = confschema.machine_rule_error(value)
                 if problem:
                     raise die(problem)
+            if opt == "ostype" and "machine" not in params and "machine" not in delete and (
+                pend.get("machine") is None
+            ):
+                # Like creation, a Windows ostype pins an unversioned machine (update_vm_api).
+                pinned = pinned_for_windows(main.get("machine"), value,
+                                            state.tree.meta.versions.qemu)
+                if pinned:
+                    log(f"pinning machine type to '{pinned.split(',')[0]}' for Windows guest OS")
+                    pending_set(cfg, "machine", pinned)
             if section_values(pend).get(opt) == value:
                 continue
             if HOSTPCI_KEY.match(opt):
@@ -182,23 +190,6 @@ def update_config(
 # -- power ------------------------------------------------------------------------------------
 
 
-# The highest +pveN revision per QEMU machine version (qemu-server Machine.pm
-# $PVE_MACHINE_VERSION); versions not listed have +pve0.
-PVE_MACHINE_HIGHEST = {"4.1": 2, "9.2": 1, "10.0": 1, "11.0": 2}
-
-
-def running_machine(value: str | None, qemu: str | None) -> str:
-    """What QEMU really runs: an unversioned `q35` (or no machine: i440fx) gets the QEMU
-    binary's version and its highest +pveN revision (Machine.pm get_pve_version); a pinned
-    version keeps its own revision (+pve0 when none is written)."""
-    machine = Machine.parse(value)
-    family = "q35" if machine.is_q35 else "i440fx"
-    if machine.version:
-        return f"pc-{family}-{machine.version}{machine.pve_revision or '+pve0'}"
-    version = ".".join((qemu or "10.1").split(".")[:2])
-    return f"pc-{family}-{version}+pve{PVE_MACHINE_HIGHEST.get(version, 0)}"
-
-
 def _vfio_name(state: NodeState, dev: HostPci) -> str:
     if dev.hosts:
         host = dev.hosts[0]
@@ -207,52 +198,6 @@ def _vfio_name(state: NodeState, dev: HostPci) -> str:
     mapping = mappings.get(dev.mapping or "") if mappings else None
     entries = mapping.for_node(state.node) if mapping else []
     return entries[0].paths[0] if entries else dev.key
-
-
-def _candidates(state: NodeState, dev: HostPci) -> list[list[str]]:
-    """The alternatives of one hostpci entry (each a list of full addresses), as PCI.pm's
-    parse_hostpci_devices lists them: one for raw host=, one per map entry of this node."""
-    if dev.mapping:
-        mappings = state.tree.pci_mappings()
-        mapping = mappings.get(dev.mapping) if mappings else None
-        entries = mapping.for_node(state.node) if mapping else []
-        return [[_full(p) for p in e.paths] for e in entries]
-    return [[_full(h) for h in dev.hosts]]
-
-
-def _full(address: str) -> str:
-    return address if address.count(":") == 2 else f"0000:{address}"
-
-
-def _choose(state: NodeState, vmid: int, cfg: VMConfig, used: dict[str, int],
-            strict: bool) -> dict[str, int]:
-    """Devices this VM takes (address -> vmid), picked as choose_hostpci_devices does: a
-    single alternative as is, else the first one no running VM holds. `strict` raises
-    Proxmox's errors; otherwise conflicts are skipped (for VMs already running)."""
-    taken: dict[str, int] = {}
-    for key in sorted(cfg.main.keys(), key=lambda k: (len(k), k)):
-        if not HOSTPCI_KEY.match(key):
-            continue
-        try:
-            dev = HostPci.parse(cfg.main.get(key) or "", key)
-        except ValidationError:
-            continue
-        alternatives = _candidates(state, dev)
-        if len(alternatives) == 1:
-            for addr in alternatives[0]:
-                holder = used.get(addr)
-                if strict and holder is not None and holder != vmid:
-                    raise die(f"PCI device '{addr}' already in use by VMID '{holder}'")
-                taken[addr] = vmid
-            continue
-        for alt in alternatives:
-            if not any(a in used or a in taken for a in alt):
-                taken.update(dict.fromkeys(alt, vmid))
-                break
-        else:
-            if strict and alternatives:
-                raise die(f"could not find a free device for '{key}'")
-    return taken
 
 
 def chosen_devices(state: NodeState, vmid: int, cfg: VMConfig) -> dict[str, list[str]]:
@@ -267,7 +212,7 @@ def chosen_devices(state: NodeState, vmid: int, cfg: VMConfig) -> dict[str, list
             dev = HostPci.parse(cfg.main.get(key) or "", key)
         except ValidationError:
             continue
-        alternatives = _candidates(state, dev)
+        alternatives = candidates(state, dev)
         free = [a for a in alternatives if not any(x in used for x in a)]
         pick = alternatives[0] if len(alternatives) == 1 else (free[0] if free else None)
         if pick is not None:
@@ -292,78 +237,6 @@ def running_cmdline(state: NodeState, pid: int) -> str | None:
     return qemu_cmdline.proc_cmdline(argv)
 
 
-def reserved_by_others(state: NodeState, vmid: int) -> dict[str, int]:
-    """PCI addresses held by the other running VMs of this node."""
-    used: dict[str, int] = {}
-    for other, node in sorted(state.vms().items()):
-        if other == vmid or node != state.node or state.run_state(other).status != "running":
-            continue
-        try:
-            other_cfg = state.load(other).parse()
-        except (PvefixError, OSError):
-            continue
-        used.update(_choose(state, other, other_cfg, used, strict=False))
-    return used
-
-
-def start_checks(state: NodeState, cfg: VMConfig, vmid: int | None = None) -> None:
-    """What config_to_command refuses for passthrough (PCI.pm's order), then the devices
-    another running VM holds (PCI.pm choose_hostpci_devices and reserve_pci_usage)."""
-    main = cfg.main
-    q35 = Machine.parse(main.get("machine")).is_q35
-    mappings = state.tree.pci_mappings()
-    legacy = False
-    for key in sorted(main.keys(), key=lambda k: (len(k), k)):
-        if not HOSTPCI_KEY.match(key):
-            continue
-        value = main.get(key) or ""
-        try:
-            dev = HostPci.parse(value, key)
-        except ValidationError as exc:
-            raise die(f"unable to parse value of '{key}' - {_field_message(key, exc)}") from None
-        if dev.pcie and not q35:
-            raise die(
-                "q35 machine model is not enabled at /usr/share/perl5/PVE/QemuServer/PCI.pm"
-                f" line {PCI_PM_LINE}."
-            )
-        if dev.legacy_igd:
-            if legacy:
-                raise die("only one device can be assigned in legacy-igd mode")
-            legacy = True
-            if main.get("vga") != "none":
-                raise die("legacy IGD assignment requires VGA mode to be 'none'")
-            if not dev.rombar:
-                raise die("legacy IGD assignment requires rombar to be enabled")
-            if dev.x_vga:
-                raise die("legacy IGD assignment is not compatible with x-vga")
-            if q35:
-                raise die("legacy IGD assignment is not compatible with q35")
-        for problem in dev.start_errors():
-            raise die(problem)
-        if dev.mapping and (mappings is None or mappings.get(dev.mapping) is None):
-            raise die(f"PCI device mapping not found for '{dev.mapping}'")
-    if vmid is not None:
-        _choose(state, vmid, cfg, reserved_by_others(state, vmid), strict=True)
-
-
-def start_warnings(cfg: VMConfig) -> list[str]:
-    """The WARN: lines qemu-server's config_to_command prints for a start (the ones the
-    simulator models): an OVMF VM without an EFI disk (QemuServer.pm), and OVMF's possible
-    40-bit cap for qemu64/kvm64 models with phys-bits above 40 and no +pdpe1gb (CPUConfig.pm
-    check_phys_bits_above_40_compat)."""
-    main = cfg.main
-    out: list[str] = []
-    if main.get("bios") == "ovmf" and not main.get("efidisk0"):
-        out.append("no efidisk configured! Using temporary efivars disk.")
-    cpu = mmio.read_cpu(main.get("cpu"))
-    phys = cpu.phys or ""
-    above_40 = phys == "host" or (phys.isdigit() and int(phys) > 40)
-    if main.get("bios") == "ovmf" and cpu.qemu64_family and above_40 and cpu.flag("pdpe1gb") != "+":
-        out.append("OVMF firmware might limit CPU 'phys-bits' to 40 - enable the 'pdpe1gb' CPU"
-                   " flag to avoid this")
-    return out
-
-
 def _start_now(state: NodeState, vmid: int, node: str, skiplock: bool, log: TaskLog) -> None:
     loaded = state.load(vmid, node)
     cfg = loaded.parse()
@@ -381,7 +254,10 @@ def _start_now(state: NodeState, vmid: int, node: str, skiplock: bool, log: Task
         raise die(injected)
     for warning in start_warnings(cfg):
         log.warn(warning)
-    state.set_running(vmid, running_machine(cfg.main.get("machine"), state.tree.meta.versions.qemu))
+    main = cfg.main
+    meta = state.tree.meta
+    state.set_running(vmid, running_machine(main.get("machine"), meta.versions.qemu,
+                                            main.get("ostype"), main.get("meta"), meta.cpu.vendor))
     guest_boot(state, vmid)
 
 

@@ -26,6 +26,27 @@ WARN_TOPICS: list[tuple[re.Pattern[str], tuple[str, ...]]] = [
 IRRELEVANT = [re.compile(r"^WARN: no efidisk configured!")]
 
 
+def scenario_vms(generated_sample: int) -> list[tuple[str, int]]:
+    """(scenario, vmid) for every VM of the local node of every built-in scenario (a glob: new
+    scenarios are included). A generated cluster (`large`: 1,000 VMs) is sampled: its local VMs
+    that pass devices, spread evenly, `generated_sample` of them, plus one plain VM."""
+    from pvefix.hosttree import resolve_scenario
+    from pvefix.hosttree.scenarios import list_scenarios
+    from pvefix.hosttree.tree import load_tree
+
+    out: list[tuple[str, int]] = []
+    for info in list_scenarios():
+        tree = load_tree(resolve_scenario(info.name))
+        local = [v for v, node in tree.vms().items() if node == tree.meta.node]
+        if info.generated:
+            gpu = [v for v in local if "hostpci" in tree.read_vm_config(v)]
+            plain = [v for v in local if v not in gpu]
+            step = max(1, len(gpu) // max(1, generated_sample))
+            local = gpu[::step][:generated_sample] + plain[:1]
+        out += [(info.name, vmid) for vmid in local]
+    return out
+
+
 @dataclass(frozen=True)
 class Inputs:
     mapping: str | None

@@ -17,14 +17,13 @@ import pytest
 from pvefix.hosttree import resolve_scenario
 from pvefix.planner import plan as make_plan
 from pvefix.sources.bundle import read_bundle
-from tests.conformance.harness import ask, inputs_of, merged, unexplained_warnings
-from tests.conformance.test_planned_configs import _scenario_vms
+from tests.conformance.harness import ask, inputs_of, merged, scenario_vms, unexplained_warnings
 from tests.executor.conftest import Node, node  # noqa: F401  (the fixture)
 
 pytestmark = pytest.mark.conformance
 
 
-@pytest.mark.parametrize("scenario,vmid", _scenario_vms(), ids=lambda v: str(v))
+@pytest.mark.parametrize("scenario,vmid", scenario_vms(2), ids=lambda v: str(v))
 def test_each_applied_and_rolled_back_config_is_judged_by_proxmox(
     oracle: Any, node: Callable[..., Node], scenario: str, vmid: int  # noqa: F811
 ) -> None:

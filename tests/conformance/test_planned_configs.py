@@ -17,21 +17,18 @@ from pvefix.hosttree import resolve_scenario
 from pvefix.planner import plan as make_plan
 from pvefix.sources.bundle import read_bundle
 from pvefix.state import HostState
-from tests.conformance.harness import ask, configs_after_phases, inputs_of, unexplained_warnings
+from tests.conformance.harness import (
+    ask,
+    configs_after_phases,
+    inputs_of,
+    scenario_vms,
+    unexplained_warnings,
+)
 from tests.planner.loader import CASES, build_state, load_case
 
-SCENARIOS_DIR = Path(__file__).resolve().parents[2] / "pvefix" / "scenarios"
 CASE_FILES = sorted(CASES.glob("*.json"))
 
 pytestmark = pytest.mark.conformance
-
-
-def _scenario_vms() -> list[tuple[str, int]]:
-    out: list[tuple[str, int]] = []
-    for d in sorted(p for p in SCENARIOS_DIR.iterdir() if (p / "pvefix-host.json").is_file()):
-        confs = sorted((d / "etc/pve/qemu-server").glob("*.conf"))
-        out += [(d.name, int(c.stem)) for c in confs]
-    return out
 
 
 def _check(oracle: Any, state: HostState, tree: Path | None) -> None:
@@ -51,7 +48,7 @@ def test_every_planner_case_leads_to_configs_proxmox_starts(oracle: Any, path: P
     _check(oracle, build_state(case), resolve_scenario(case["scenario"]))
 
 
-@pytest.mark.parametrize("scenario,vmid", _scenario_vms(), ids=lambda v: str(v))
+@pytest.mark.parametrize("scenario,vmid", scenario_vms(12), ids=lambda v: str(v))
 def test_every_scenario_vm_leads_to_configs_proxmox_starts(
     oracle: Any, scenario: str, vmid: int
 ) -> None:

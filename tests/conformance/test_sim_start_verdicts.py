@@ -36,6 +36,14 @@ CASES = {
     "mapping-found": "machine: q35\nhostpci0: mapping=pro6000,pcie=1\n",
     "x-vga-on-q35": "machine: q35\nhostpci0: 0000:01:00.0,pcie=1,x-vga=1\n",
     "both-host-and-mapping-absent": "machine: q35\nhostpci0: pcie=1\n",
+    "two-legacy-igd": "vga: none\nhostpci0: 0000:00:02.0,legacy-igd=1\n"
+    "hostpci1: 0000:00:03.0,legacy-igd=1\n",
+    "machine-newer-than-qemu": "machine: pc-q35-11.0\n",
+    "unknown-pve-revision": "machine: pc-q35-9.2+pve5\n",
+    "known-pve-revision": "machine: pc-q35-9.2+pve1\n",
+    "viommu-intel-on-i440fx": "machine: pc,viommu=intel\n",
+    "windows-pinned-old": "ostype: win11\nmachine: pc-i440fx-5.1\n",
+    "bad-hostpci-in-file": "hostpci0: zz:00.0\n",
 }
 
 

@@ -30,12 +30,3 @@ def test_a_multi_line_description_is_stored_as_proxmox_stores_it(
     assert parsed["ok"], parsed
     assert parsed["config"]["description"] == "line one\nline two"
     assert parsed["written"] == text
-
-
-@pytest.mark.parametrize("qemu", ["9.2.0", "10.0.2", "10.1.2", "11.0.0"])
-def test_the_running_machine_carries_proxmoxs_pve_revision(oracle: Any, qemu: str) -> None:
-    from pvefix.sim.vmops import running_machine
-
-    want = oracle.ask("machine", "q35", qemu_version=qemu)["machine_version"]
-    assert running_machine("q35", qemu) == f"pc-q35-{want}"
-    assert running_machine(None, qemu) == f"pc-i440fx-{want}"

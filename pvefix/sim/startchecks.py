@@ -1,0 +1,182 @@
+"""Whether Proxmox would start a VM config: the checks of qemu-server's config_to_command and
+vm_start that the simulator models (Machine.pm, PCI.pm), in their order, with their messages.
+Cross-checked with Proxmox's own code in tests/conformance/test_sim_start_verdicts.py."""
+
+from __future__ import annotations
+
+from pvefix.errors import PvefixError, ValidationError
+from pvefix.planner import mmio
+from pvefix.sim.confschema import machine_rule_error
+from pvefix.sim.errors import die
+from pvefix.sim.machines import version_error
+from pvefix.sim.state import NodeState
+from pvefix.vmconfig.config import VMConfig
+from pvefix.vmconfig.hostpci import HOSTPCI_KEY, HostPci
+from pvefix.vmconfig.machine import Machine
+
+PCI_PM_LINE = 510  # where PCI.pm dies without a newline (Perl appends " at FILE line N.")
+
+
+def candidates(state: NodeState, dev: HostPci) -> list[list[str]]:
+    """The alternatives of one hostpci entry (each a list of full addresses), as PCI.pm's
+    parse_hostpci_devices lists them: one for raw host=, one per map entry of this node."""
+    if dev.mapping:
+        mappings = state.tree.pci_mappings()
+        mapping = mappings.get(dev.mapping) if mappings else None
+        entries = mapping.for_node(state.node) if mapping else []
+        return [[_full(p) for p in e.paths] for e in entries]
+    return [[_full(h) for h in dev.hosts]]
+
+
+def _full(address: str) -> str:
+    return address if address.count(":") == 2 else f"0000:{address}"
+
+
+def _choose(state: NodeState, vmid: int, cfg: VMConfig, used: dict[str, int],
+            strict: bool) -> dict[str, int]:
+    """Devices this VM takes (address -> vmid), picked as choose_hostpci_devices does: a
+    single alternative as is, else the first one no running VM holds. `strict` raises
+    Proxmox's errors; otherwise conflicts are skipped (for VMs already running)."""
+    taken: dict[str, int] = {}
+    for key in sorted(cfg.main.keys(), key=lambda k: (len(k), k)):
+        if not HOSTPCI_KEY.match(key):
+            continue
+        try:
+            dev = HostPci.parse(cfg.main.get(key) or "", key)
+        except ValidationError:
+            continue
+        alternatives = candidates(state, dev)
+        if len(alternatives) == 1:
+            for addr in alternatives[0]:
+                holder = used.get(addr)
+                if strict and holder is not None and holder != vmid:
+                    raise die(f"PCI device '{addr}' already in use by VMID '{holder}'")
+                taken[addr] = vmid
+            continue
+        for alt in alternatives:
+            if not any(a in used or a in taken for a in alt):
+                taken.update(dict.fromkeys(alt, vmid))
+                break
+        else:
+            if strict and alternatives:
+                raise die(f"could not find a free device for '{key}'")
+    return taken
+
+
+def reserved_by_others(state: NodeState, vmid: int) -> dict[str, int]:
+    """PCI addresses held by the other running VMs of this node."""
+    used: dict[str, int] = {}
+    for other, node in sorted(state.vms().items()):
+        if other == vmid or node != state.node or state.run_state(other).status != "running":
+            continue
+        try:
+            other_cfg = state.load(other).parse()
+        except (PvefixError, OSError):
+            continue
+        used.update(_choose(state, other, other_cfg, used, strict=False))
+    return used
+
+
+def _lspci(devices: list[str], address: str) -> list[str] | None:
+    """SysFSTools::lspci: the functions an id names (`01:00` is every function of the slot);
+    None when the tree has no PCI inventory to ask."""
+    if not devices:
+        return None
+    full = _full(address)
+    if full.count(".") == 0:
+        return [d for d in devices if d.rsplit(".", 1)[0] == full]
+    return [d for d in devices if d == full]
+
+
+def _entry_checks(state: NodeState, dev: HostPci, devices: list[str]) -> int:
+    """PCI.pm parse_hostpci for one entry: its own errors, in Proxmox's order. Returns how
+    many functions its first alternative passes (multifunction when > 1)."""
+    for problem in dev.start_errors():
+        raise die(problem)
+    alternatives = candidates(state, dev)
+    if dev.mapping and not alternatives:
+        raise die(f"PCI device mapping not found for '{dev.mapping}'")
+    functions = 0
+    for n, alt in enumerate(alternatives):
+        names = dev.hosts or alt  # the ids as the config or the mapping writes them
+        count = 0
+        for name in names:
+            found = _lspci(devices, name)
+            if found is None:
+                count += 1
+                continue
+            if not found:
+                raise die(f"no PCI device found for '{name}'")
+            count += len(found)
+        if n == 0:
+            functions = count
+    return functions
+
+
+def start_checks(state: NodeState, cfg: VMConfig, vmid: int | None = None) -> None:
+    """What config_to_command refuses: the machine (Machine.pm), then each hostpci entry in
+    PCI.pm's order (parse_hostpci, then parse_hostpci_devices' q35 and legacy IGD rules), then
+    the devices another running VM holds (choose_hostpci_devices, reserve_pci_usage).
+
+    An entry the file parser cannot read is dropped by Proxmox's parser (a warning, no
+    device), so it does not stop the start."""
+    main = cfg.main
+    problem = machine_rule_error(main.get("machine") or "")
+    if problem:
+        raise die(problem)
+    problem = version_error(main.get("machine"), state.tree.meta.versions.qemu,
+                            main.get("ostype"), main.get("meta"), state.node)
+    if problem:
+        raise die(problem)
+    q35 = Machine.parse(main.get("machine")).is_q35
+    legacy = False
+    names = main.keys()
+    keys = sorted((k for k in names if HOSTPCI_KEY.match(k)), key=lambda k: (len(k), k))
+    devices = [d.address for d in state.tree.pci_devices()] if keys else []  # read once
+    for key in keys:
+        try:
+            dev = HostPci.parse(main.get(key) or "", key)
+        except ValidationError:
+            continue
+        functions = _entry_checks(state, dev, devices)
+        if dev.pcie and not q35:
+            raise die(
+                "q35 machine model is not enabled at /usr/share/perl5/PVE/QemuServer/PCI.pm"
+                f" line {PCI_PM_LINE}."
+            )
+        if dev.legacy_igd:
+            if legacy:
+                raise die("only one device can be assigned in legacy-igd mode")
+            legacy = True
+            if main.get("vga") != "none":
+                raise die("legacy IGD assignment requires VGA mode to be 'none'")
+            if not dev.rombar:
+                raise die("legacy IGD assignment requires rombar to be enabled")
+            if dev.x_vga:
+                raise die("legacy IGD assignment is not compatible with x-vga")
+            if q35:
+                raise die("legacy IGD assignment is not compatible with q35")
+            if functions > 1:
+                raise die("legacy IGD assignment is not compatible with multifunction devices")
+            if len(candidates(state, dev)) > 1:
+                raise die("legacy IGD assignment is not compatible with alternate devices")
+    if vmid is not None:
+        _choose(state, vmid, cfg, reserved_by_others(state, vmid), strict=True)
+
+
+def start_warnings(cfg: VMConfig) -> list[str]:
+    """The WARN: lines qemu-server's config_to_command prints for a start (the ones the
+    simulator models): an OVMF VM without an EFI disk (QemuServer.pm), and OVMF's possible
+    40-bit cap for qemu64/kvm64 models with phys-bits above 40 and no +pdpe1gb (CPUConfig.pm
+    check_phys_bits_above_40_compat)."""
+    main = cfg.main
+    out: list[str] = []
+    if main.get("bios") == "ovmf" and not main.get("efidisk0"):
+        out.append("no efidisk configured! Using temporary efivars disk.")
+    cpu = mmio.read_cpu(main.get("cpu"))
+    phys = cpu.phys or ""
+    above_40 = phys == "host" or (phys.isdigit() and int(phys) > 40)
+    if main.get("bios") == "ovmf" and cpu.qemu64_family and above_40 and cpu.flag("pdpe1gb") != "+":
+        out.append("OVMF firmware might limit CPU 'phys-bits' to 40 - enable the 'pdpe1gb' CPU"
+                   " flag to avoid this")
+    return out
