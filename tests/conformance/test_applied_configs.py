@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from pvefix.hosttree import resolve_scenario
+from pvefix.hosttree.scenarios import list_scenarios
 from pvefix.planner import plan as make_plan
 from pvefix.sources.bundle import read_bundle
 from tests.conformance.harness import ask, inputs_of, merged, scenario_vms, unexplained_warnings
@@ -33,14 +34,19 @@ def test_each_applied_and_rolled_back_config_is_judged_by_proxmox(
     if not plan.has_changes:
         pytest.skip(f"{scenario} VM {vmid}: nothing to apply")
     inputs = inputs_of(state, tree)
+    generated = any(i.name == scenario and i.generated for i in list_scenarios())
     original = ask(oracle, merged(state.vm.config_text), inputs, vmid)
     n = node(scenario)
     verdicts = [(original.ok, original.error, original.warnings)]
     phases = sorted(plan.phases, key=lambda p: p.number)
     for phase in phases:
         kind = phase.disruption
-        n.apply(vmid, phase.number, restart=kind == "vm-restart",
-                reboot_host=kind == "host-reboot", stop_others=True)
+        # Host phases reboot the node with --stop-others (a neighbour runs in some scenarios),
+        # except on a generated cluster: rebooting `large`'s node shuts ~80 running VMs down
+        # and up again for a VM config the reboot does not change.
+        reboot = kind == "host-reboot" and not generated
+        n.apply(vmid, phase.number, restart=kind == "vm-restart", reboot_host=reboot,
+                stop_others=reboot)
         text = n.conf(vmid).decode("utf-8", "surrogateescape")
         res = ask(oracle, merged(text), inputs, vmid)
         where = f"{scenario} VM {vmid} after applying phase {phase.number}"

@@ -25,6 +25,11 @@ METAS = [None, "creation-qemu=9.2.0,ctime=1", "creation-qemu=8.1.5,ctime=1"]
 VENDORS = ["GenuineIntel", "AuthenticAMD"]
 
 
+def _unnamed(message: str) -> str:
+    """A refusal without the node it names (one oracle process keeps its first node name)."""
+    return re.sub(r"node '[^']*'$", "node NODE", message.strip())
+
+
 def _resolved(cmdline: str, qemu: str) -> str | None:
     """The machine QEMU runs for `-machine type=T`: an alias (pc, q35) is the binary's own
     version (what query-machines then reports as current), with the +pveN passed."""
@@ -56,7 +61,7 @@ def test_the_machine_a_vm_runs_and_the_starts_refused_are_proxmoxs(
         refusal = version_error(machine or None, qemu, ostype, meta, "pve")
         where = f"qemu {qemu}, {vendor}, machine {machine!r}, ostype {ostype}, meta {meta}"
         if not res.ok:
-            if refusal is None or res.error is None or refusal != res.error:
+            if refusal is None or res.error is None or _unnamed(refusal) != _unnamed(res.error):
                 wrong.append(f"{where}: Proxmox refuses {res.error!r}, simulator {refusal!r}")
             continue
         if refusal is not None:
