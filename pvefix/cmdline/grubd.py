@@ -30,14 +30,48 @@ from pvefix.cmdline.files import (
 from pvefix.cmdline.tokens import Cmdline
 
 GRUB_D = "/etc/default/grub.d"
-_SELF_REF = re.compile(r"\$\{?(GRUB_CMDLINE_LINUX(?:_DEFAULT)?)\}?(?![A-Za-z0-9_])")
+_SELF_REF = re.compile(r"\$(?:\{(GRUB_CMDLINE_LINUX(?:_DEFAULT)?)\}"
+                       r"|(GRUB_CMDLINE_LINUX(?:_DEFAULT)?)(?![A-Za-z0-9_]))")
 
 
 def is_dropin(path: str) -> bool:
-    """A file update-grub sources: /etc/default/grub.d/NAME.cfg (not in a subfolder)."""
+    """A file update-grub sources: /etc/default/grub.d/NAME.cfg (not in a subfolder, and not
+    a name starting with `.`, which the shell's `*.cfg` does not match)."""
     if not path.startswith(GRUB_D + "/") or not path.endswith(".cfg"):
         return False
-    return "/" not in path[len(GRUB_D) + 1 :]
+    name = path[len(GRUB_D) + 1 :]
+    return "/" not in name and not name.startswith(".")
+
+
+def dropin_order(paths: list[str]) -> list[str]:
+    """The drop-ins in the order dash's glob returns them: byte order of the names."""
+    return sorted((p for p in paths if is_dropin(p)),
+                  key=lambda p: p.encode("utf-8", "surrogateescape"))
+
+
+# Shell that can change variables in ways pvefix does not follow (first word of a line).
+_BEYOND = re.compile(
+    r"^[ \t]*(?:(if|case|for|while|until|function|eval|source|unset|read|\.)(?=[ \t;]|$)"
+    r"|([A-Za-z_][A-Za-z0-9_]*)[ \t]*\([ \t]*\))"
+)
+
+
+def _beyond(path: str, text: str, parsed: GrubDefaultFile) -> str | None:
+    """Why this file is beyond what pvefix evaluates (control flow, sourced code, the variables
+    used other than in `NAME=value`), or None. Linear in the file's length."""
+    inside = {n for a in parsed.assignments for n in range(a.line, a.end_line + 1)}
+    for number, line in enumerate(text.split("\n"), start=1):
+        if number in inside or line.lstrip().startswith("#"):
+            continue
+        match = _BEYOND.match(line)
+        if match is not None:
+            what = match.group(1) or f"{match.group(2)}()"
+            return (f"{path}:{number}: `{what}`: pvefix does not evaluate shell control flow, "
+                    "functions or sourced code")
+        if "GRUB_CMDLINE_LINUX" in line:
+            return (f"{path}:{number}: GRUB_CMDLINE_LINUX used other than in `NAME=value`, "
+                    "which pvefix does not evaluate")
+    return None
 
 
 @dataclass(frozen=True)
@@ -56,9 +90,10 @@ class GrubConfig:
 
     def __init__(self, files: dict[str, str]) -> None:
         main = files.get(GRUB_DEFAULT_PATH)
-        self.paths = ([GRUB_DEFAULT_PATH] if main is not None else []) + sorted(
-            p for p in files if is_dropin(p)
+        self.paths = ([GRUB_DEFAULT_PATH] if main is not None else []) + dropin_order(
+            list(files)
         )
+        self.texts = {p: files[p] for p in self.paths}
         self.files = {p: GrubDefaultFile.parse(files[p], p) for p in self.paths}
         self.unknown: list[str] = []  # why a value could not be evaluated
         self.values: dict[str, str] = {}
@@ -72,6 +107,9 @@ class GrubConfig:
     def _evaluate(self) -> None:
         values = {GRUB_LINUX: "", GRUB_LINUX_DEFAULT: ""}
         for path in self.paths:
+            beyond = _beyond(path, self.texts[path], self.files[path])
+            if beyond is not None:
+                self.unknown.append(beyond)
             for a in self.files[path].assignments:
                 others = [e for e in a.word.expansions if not _SELF_REF.fullmatch(e)]
                 if others:
@@ -79,11 +117,15 @@ class GrubConfig:
                         f"{path}:{a.line}: {a.variable} uses {', '.join(others)}, which pvefix"
                         " does not evaluate"
                     )
-                value = _SELF_REF.sub(lambda m: values[m.group(1)], a.word.value)
-                if a.word.expansions and not others:
-                    value = " ".join(value.split())
-                values[a.variable] = value
-                if not _SELF_REF.search(a.word.value):
+                elif a.word.literal_specials or (a.word.expansions and "'" in a.word.raw):
+                    # `\$X` or `'$X'` is a literal `$`, which the value no longer tells apart
+                    # from an expansion.
+                    self.unknown.append(
+                        f"{path}:{a.line}: {a.variable} mixes a literal `$` with expansions, "
+                        "which pvefix does not evaluate"
+                    )
+                values[a.variable] = _expand(a.word.value, a.word.expansions, values)
+                if not any(_SELF_REF.fullmatch(e) for e in a.word.expansions):
                     self.sources[a.variable] = []
                 self.sources[a.variable].append(Source(path, a.line))
         self.values = values
@@ -112,6 +154,23 @@ class GrubConfig:
                 if a.cmdline.has(name, value):
                     found.append(Source(path, a.line))
         return found
+
+
+def _expand(value: str, expansions: list[str], values: dict[str, str]) -> str:
+    """`value` with each of its expansions (in order) replaced by the variable's value, exactly
+    as the shell does inside an assignment (no field splitting, whitespace kept)."""
+    out: list[str] = []
+    pos = 0
+    for expansion in expansions:
+        ref = _SELF_REF.fullmatch(expansion)
+        at = value.find(expansion, pos)
+        if ref is None or at < 0:
+            continue  # reported as unknown; kept verbatim
+        out.append(value[pos:at])
+        out.append(values[ref.group(1) or ref.group(2)])
+        pos = at + len(expansion)
+    out.append(value[pos:])
+    return "".join(out)
 
 
 def duplicates(line: Cmdline) -> list[str]:
