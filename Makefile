@@ -35,6 +35,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/sim_throughput.py
 	$(BIN)/python bench/plan_roundtrips.py --latency-ms 20
 	$(BIN)/python bench/check_all.py
+	$(BIN)/python bench/grub_parse.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

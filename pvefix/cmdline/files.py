@@ -276,8 +276,9 @@ class GrubDefaultFile:
         self, *, kernel_version: str | None = None, cpu_vendor: CpuVendor | None = None
     ) -> list[Finding]:
         """Lint findings for the effective command line, plus the file's own problems."""
+        lines = self._token_lines()
         found = [
-            f.model_copy(update={"source": self.source, "line": self._line_of(f.token)})
+            f.model_copy(update={"source": self.source, "line": lines.get(f.token or "")})
             for f in lint(self.cmdline, kernel_version=kernel_version, cpu_vendor=cpu_vendor)
         ]
         for a in self._assignments:
@@ -307,12 +308,16 @@ class GrubDefaultFile:
             code=code, severity=severity, message=message, source=self.source, line=a.line
         )
 
-    def _line_of(self, raw: str | None) -> int | None:
+    def _token_lines(self) -> dict[str, int]:
+        # raw token -> line of the winning assignment holding it (LINUX_DEFAULT first), built
+        # once, so a 100k-token value lints in linear time.
+        lines: dict[str, int] = {}
         for variable in (GRUB_LINUX_DEFAULT, GRUB_LINUX):
             a = self.assignment(variable)
-            if a is not None and raw is not None and any(t.raw == raw for t in a.cmdline):
-                return a.line
-        return None
+            if a is not None:
+                for t in a.cmdline.tokens:
+                    lines.setdefault(t.raw, a.line)
+        return lines
 
     # -- editing --------------------------------------------------------------------------
 

@@ -12,10 +12,8 @@ renders byte-identical and an edit changes only the tokens it touches.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-
-from pydantic import BaseModel, ConfigDict
 
 from pvefix.errors import ParseError, ValidationError
 
@@ -34,13 +32,13 @@ def normalize_name(name: str) -> str:
     return name.replace("-", "_")
 
 
-class Token(BaseModel):
+@dataclass(frozen=True, slots=True)
+class Token:
     """One kernel parameter: its raw text as written, and the name and value the kernel sees.
 
-    `value` is None for a bare flag (`quiet`) and "" for an empty value (`name=`).
+    `value` is None for a bare flag (`quiet`) and "" for an empty value (`name=`). A plain
+    frozen dataclass, not a pydantic model: a 100k-token line must parse in cheap, linear time.
     """
-
-    model_config = ConfigDict(frozen=True)
 
     raw: str
     name: str
@@ -288,30 +286,27 @@ class Cmdline:
             self._items.append(_Item(token, " " if self._tail else ""))
 
     def dedupe(self) -> bool:
-        """Remove tokens whose exact text already appeared earlier; True if any went."""
+        """Remove tokens whose exact text already appeared earlier; True if any went.
+
+        Only for parameters that are never given another value on the line: in `a=1 a=2 a=1`
+        the last `a=1` decides what the kernel keeps, so none of them is dropped."""
         self._check_editable()
+        values: dict[str, set[str | None]] = {}
+        for item in self._items:
+            values.setdefault(normalize_name(item.token.name), set()).add(item.token.value)
         seen: set[str] = set()
-        drop = []
-        for i, item in enumerate(self._items):
-            if item.token.raw in seen:
-                drop.append(i)
-            seen.add(item.token.raw)
-        for i in reversed(drop):
-            self._delete(i)
-        return bool(drop)
+
+        def repeat(token: Token) -> bool:
+            again = token.raw in seen and len(values[normalize_name(token.name)]) == 1
+            seen.add(token.raw)
+            return again
+
+        return self._drop(repeat)
 
     def remove(self, name: str, value: str | None = None) -> bool:
         """Remove every token matching `name` (and `value` when given). True if any went."""
         self._check_editable()
-        changed = False
-        i = 0
-        while i < len(self._items):
-            if self._items[i].token.matches(name, value):
-                self._delete(i)
-                changed = True
-            else:
-                i += 1
-        return changed
+        return self._drop(lambda t: t.matches(name, value))
 
     def replace(self, index: int, token: Token) -> None:
         """Put `token` in place of the parameter at `index`; the whitespace stays."""
@@ -321,17 +316,21 @@ class Cmdline:
     def without(self, names: tuple[str, ...]) -> Cmdline:
         """A copy without the tokens named in `names` (a view, allowed on any line)."""
         result = self.copy()
-        i = 0
-        while i < len(result._items):
-            if any(result._items[i].token.matches(n) for n in names):
-                result._delete(i)
-            else:
-                i += 1
+        result._drop(lambda t: any(t.matches(n) for n in names))
         return result
 
-    def _delete(self, index: int) -> None:
-        # The removed token takes the separator before it along, so "a b c" minus b is "a c"
-        # and removing a token that was just appended restores the original text exactly.
-        item = self._items.pop(index)
-        if index > 0:
-            self._items[index - 1].after = item.after
+    def _drop(self, doomed: Callable[[Token], bool]) -> bool:
+        # One pass, linear in the number of tokens. A removed token takes the separator before
+        # it along, so "a b c" minus b is "a c" and removing a token that was just appended
+        # restores the original text exactly (a removed first token takes the one after it).
+        kept: list[_Item] = []
+        changed = False
+        for item in self._items:
+            if not doomed(item.token):
+                kept.append(item)
+                continue
+            changed = True
+            if kept:
+                kept[-1].after = item.after
+        self._items = kept
+        return changed

@@ -179,3 +179,11 @@ def test_copy_is_independent() -> None:
     other.ensure("b")
     assert line.render() == "a"
     assert other.render() == "a b"
+
+
+def test_dedupe_drops_repeats_but_never_changes_which_value_wins() -> None:
+    line = Cmdline.parse("quiet a=1 quiet a=2 a=1 iommu=pt iommu=pt")
+    assert line.dedupe()
+    # a=1 a=2 a=1: the last a=1 is what the kernel keeps, so all three stay.
+    assert line.render() == "quiet a=1 a=2 a=1 iommu=pt"
+    assert not line.dedupe()
