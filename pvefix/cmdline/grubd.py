@@ -27,7 +27,7 @@ from pvefix.cmdline.files import (
     GrubAssignment,
     GrubDefaultFile,
 )
-from pvefix.cmdline.tokens import Cmdline
+from pvefix.cmdline.tokens import Cmdline, normalize_name
 
 GRUB_D = "/etc/default/grub.d"
 _SELF_REF = re.compile(r"\$(?:\{(GRUB_CMDLINE_LINUX(?:_DEFAULT)?)\}"
@@ -185,11 +185,14 @@ def same_as_running(configured: Cmdline, running: Cmdline) -> bool:
     """Does the running line (BOOT_IMAGE= already removed) hold exactly the configured one, after
     what 10_linux writes itself in front: `root=DEVICE ro`? (With GRUB_CMDLINE_LINUX carrying a
     `root=` of its own, as Proxmox's ZFS installs do, no prefix is added.)"""
-    want = [t.raw for t in configured]
-    got = [t.raw for t in running]
+    # Compared as the kernel reads them (name with `-`/`_` alike, value), not as raw text:
+    # GRUB re-quotes an argument with a space (grub-core/lib/cmdline.c), so a configured
+    # `foo="a b"` runs as `"foo=a b"`, the same parameter.
+    want = [(normalize_name(t.name), t.value) for t in configured]
+    got = [(normalize_name(t.name), t.value) for t in running]
     if got == want:
         return True
     if got[:1] and running.tokens[0].matches("root"):
-        rest = got[2:] if got[1:2] == ["ro"] else got[1:]
+        rest = got[2:] if got[1:2] == [("ro", None)] else got[1:]
         return rest == want
     return False

@@ -115,3 +115,14 @@ def test_what_is_beyond_evaluation_is_said_not_guessed(text: str) -> None:
     config = GrubConfig({DEFAULT: "", f"{GRUB_D}/x.cfg": text})
     assert config.unknown, text
     assert config.unknown[0].startswith(f"{GRUB_D}/x.cfg:")
+
+
+def test_running_is_compared_as_the_kernel_reads_it() -> None:
+    from pvefix.cmdline.grubd import same_as_running
+    from pvefix.cmdline.tokens import Cmdline
+
+    configured = Cmdline.parse('quiet foo="a b" vfio-pci.ids=10de:2bb1')
+    # GRUB re-quotes an argument holding a space; the kernel sees the same parameters.
+    running = Cmdline.parse('root=/dev/mapper/pve-root ro quiet "foo=a b" vfio_pci.ids=10de:2bb1')
+    assert same_as_running(configured, running)
+    assert not same_as_running(configured, Cmdline.parse("root=/dev/x ro quiet"))
