@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from pvefix.cmdline import Cmdline, GrubDefaultFile, KernelCmdlineFile, ProcCmdline
+from pvefix.digest import sha1_text
 from pvefix.state import (
     GRUB_DEFAULT,
     KERNEL_CMDLINE,
@@ -41,6 +42,8 @@ class ObservedVm(_Frozen):
     current: dict[str, str] = Field(default_factory=dict)
     next: dict[str, str] = Field(default_factory=dict)
     guest_cmdline: str | None = None
+    digest: str | None = Field(
+        default=None, description="Proxmox's config digest (SHA-1 of the raw file)")
 
     @property
     def has_pending(self) -> bool:
@@ -88,7 +91,7 @@ def vm_from_config(
     return ObservedVm(
         vmid=vmid, node=node, status=status,
         running_machine=running_machine if status == "running" else None,
-        current=current, next=after, guest_cmdline=guest_cmdline,
+        current=current, next=after, guest_cmdline=guest_cmdline, digest=sha1_text(text),
     )
 
 
@@ -113,8 +116,11 @@ def vm_from_api(
     GET .../status/current."""
     current: dict[str, str] = {}
     after: dict[str, str] = {}
+    digest: str | None = None
     for row in pending_rows:
         key = str(row.get("key"))
+        if key == "digest":
+            digest = str(row.get("value"))
         if key in NOT_CONFIG:
             continue
         value, pending = row.get("value"), row.get("pending")
@@ -131,7 +137,7 @@ def vm_from_api(
     return ObservedVm(
         vmid=vmid, node=node, status=run,
         running_machine=str(machine) if machine and run == "running" else None,
-        current=current, next=after,
+        current=current, next=after, digest=digest,
     )
 
 

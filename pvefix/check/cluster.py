@@ -1,10 +1,17 @@
 """Read many VMs of a cluster at once, for `pvefix check --all`.
 
-One GET /cluster/resources lists every VM and its node; then a bounded thread pool sends each
-VM's GET .../pending (current and pending value of every key) and, for a running VM,
-GET .../status/current (the running machine), over one requests Session with keep-alive. The
-host facts (cmdline files, boot loader, /proc/cmdline) are read once, over one SSH session,
-while the API reads are in flight; `hostname` says which node that session reaches.
+Two paths give the same observed state (tests/check/test_bulk_read.py holds them to it):
+
+- bulk (SSH reachable): one SSH session runs the host-fact commands and one `tar` of pmxcfs's
+  /etc/pve/nodes/*/qemu-server/*.conf (every VM's raw config, check/bulk.py) at once, while
+  the API lists the VMs (GET /cluster/resources) and then asks each node with running VMs for
+  their running machines (GET /nodes/{node}/qemu?full=1, all nodes at once). A few round trips
+  whatever the VM count.
+- per-VM (no SSH, or the bulk read failed): a bounded thread pool sends each VM's
+  GET .../pending (current and pending value of every key) over one keep-alive session.
+
+The host facts (cmdline files, boot loader, /proc/cmdline) come from the SSH session's node;
+`hostname` says which node that is. `ClusterRead.path` says which path was taken.
 """
 
 from __future__ import annotations
@@ -15,10 +22,17 @@ from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from pvefix.check.bulk import BULK_COMMAND, RawConfig, parse_bulk
 from pvefix.connection.settings import Connection
 from pvefix.connection.ssh import CommandResult
 from pvefix.errors import PvefixError
-from pvefix.observed import ObservedNode, ObservedVm, node_from_files, vm_from_api
+from pvefix.observed import (
+    ObservedNode,
+    ObservedVm,
+    node_from_files,
+    vm_from_api,
+    vm_from_config,
+)
 from pvefix.state import GRUB_DEFAULT, KERNEL_CMDLINE, PROC_CMDLINE
 
 DEFAULT_WORKERS = 32
@@ -56,6 +70,17 @@ class ClusterRead:
     ssh_node: str | None = None
     notes: list[str] = field(default_factory=list)
     elapsed_s: float = 0.0
+    path: str = "per-vm"  # "bulk": configs over SSH from pmxcfs; "per-vm": one API read each
+    api_vm_reads: int = 0  # VMs read one by one through the API
+
+    def path_note(self) -> str:
+        if self.path == "bulk":
+            extra = (f"; {self.api_vm_reads} VM(s) read through the API"
+                     if self.api_vm_reads else "")
+            return ("read path: bulk (every VM config in one SSH command from "
+                    f"/etc/pve/nodes on node {self.ssh_node}, run states in one API wave{extra})")
+        return (f"read path: per-VM API reads ({self.api_vm_reads} VM(s), bounded concurrency"
+                f"{'' if self.ssh_node else '; no SSH'})")
 
 
 def node_from_commands(results: Sequence[CommandResult]) -> tuple[str, ObservedNode]:
@@ -86,14 +111,20 @@ def read_cluster(
     *,
     workers: int = DEFAULT_WORKERS,
     progress: Progress | None = None,
+    bulk: bool = True,
 ) -> ClusterRead:
-    """Read `vmids` (every VM of the cluster when None) and the SSH node's host facts."""
+    """Read `vmids` (every VM of the cluster when None) and the SSH node's host facts.
+
+    With `bulk` and a shell, the configs come over SSH in one command (see the module doc);
+    VMs it does not hold (or all, when it fails) are read through the API, one by one.
+    """
     start = time.perf_counter()
     out = ClusterRead()
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="pvefix-check") as pool:
         host_future: Future[list[CommandResult]] | None = None
         if shell_factory is not None:
-            host_future = pool.submit(_host_facts, shell_factory)
+            commands = [*HOST_COMMANDS, BULK_COMMAND] if bulk else list(HOST_COMMANDS)
+            host_future = pool.submit(_host_facts, shell_factory, commands)
         resources = api.get("/cluster/resources", {"type": "vm"}) or []
         where: dict[int, tuple[str, bool]] = {}
         for item in resources:
@@ -106,8 +137,25 @@ def read_cluster(
             if vmid not in where:
                 out.vms[vmid] = "not a QEMU VM of this cluster (GET /cluster/resources)"
         todo = [v for v in wanted if v in where]
-        pending = {pool.submit(api.get, f"{_vm_path(v, where[v][0])}/pending"): v for v in todo}
-        statuses = _running_machines(api, pool, todo, where)
+        status_future = pool.submit(_running_machines, api, pool, todo, where)
+        host_results: list[CommandResult] | None = None
+        raw: dict[int, RawConfig] = {}
+        if host_future is not None:
+            try:
+                host_results = host_future.result()
+            except PvefixError as exc:
+                out.notes.append(f"host facts not read over SSH: {exc}")
+        if bulk and host_results is not None:
+            try:
+                raw = parse_bulk(host_results[-1])
+                out.path = "bulk"
+            except PvefixError as exc:
+                out.notes.append(f"bulk read failed, reading VM by VM through the API: {exc}")
+        by_api = [v for v in todo if v not in raw or raw[v].node != where[v][0]]
+        out.api_vm_reads = len(by_api)
+        pending = {pool.submit(api.get, f"{_vm_path(v, where[v][0])}/pending"): v
+                   for v in by_api}
+        statuses = status_future.result()
         rows: dict[int, Any] = {}
         for done, future in enumerate(as_completed(pending), start=1):
             vmid = pending[future]
@@ -118,12 +166,20 @@ def read_cluster(
             if progress is not None:
                 progress(done, len(todo))
         for vmid in todo:
+            status = statuses.get(vmid, {"status": "stopped"})
             if vmid in rows:
-                out.vms[vmid] = vm_from_api(vmid, where[vmid][0], rows[vmid],
-                                            statuses.get(vmid, {"status": "stopped"}))
-        if host_future is not None:
+                out.vms[vmid] = vm_from_api(vmid, where[vmid][0], rows[vmid], status)
+            elif vmid in raw and vmid not in pending.values():
+                machine = status.get("running-machine")
+                out.vms[vmid] = vm_from_config(
+                    vmid, raw[vmid].node, raw[vmid].text,
+                    "running" if status.get("status") == "running" else "stopped",
+                    str(machine) if machine else None)
+        if progress is not None and not pending and todo:
+            progress(len(todo), len(todo))
+        if host_results is not None:
             try:
-                name, node = node_from_commands(host_future.result())
+                name, node = node_from_commands(host_results[:len(HOST_COMMANDS)])
                 out.ssh_node = name
                 out.nodes[name] = node
             except PvefixError as exc:
@@ -169,10 +225,11 @@ def _running_machines(
     return found
 
 
-def _host_facts(shell_factory: Callable[[], Shell]) -> list[CommandResult]:
+def _host_facts(shell_factory: Callable[[], Shell],
+                commands: Sequence[Sequence[str]]) -> list[CommandResult]:
     shell = shell_factory()
     try:
-        return shell.run_many([list(c) for c in HOST_COMMANDS])
+        return shell.run_many([list(c) for c in commands])
     finally:
         shell.close()
 
@@ -218,11 +275,13 @@ def read_live_cluster(
     *,
     workers: int = DEFAULT_WORKERS,
     progress: Progress | None = None,
+    bulk: bool = True,
 ) -> ClusterRead:
     """`read_cluster` over a connection (API + SSH, or the local backend)."""
     api = open_api(connection, workers)
     try:
+        # The local backend's shell reads files under its root as text: the per-VM path.
         return read_cluster(api, shell_factory_for(connection), vmids, workers=workers,
-                            progress=progress)
+                            progress=progress, bulk=bulk and connection.backend == "api")
     finally:
         api.close()

@@ -287,6 +287,7 @@ def build_report(
     *,
     notes: list[str] | None = None,
     source: str = "",
+    read_path: str | None = None,
 ) -> CheckReport:
     """The report for these VMs (an ObservedVm, or why it could not be read) and nodes."""
     items: list[CheckItem] = []
@@ -307,4 +308,4 @@ def build_report(
                                    status="skipped", detail="no desired state for this VM"))
         else:
             items.extend(compare_vm(vm_rule, observed))
-    return CheckReport(items=items, notes=list(notes or []), source=source)
+    return CheckReport(items=items, notes=list(notes or []), source=source, read_path=read_path)

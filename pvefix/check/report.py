@@ -49,6 +49,8 @@ class CheckReport(BaseModel):
     items: list[CheckItem] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
     source: str = ""
+    read_path: str | None = Field(
+        default=None, description='how a live cluster was read: "bulk" or "per-vm"')
 
     def count(self, status: Status) -> int:
         return sum(1 for item in self.items if item.status == status)
@@ -77,6 +79,7 @@ class CheckReport(BaseModel):
         return {
             "schema": REPORT_SCHEMA,
             "source": self.source,
+            "read_path": self.read_path,
             "exit_code": self.exit_code,
             "summary": {s: self.count(s) for s in ("ok", "drift", "unknown", "skipped")},
             "items": [item.model_dump() for item in self.items],

@@ -107,5 +107,7 @@ def check_live(
             )
     where = connection.host if connection.backend == "api" else "local node"
     notes = list(read.notes)
+    notes.append(read.path_note())
     notes.append(f"read {len(read.vms)} VM(s) in {read.elapsed_s:.2f} s")
-    return build_report(desired, vms, nodes, notes=notes, source=f"live {where}")
+    return build_report(desired, vms, nodes, notes=notes, source=f"live {where}",
+                        read_path=read.path)

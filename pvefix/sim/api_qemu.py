@@ -67,13 +67,23 @@ def vm_summary(state: NodeState, vmid: int, node: str) -> dict[str, object]:
 
 
 def vm_list(call: Call) -> object:
+    """With `full=1`, running VMs also say their running machine and QEMU version (qemu-server's
+    vmstatus asks each running QEMU with query-machines and query-version when `full` is set)."""
     node = call.parts["node"]
     check_node(call.state, node)
+    full = bool(parse_bool(call.params.get("full", "0") or "0"))
     with call.state.lock:
-        return [
-            vm_summary(call.state, vmid, node)
-            for vmid, where in call.state.vms().items() if where == node
-        ]
+        items = []
+        for vmid, where in call.state.vms().items():
+            if where != node:
+                continue
+            item = vm_summary(call.state, vmid, node)
+            run = call.state.run_state(vmid)
+            if full and run.status == "running":
+                item["running-machine"] = run.running_machine
+                item["running-qemu"] = call.state.tree.meta.versions.qemu or "10.1.2"
+            items.append(item)
+        return items
 
 
 def get_config(call: Call) -> object:

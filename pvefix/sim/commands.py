@@ -517,3 +517,8 @@ _COMMANDS.update(SYSFS_COMMANDS)
 from pvefix.sim.commands_guest import GUEST_COMMANDS, UNLOCKED  # noqa: E402
 
 _COMMANDS.update(GUEST_COMMANDS)
+
+# `sh -c` and `tar -c` (bulk reads of pmxcfs): written in commands_archive.
+from pvefix.sim.commands_archive import ARCHIVE_COMMANDS  # noqa: E402
+
+_COMMANDS.update(ARCHIVE_COMMANDS)

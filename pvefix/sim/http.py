@@ -14,9 +14,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from pvefix.sim.api import Api
+from pvefix.sim.api import Api, _cookie
+from pvefix.sim.errors import ApiError
+from pvefix.sim.stats import SimStats, stats_for
 
 API_PREFIX = "/api2/json"
+STATS_PATH = "/_sim/stats"
 MAX_BODY = 16 * 1024 * 1024
 IDLE_TIMEOUT_S = 60
 
@@ -127,13 +130,46 @@ class _Handler(BaseHTTPRequestHandler):
                 for key, value in pairs:  # a repeated key is an array (agent/exec's command)
                     lists.setdefault(key, []).append(value)
         path = split.path
+        if path == STATS_PATH:
+            self._stats(stats_for(api.state))
+            return
         if not path.startswith(API_PREFIX + "/") and path != API_PREFIX:
             self._respond(501, "Not Implemented", b"")
             return
-        status, reason, payload = api.handle(
-            self.command, path[len(API_PREFIX):] or "/", params, _headers(self.headers), lists
-        )
+        stats = stats_for(api.state)
+        api_path = path[len(API_PREFIX):] or "/"
+        stats.request(self.command, api_path)
+        with stats.busy():
+            status, reason, payload = api.handle(
+                self.command, api_path, params, _headers(self.headers), lists
+            )
+        if api_path == "/access/ticket" and self.command == "POST" and status == 200:
+            stats.login()
         self._respond(status, reason, payload)
+
+    def _stats(self, stats: SimStats) -> None:
+        """GET /_sim/stats (root only): what this node served; POST also resets the counters."""
+        import json
+
+        headers = _headers(self.headers)
+        try:
+            ident = self.server.api.auth.identify(
+                self.command, _cookie(headers.get("cookie"), "PVEAuthCookie"),
+                headers.get("csrfpreventiontoken"), headers.get("authorization"),
+            )
+        except ApiError as exc:
+            self._respond(exc.status, "Unauthorized", b"")
+            return
+        if ident.user != "root@pam":
+            self._respond(403, "Forbidden", b"")
+            return
+        if self.command not in ("GET", "POST"):
+            self._respond(501, "Not Implemented", b"")
+            return
+        seen = stats.snapshot()
+        if self.command == "POST":
+            stats.reset()
+        self._respond(200, "OK", json.dumps({"data": seen}).encode())
 
     do_GET = _serve
     do_POST = _serve

@@ -21,6 +21,7 @@ from paramiko.common import (
 from pvefix.sim.commands import Shell
 from pvefix.sim.sftp import SimSFTPServer
 from pvefix.sim.state import NodeState
+from pvefix.sim.stats import stats_for
 from pvefix.sim.tls import SimKeys
 
 _CHANNEL_REPLIES = (99, 100)  # SSH_MSG_CHANNEL_SUCCESS, SSH_MSG_CHANNEL_FAILURE
@@ -76,6 +77,7 @@ class _Interface(paramiko.ServerInterface):
 
     def check_channel_exec_request(self, channel: paramiko.Channel, command: bytes) -> bool:
         text = command.decode("utf-8", "replace")
+        stats_for(self.sim.state).ssh_channel("exec")
         replied = threading.Event()
         if isinstance(self.transport, _Transport):
             self.transport.exec_waiters[channel.remote_chanid] = replied
@@ -84,6 +86,10 @@ class _Interface(paramiko.ServerInterface):
             name="sim-ssh-exec",
         ).start()
         return True
+
+    def check_channel_subsystem_request(self, channel: paramiko.Channel, name: str) -> bool:
+        stats_for(self.sim.state).ssh_channel(name)
+        return bool(super().check_channel_subsystem_request(channel, name))
 
     def check_channel_pty_request(self, *args: Any) -> bool:
         return True
@@ -136,6 +142,7 @@ class SshServer:
             self._transports.add(transport)
         try:
             transport.start_server(server=iface)
+            stats_for(self.state).ssh_connection()
         except (paramiko.SSHException, OSError, EOFError):
             transport.close()
         while transport.is_active() and not self._stopped.is_set():
@@ -148,10 +155,11 @@ class SshServer:
                  replied: threading.Event | None = None) -> None:
         if replied is not None:
             replied.wait(5)
-        latency = self.state.faults.latency_s
-        if latency:
-            time.sleep(latency)
-        result = Shell(self.state).run(command)
+        with stats_for(self.state).busy():
+            latency = self.state.faults.latency_s
+            if latency:
+                time.sleep(latency)
+            result = Shell(self.state).run(command)
         try:
             if result.stdout:
                 channel.sendall(result.stdout.encode("utf-8", "surrogateescape"))

@@ -1,0 +1,102 @@
+"""`sh -c SCRIPT` and `tar -c -f - PATH...` over the simulated node's SSH, for bulk reads.
+
+`pvefix check --all` reads every VM config of the cluster at once from pmxcfs's view
+(`/etc/pve/nodes/*/qemu-server/*.conf`) as one tar stream: exact bytes, so digests match the
+API's. The glob is expanded here, inside tar's operands, as bash would before tar runs (the
+simulator's tokenizer does not keep quotes, so no other command expands globs). A single-node
+tree with only etc/pve/qemu-server shows it as nodes/<node>/qemu-server, as pmxcfs's link does.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import io
+import posixpath
+import tarfile
+
+from pvefix.sim.commands import HIDDEN, Command, Result, Shell, ShellError
+
+_GLOB = frozenset("*?[")
+
+
+def _sh(sh: Shell, argv: list[str]) -> Result:
+    if len(argv) != 3 or argv[1] != "-c":
+        return Result(stderr="sh: the pvefix simulator runs only `sh -c SCRIPT`\n", code=2)
+    return Shell(sh.state, sh.cwd).run(argv[2])
+
+
+def _entries(sh: Shell, folder: str) -> list[str]:
+    """Names in a host folder (pmxcfs's nodes/<local>/qemu-server link included)."""
+    names: set[str] = set()
+    node = sh.state.node
+    try:
+        target = sh.tree_path(folder)
+    except ShellError:
+        return []
+    if target.is_dir():
+        names.update(e.name for e in target.iterdir() if e.name not in HIDDEN)
+    local_confs = sh.tree_path("/etc/pve/qemu-server")
+    if local_confs.is_dir():
+        if folder == "/etc/pve/nodes":
+            names.add(node)
+        elif folder == f"/etc/pve/nodes/{node}":
+            names.add("qemu-server")
+        elif folder == f"/etc/pve/nodes/{node}/qemu-server" and not target.is_dir():
+            names.update(e.name for e in local_confs.iterdir())
+    return sorted(names)
+
+
+def expand(sh: Shell, pattern: str) -> list[str]:
+    """Host paths matching `pattern` (absolute; `*`, `?`, `[...]` per component), sorted."""
+    parts = [p for p in sh.host(pattern).split("/") if p]
+    found = ["/"]
+    for part in parts:
+        step: list[str] = []
+        for base in found:
+            if not set(part) & _GLOB:
+                step.append(posixpath.join(base, part))
+                continue
+            step.extend(posixpath.join(base, name) for name in _entries(sh, base)
+                        if fnmatch.fnmatchcase(name, part) and not name.startswith("."))
+        found = step
+    return sorted(found)
+
+
+def _tar(sh: Shell, argv: list[str]) -> Result:
+    """`tar -c -f - PATH...` (also `-cf -`): regular files into a tar stream on stdout."""
+    args = argv[1:]
+    if args[:3] == ["-c", "-f", "-"]:
+        operands = args[3:]
+    elif args[:2] == ["-cf", "-"]:
+        operands = args[2:]
+    else:
+        return Result(stderr="tar: the pvefix simulator runs only `tar -c -f - PATH...`\n",
+                      code=2)
+    buffer = io.BytesIO()
+    errors: list[str] = []
+    stripped = False
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.GNU_FORMAT) as archive:
+        for operand in operands:
+            paths = expand(sh, operand) if set(operand) & _GLOB else [sh.host(operand)]
+            if not paths:
+                paths = [operand]  # bash leaves an unmatched glob as it is
+            for path in paths:
+                try:
+                    data = sh.read("tar", path).encode("utf-8", "surrogateescape")
+                except ShellError:
+                    errors.append(f"tar: {path}: Cannot stat: No such file or directory")
+                    continue
+                info = tarfile.TarInfo(path.lstrip("/"))
+                stripped = stripped or path.startswith("/")
+                info.size = len(data)
+                info.mode = 0o640
+                info.uname, info.gname, info.gid = "root", "www-data", 33
+                info.mtime = int(sh.tree_path(path).stat().st_mtime)
+                archive.addfile(info, io.BytesIO(data))
+    err = "tar: Removing leading `/' from member names\n" if stripped else ""
+    if errors:
+        err += "\n".join(errors) + "\ntar: Exiting with failure status due to previous errors\n"
+    return Result(buffer.getvalue().decode("utf-8", "surrogateescape"), err, 2 if errors else 0)
+
+
+ARCHIVE_COMMANDS: dict[str, Command] = {"sh": _sh, "tar": _tar}
