@@ -79,13 +79,15 @@ def check_bundle(
 def check_live(
     connection: Connection, desired: DesiredState, vmids: Sequence[int], *,
     all_vms: bool = False, from_file: bool = True, workers: int = DEFAULT_WORKERS,
-    progress: Progress | None = None,
+    progress: Progress | None = None, bulk: bool = True,
 ) -> CheckReport:
-    """Check a live cluster through the API (and SSH for the host cmdline)."""
+    """Check a live cluster through the API (and SSH for the host cmdline and, with `bulk`,
+    every VM config in one command; without, or without SSH, VM by VM through the API)."""
     wanted = scope(desired, vmids, all_vms, from_file)
     # Every VM of the cluster is in scope, but only those with a desired state need reading.
     to_read = sorted(desired.vms) if wanted is None else wanted
-    read = read_live_cluster(connection, to_read, workers=workers, progress=progress)
+    read = read_live_cluster(connection, to_read, workers=workers, progress=progress,
+                             bulk=bulk)
     vms: dict[int, ObservedVm | str] = dict(read.vms)
     if wanted is None:
         for vmid, node in read.listed.items():

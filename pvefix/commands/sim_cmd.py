@@ -38,9 +38,19 @@ def serve(
     task_seconds: float | None = typer.Option(
         None, "--task-seconds", help="How long tasks report 'running' (default 0.2)."
     ),
+    vms: int | None = typer.Option(
+        None, "--vms", min=1, max=100_000,
+        help="How many VMs a generated scenario (large) has (default 1,000); applies when "
+        "--root is made.",
+    ),
 ) -> None:
     """Serve a simulated node until SIGTERM or Ctrl-C (then exit 0)."""
     from pvefix.sim.serve import Simulator, serve_until_signal
+
+    if vms is not None:
+        from pvefix.hosttree import materialize_scenario
+
+        materialize_scenario(scenario, root, vms=vms)
 
     sim = Simulator(scenario, root, port=port, ssh_port=ssh_port, latency_ms=latency_ms,
                     inject=inject, task_seconds=task_seconds)

@@ -13,7 +13,9 @@ A parameter is written `name` (any value; for `forbidden`: any occurrence) or `n
 from __future__ import annotations
 
 import fnmatch
+import functools
 import re
+from collections.abc import Callable
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -28,6 +30,14 @@ Family = Literal["i440fx", "q35", "virt"]
 CONFIG_KEY = re.compile(r"^[a-z][a-z_\-]*\d*$")
 _PATTERN = re.compile(r"^[a-z0-9_\-\*\?\[\]!]+$")
 
+
+
+@functools.lru_cache(maxsize=256)
+def _free_matcher(patterns: tuple[str, ...]) -> Callable[[str], object]:
+    """One compiled regex for a `free` list (a check asks it for every key of every VM)."""
+    if not patterns:
+        return lambda key: None
+    return re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in patterns)).match
 
 class _Strict(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
@@ -226,7 +236,7 @@ class VmDesired(_Strict):
         return self
 
     def is_free(self, key: str) -> bool:
-        return any(fnmatch.fnmatchcase(key, pattern) for pattern in self.free)
+        return _free_matcher(self.free)(key) is not None
 
     def covers(self, key: str) -> bool:
         """True when the desired state says something about `key` (pinned, absent or free)."""

@@ -140,8 +140,9 @@ def _running_machine(machine: str | None) -> str:
     return machine if "+pve" in machine else f"{machine}+pve0"
 
 
-def generate_large(dest: Path, seed: int = SEED) -> None:
-    """Write the large scenario into `dest` (pvefix-host.json last, so a half tree is no tree)."""
+def generate_large(dest: Path, seed: int = SEED, vms: int = VM_COUNT) -> None:
+    """Write the large scenario into `dest` (pvefix-host.json last, so a half tree is no tree);
+    `vms` VMs (1,000 unless asked: `pvefix sim serve --scenario large --vms 10000`)."""
     rng = random.Random(seed)  # noqa: S311 -- reproducible test data, not secrets
     dest.mkdir(parents=True, exist_ok=True)
     _gpus(dest)
@@ -161,7 +162,7 @@ def generate_large(dest: Path, seed: int = SEED) -> None:
         encoding="utf-8",
     )
     states: dict[str, dict[str, object]] = {}
-    for vmid in range(FIRST_VMID, FIRST_VMID + VM_COUNT):
+    for vmid in range(FIRST_VMID, FIRST_VMID + vms):
         node = NODES[rng.randrange(len(NODES))]
         cfg, description, gpus = _vm(rng, vmid)
         path = dest / "etc" / "pve" / "nodes" / node / "qemu-server" / f"{vmid}.conf"

@@ -28,7 +28,7 @@ GENERATOR_FILE = "generator.json"
 README = "README.md"
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 
-GENERATORS: dict[str, Callable[[Path, int], None]] = {"large": generate_large}
+GENERATORS: dict[str, Callable[..., None]] = {"large": generate_large}
 
 
 class ScenarioInfo(BaseModel):
@@ -66,7 +66,7 @@ def list_scenarios() -> list[ScenarioInfo]:
     return found
 
 
-def _generator(directory: Path) -> tuple[Callable[[Path, int], None], int]:
+def _generator(directory: Path) -> tuple[Callable[..., None], int]:
     spec = json.loads((directory / GENERATOR_FILE).read_text(encoding="utf-8"))
     name = spec.get("generator")
     if name not in GENERATORS:
@@ -139,8 +139,11 @@ def _check_dest(dest: Path, source_names: set[str]) -> None:
         )
 
 
-def materialize_scenario(name_or_path: str | Path, dest: str | Path) -> HostTree:
+def materialize_scenario(name_or_path: str | Path, dest: str | Path, *,
+                         vms: int | None = None) -> HostTree:
     """A working copy of a scenario in `dest`, made once: later calls load `dest` as it is.
+
+    `vms` sizes a generated scenario (`large`); other scenarios refuse it.
 
     The copy leaves out dot-entries at the source root (a simulator's `.pvefix-sim/` keys must
     not travel) and a built-in's README.md; pvefix-host.json is written last.
@@ -152,8 +155,13 @@ def materialize_scenario(name_or_path: str | Path, dest: str | Path) -> HostTree
     if _NAME_RE.match(text) and (SCENARIOS_DIR / text / GENERATOR_FILE).is_file():
         _check_dest(target, {"etc", "proc", "sys"})
         generate, seed = _generator(SCENARIOS_DIR / text)
-        generate(target, seed)
+        if vms is None:
+            generate(target, seed)
+        else:
+            generate(target, seed, vms=vms)
         return load_tree(target)
+    if vms is not None:
+        raise PvefixError(f"--vms sizes a generated scenario (large), not {text!r}")
     source = resolve_scenario(name_or_path)
     builtin = source.resolve().parent == SCENARIOS_DIR
     names = {
