@@ -17,10 +17,13 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/python -m pvefix.demo
 
+# Tests run in parallel (pytest-xdist): each worker starts its own simulators on ephemeral
+# ports. PYTEST_WORKERS=0 runs them in one process; `-m "not slow"` leaves out the crash drills.
+PYTEST_WORKERS ?= auto
 test: $(STAMP)
 	$(BIN)/ruff check pvefix tests bench
 	$(BIN)/mypy
-	$(BIN)/pytest -m "not conformance"
+	$(BIN)/pytest -m "not conformance" -n $(PYTEST_WORKERS)
 
 # Proxmox VE's own code as the judge (../shared/pve-oracle): installs its Perl packages, then runs
 # the conformance tests; without ../shared they skip, saying why.
@@ -34,7 +37,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/startup_and_parse.py
 	$(BIN)/python bench/sim_throughput.py
 	$(BIN)/python bench/plan_roundtrips.py --latency-ms 20
-	$(BIN)/python bench/check_all.py
+	$(BIN)/python bench/check_all.py --per-vm $(if $(wildcard bench/out/ansible-venv/bin/ansible-playbook),--ansible)
 	$(BIN)/python bench/grub_parse.py
 
 clean:

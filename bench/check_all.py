@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile

@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 if TYPE_CHECKING:
     from pvefix.sim.serve import ReadyInfo
+
+# Hypothesis profiles, chosen with HYPOTHESIS_PROFILE (default "default"): property tests carry
+# no settings of their own. "thorough" for a nightly run, "quick" while editing a parser.
+for _name, _examples in (("default", 200), ("quick", 30), ("thorough", 2000)):
+    settings.register_profile(_name, max_examples=_examples, deadline=None,
+                              suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
 class SimLauncher:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hypothesis import assume, given, settings
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from pvefix.cmdline import (
@@ -68,7 +68,6 @@ edit = st.one_of(
 )
 
 
-@settings(max_examples=300, deadline=None)
 @given(st.text(max_size=80))
 def test_arbitrary_text_never_raises_and_round_trips(text: str) -> None:
     line = Cmdline.parse(text)
@@ -95,7 +94,6 @@ grub_line = st.tuples(
 ).map("".join)
 
 
-@settings(max_examples=500, deadline=None)
 @given(st.lists(grub_line, max_size=5), st.sampled_from(["", "\n"]), edit)
 def test_arbitrary_grub_text_parses_losslessly_and_edits_read_back(
     lines: list[str], end: str, change: tuple[str, str | None]
@@ -119,13 +117,11 @@ def test_arbitrary_grub_text_parses_losslessly_and_edits_read_back(
     assert changed == (grub.render() != text)
 
 
-@settings(max_examples=300, deadline=None)
 @given(cmdline_text())
 def test_generated_cmdlines_round_trip_byte_identical(text: str) -> None:
     assert Cmdline.parse(text).render() == text
 
 
-@settings(max_examples=300, deadline=None)
 @given(cmdline_text(), edit)
 def test_ensure_then_remove_returns_to_the_original(
     text: str, change: tuple[str, str | None]
@@ -139,7 +135,6 @@ def test_ensure_then_remove_returns_to_the_original(
     assert line.render() == text
 
 
-@settings(max_examples=300, deadline=None)
 @given(cmdline_text(), edit)
 def test_ensure_is_idempotent_and_reparses_to_the_same_tokens(
     text: str, change: tuple[str, str | None]
@@ -155,7 +150,6 @@ def test_ensure_is_idempotent_and_reparses_to_the_same_tokens(
     assert again.has(n, v)
 
 
-@settings(max_examples=300, deadline=None)
 @given(cmdline_text())
 def test_ensure_pci_realloc_turns_realloc_on_and_is_idempotent(text: str) -> None:
     line = Cmdline.parse(text)
@@ -167,7 +161,6 @@ def test_ensure_pci_realloc_turns_realloc_on_and_is_idempotent(text: str) -> Non
     assert line.init_tail == Cmdline.parse(text).init_tail
 
 
-@settings(max_examples=300, deadline=None)
 @given(
     cmdline_text(),
     st.lists(st.sampled_from(["# comment", "", "x y z"]), max_size=3),
@@ -221,7 +214,6 @@ def grub_file(draw: st.DrawFn) -> str:
     return "\n".join(lines) + "\n"
 
 
-@settings(max_examples=300, deadline=None)
 @given(grub_file(), edit, st.sampled_from(["ensure", "remove", "pci"]))
 def test_a_grub_edit_changes_exactly_one_line(
     text: str, change: tuple[str, str | None], op: str

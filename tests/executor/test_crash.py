@@ -22,6 +22,8 @@ from tests.executor.conftest import Node
 
 REPO = Path(__file__).resolve().parents[2]
 
+pytestmark = pytest.mark.slow  # `pytest -m "not slow"` for a quick run
+
 
 def _latest_seq(state_dir: Path) -> int:
     seqs = [r["seq"] for path in state_dir.glob("snapshots/*/journal.jsonl")

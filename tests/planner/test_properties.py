@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from pvefix.hosttree import resolve_scenario
@@ -61,7 +61,6 @@ def _effective(text: str) -> dict[str, str]:
     return values
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(states())
 def test_no_phase_ever_activates_pcie_without_q35(state: HostState) -> None:
     result = plan(state)
@@ -88,7 +87,6 @@ def test_no_phase_ever_activates_pcie_without_q35(state: HostState) -> None:
             assert family == "q35"
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(states())
 def test_every_config_a_plan_produces_is_valid_for_proxmox(state: HostState) -> None:
     result = plan(state)

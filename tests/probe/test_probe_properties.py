@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from pvefix.errors import ParseError
@@ -28,56 +28,47 @@ def only_parse_errors(fn, text):
         pass
 
 
-@settings(max_examples=300, deadline=None)
 @given(TEXT)
 def test_topo_p2p_parser_raises_only_parse_error(text):
     only_parse_errors(nvsmi.parse_topo_p2p, text)
 
 
-@settings(max_examples=300, deadline=None)
 @given(TEXT)
 def test_topo_matrix_parser_raises_only_parse_error(text):
     only_parse_errors(nvsmi.parse_topo_matrix, text)
 
 
-@settings(max_examples=300, deadline=None)
 @given(TEXT)
 def test_csv_query_parser_raises_only_parse_error(text):
     only_parse_errors(nvsmi.parse_query_csv, text)
 
 
-@settings(max_examples=300, deadline=None)
 @given(TEXT)
 def test_summary_table_parser_raises_only_parse_error(text):
     only_parse_errors(nvsmi.parse_smi_table, text)
 
 
-@settings(max_examples=300, deadline=None)
 @given(TEXT)
 def test_resource_parser_raises_only_parse_error(text):
     only_parse_errors(sysfs.parse_resource, text)
 
 
-@settings(max_examples=300, deadline=None)
 @given(TEXT)
 def test_bus_id_normaliser_raises_only_parse_error(text):
     only_parse_errors(nvsmi.normalize_bus_id, text)
 
 
-@settings(max_examples=200, deadline=None)
 @given(st.lists(TEXT, max_size=20))
 def test_kernel_log_scan_never_raises_and_counts_every_line(lines):
     count, findings = kernel.scan_kernel_log(lines)
     assert count == len(lines) and len(findings) <= count
 
 
-@settings(max_examples=200, deadline=None)
 @given(TEXT)
 def test_worker_output_never_raises(text):
     parse_worker_output(text)
 
 
-@settings(max_examples=200, deadline=None)
 @given(st.lists(st.lists(st.sampled_from(["X", "OK", "NS", "TNS", "U", "DR"]), min_size=3,
                          max_size=3), min_size=3, max_size=3))
 def test_a_p2p_matrix_printed_like_nvidia_smi_parses_back(cells):

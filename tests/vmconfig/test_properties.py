@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from pvefix.errors import PvefixError
@@ -52,7 +52,6 @@ def config_texts(draw: st.DrawFn) -> str:
     return "\n".join(lines) + draw(st.sampled_from(["", "\n", "\r\n"]))
 
 
-@settings(max_examples=300, deadline=None)
 @given(config_texts())
 def test_any_text_parses_losslessly_or_raises_only_pvefix_errors(text: str) -> None:
     try:
@@ -71,7 +70,6 @@ KEYS = st.from_regex(r"[a-z][a-z_\-]{0,8}[0-9]{0,2}", fullmatch=True)
 VALUES = st.from_regex(r"[!-~]([ -~]{0,20}[!-~])?", fullmatch=True)
 
 
-@settings(max_examples=300, deadline=None)
 @given(config_texts(), KEYS, VALUES)
 def test_setting_a_key_changes_at_most_one_line_and_nothing_is_lost(
     text: str, key: str, value: str
@@ -97,7 +95,6 @@ def test_setting_a_key_changes_at_most_one_line_and_nothing_is_lost(
         assert [x for x in remaining if x] == [x for x in before if x]
 
 
-@settings(max_examples=400, deadline=None)
 @given(st.text(max_size=60))
 def test_value_checks_raise_only_pvefix_errors(text: str) -> None:
     for key in ("hostpci0", "machine", "numa", "cores", "cpulimit", "ostype", "bogus"):
@@ -112,7 +109,6 @@ def test_value_checks_raise_only_pvefix_errors(text: str) -> None:
             pass
 
 
-@settings(max_examples=300, deadline=None)
 @given(st.text(alphabet=st.characters(blacklist_characters=","), max_size=12).filter(bool),
        st.lists(st.from_regex(r"[a-z\-]{1,8}=[a-z0-9]{1,4}", fullmatch=True), max_size=5))
 def test_property_string_set_touches_only_its_own_part(head: str, parts: list[str]) -> None:
