@@ -12,9 +12,9 @@ from typing import Any
 
 from pvefix.check.bulk import BULK_COMMAND, parse_bulk
 from pvefix.check.cluster import HOST_COMMANDS, read_live_cluster
-from pvefix.check.observed import ObservedVm
 from pvefix.connection.settings import resolve_connection
 from pvefix.connection.ssh import CommandResult
+from pvefix.observed import ObservedVm
 from pvefix.sim.serve import ReadyInfo, write_ready_file
 from pvefix.sim.stats import fetch_stats
 from tests.simkit import api, run, ssh
