@@ -97,8 +97,8 @@ class Connection(BaseModel):
     local_root: Path = Path("/")
     ssh_nodes: dict[str, str] = Field(
         default_factory=dict,
-        description="node name -> SSH address (`[profiles.NAME.ssh.nodes]`), as Terraform's"
-        " bpg provider maps nodes",
+        description="node name -> SSH address (host, host:port or [v6]:port;"
+        " `[profiles.NAME.ssh.nodes]`), as Terraform's bpg provider maps nodes",
     )
 
     @field_validator("user", "token_id", "host", "ssh_user", "ssh_host")
@@ -154,11 +154,15 @@ class Connection(BaseModel):
         return self.ssh_host or self.host
 
     def for_node(self, node: str) -> Connection:
-        """The settings for SSH to `node`: its address from `ssh_nodes` when one is given."""
+        """The settings for SSH to `node`: its address (and port) from `ssh_nodes` when one
+        is given."""
         address = self.ssh_nodes.get(node)
         if address is None:
             return self
-        return self.model_copy(update={"ssh_host": address})
+        from pvefix.connection.nodes import split_address
+
+        host, port = split_address(address, self.ssh_port)
+        return self.model_copy(update={"ssh_host": host, "ssh_port": port})
 
     def expanded(self, path: Path) -> Path:
         return Path(os.path.expanduser(str(path)))
@@ -352,7 +356,7 @@ def ready_file_layer(path: Path) -> dict[str, Any]:
     except ValueError as exc:
         raise ParseError(f"api_url: {exc}", source=source) from None
     direct = ("node", "user", "password", "token_id", "token_secret", "ca_cert", "ssh_host",
-              "ssh_port", "ssh_user", "ssh_key", "known_hosts")
+              "ssh_port", "ssh_user", "ssh_key", "known_hosts", "ssh_nodes")
     for key in direct:
         value = data.get(key)
         if value in (None, ""):
@@ -425,11 +429,18 @@ def resolve_connection(
     )
     layer(file_values, str(config_path))
     layer(env_layer(environ), "environment")
-    layer(dict(flags or {}), "command line")
     ready = connection_file or (
         Path(environ[ENV_CONNECTION]) if environ.get(ENV_CONNECTION) else None
     )
+    ready_values = (
+        ready_file_layer(Path(os.path.expanduser(str(ready)))) if ready is not None else {}
+    )
+    # The file's node is the node its API runs on: a default, below an explicit --node (the
+    # reader finds the VM's own node in the cluster either way).
+    if "node" in ready_values:
+        layer({"node": ready_values.pop("node")}, str(ready))
+    layer(dict(flags or {}), "command line")
     if ready is not None:
-        layer(ready_file_layer(Path(os.path.expanduser(str(ready)))), str(ready))
+        layer(ready_values, str(ready))
     values["profile"] = chosen
     return _validated(values, sources)

@@ -17,9 +17,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pvefix.connection.api import ApiClient, ApiError
+from pvefix.connection.nodes import ClusterView, NodeAddress, node_address, open_node_shell
 from pvefix.connection.settings import Connection
-from pvefix.connection.ssh import CommandResult, SshShell, node_mismatch, same_node
-from pvefix.errors import PvefixError, RefusedError
+from pvefix.connection.ssh import CommandResult, SshShell
+from pvefix.errors import PvefixError
 
 TASK_POLL_S = 0.05
 
@@ -58,6 +59,26 @@ class Remote:
         self.node = node
         self.api = ApiClient(conn)
         self._ssh: SshShell | None = None
+        self._cluster: ClusterView | None = None
+
+    # -- the node ---------------------------------------------------------------------------
+
+    def cluster(self) -> ClusterView:
+        """GET /cluster/status, once (node addresses, the cluster's name)."""
+        if self._cluster is None:
+            try:
+                self._cluster = ClusterView.parse(self.get("/cluster/status"))
+            except ApiError:
+                self._cluster = ClusterView(None, {})
+        return self._cluster
+
+    def address(self) -> NodeAddress:
+        """Where this node's SSH is (pvefix.connection.nodes)."""
+        return node_address(self.conn, self.node, self.cluster())
+
+    def identity(self) -> str:
+        """The cluster's identity (or this node's, standalone): the key of pvefix's state."""
+        return self.cluster().identity(self.node)
 
     # -- API --------------------------------------------------------------------------------
 
@@ -145,13 +166,7 @@ class Remote:
                 self._ssh.close()
             self._ssh = None
         if self._ssh is None:
-            shell = SshShell(self.conn)
-            # Every host write goes to the VM's own node: check who answers, on every (re)connect.
-            name = shell.run(["hostname"])
-            if name.ok and not same_node(name.stdout, self.node):
-                shell.close()
-                raise RefusedError(node_mismatch(shell.where, name.stdout, self.node))
-            self._ssh = shell
+            self._ssh = open_node_shell(self.conn, self.address())
         return self._ssh
 
     def run(self, argv: Sequence[str]) -> CommandResult:
@@ -166,7 +181,7 @@ class Remote:
             raise PvefixError(
                 f"`{' '.join(argv)}` exited with {result.exit_code}"
                 + (f": {detail[-1]}" if detail else ""),
-                source=f"{self.conn.ssh_user}@{self.conn.effective_ssh_host}",
+                source=f"{self.conn.ssh_user}@{self.node} ({self.address()})",
             )
         return result
 

@@ -179,6 +179,7 @@ def generate_large(dest: Path, seed: int = SEED, vms: int = VM_COUNT) -> None:
             "schema": "pvefix.host/v1",
             "node": NODES[0],
             "cluster_nodes": NODES,
+            "cluster_name": "large8",
             "versions": {"pve": "9.1.1", "kernel": "6.17.2-1-pve", "qemu": "10.1.2"},
             "cpu": {"vendor": "AuthenticAMD", "model": "AMD EPYC 9355 32-Core Processor",
                     "sockets": 2, "cores": 64, "threads": 128},

@@ -86,6 +86,9 @@ class VmState(_Strict):
     lock: str | None = None
     uptime: int = Field(default=0, ge=0)
     qmpstatus: str | None = None
+    ha_state: str | None = Field(
+        default=None, description="HA resource state (started, stopped, ...) when HA manages it"
+    )
 
     @model_validator(mode="after")
     def _stopped_runs_nothing(self) -> VmState:
@@ -101,12 +104,30 @@ class Token(_Strict):
     privsep: bool = True
 
 
+class NodeFacts(_Strict):
+    """What differs on one other node of a cluster (`nodes.NAME` in the metadata); a key left
+    out is the same as the local node's. Its files live under `nodes/NAME/` in the tree."""
+
+    versions: Versions | None = None
+    cpu: Cpu | None = None
+    memory_bytes: int | None = Field(default=None, ge=0)
+    boot: Boot | None = None
+    proxmox_boot_tool: BootToolStatus | None = None
+    acs: dict[Annotated[str, Field(pattern=PCI_ADDR_RE)], str] | None = None
+
+
 class HostMeta(_Strict):
     """The metadata file of a host tree (`pvefix-host.json`, schema pvefix.host/v1)."""
 
     schema_: Literal["pvefix.host/v1"] = Field(alias="schema")
     node: NodeName
     cluster_nodes: list[NodeName] = Field(default_factory=list)
+    cluster_name: str | None = Field(
+        default=None, description="the cluster's name (pvecm status); none for a standalone host"
+    )
+    nodes: dict[NodeName, NodeFacts] = Field(
+        default_factory=dict, description="per-node facts of the other nodes (see nodes/NAME/)"
+    )
     versions: Versions
     cpu: Cpu
     memory_bytes: int = Field(ge=0)
@@ -137,6 +158,26 @@ class HostMeta(_Strict):
         elif self.node not in self.cluster_nodes:
             raise ValueError(f"node '{self.node}' is not in cluster_nodes")
         return self
+
+    @model_validator(mode="after")
+    def _node_facts_of_members(self) -> HostMeta:
+        strangers = sorted(set(self.nodes) - set(self.cluster_nodes or [self.node]))
+        if strangers:
+            raise ValueError(f"nodes: {', '.join(strangers)} not in cluster_nodes")
+        return self
+
+    def for_node(self, name: str) -> HostMeta:
+        """The facts as node `name` sees them: its own `nodes.NAME` over the local node's.
+        The copy shares `vms` (run states are the cluster's)."""
+        if name == self.node:
+            return self
+        own = self.nodes.get(name) or NodeFacts()
+        update: dict[str, Any] = {"node": name}
+        for key in ("versions", "cpu", "memory_bytes", "boot", "proxmox_boot_tool", "acs"):
+            value = getattr(own, key)
+            if value is not None:
+                update[key] = value
+        return self.model_copy(update=update)
 
     def vm_state(self, vmid: int) -> VmState:
         """Run state of a VM; a VM absent from `vms` is stopped."""

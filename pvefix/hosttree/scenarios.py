@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict
 
 from pvefix import __version__
 from pvefix.errors import PvefixError
+from pvefix.hosttree.cluster3 import generate_cluster3
 from pvefix.hosttree.large import generate_large
 from pvefix.hosttree.meta import META_FILE
 from pvefix.hosttree.tree import HostTree, load_tree
@@ -28,7 +29,9 @@ GENERATOR_FILE = "generator.json"
 README = "README.md"
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 
-GENERATORS: dict[str, Callable[..., None]] = {"large": generate_large}
+GENERATORS: dict[str, Callable[..., None]] = {
+    "large": generate_large, "cluster3": generate_cluster3,
+}
 
 
 class ScenarioInfo(BaseModel):
@@ -153,7 +156,7 @@ def materialize_scenario(name_or_path: str | Path, dest: str | Path, *,
         return load_tree(target)
     text = str(name_or_path)
     if _NAME_RE.match(text) and (SCENARIOS_DIR / text / GENERATOR_FILE).is_file():
-        _check_dest(target, {"etc", "proc", "sys"})
+        _check_dest(target, {"etc", "proc", "sys", "nodes"})
         generate, seed = _generator(SCENARIOS_DIR / text)
         if vms is None:
             generate(target, seed)

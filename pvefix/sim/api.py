@@ -76,9 +76,20 @@ _NOT_WRITES = ("/access/ticket", "/_sim/")
 class Api:
     """Routes requests to handlers; maps every failure to Proxmox's answer."""
 
-    def __init__(self, state: NodeState, auth: Authenticator) -> None:
+    def __init__(self, state: NodeState, auth: Authenticator,
+                 nodes: Mapping[str, NodeState] | None = None) -> None:
         self.state = state
         self.auth = auth
+        self.nodes = dict(nodes or {state.node: state})
+
+    def node_state(self, parts: Mapping[str, str]) -> NodeState:
+        """The state of the node a path names (`/nodes/{node}/...`); the API's own node
+        otherwise. A node that is down answers as pveproxy's proxy does: 595."""
+        name = parts.get("node")
+        state = self.nodes.get(name, self.state) if name else self.state
+        if state is not self.state and state.is_down():
+            raise ApiError(595, f"Connection refused ({name} is not reachable)")
+        return state
 
     def handle(
         self, method: str, path: str, params: dict[str, str], headers: Mapping[str, str],
@@ -132,8 +143,9 @@ class Api:
                         500, f"simulated failure of write #{number} (injected by pvefix sim)"
                     )
             self.state.apply_injected_locks()
+            parts = match.groupdict()
             return handler(
-                Call(self.state, method, path, params, ident, match.groupdict(), lists)
+                Call(self.node_state(parts), method, path, params, ident, parts, lists)
             )
         raise ApiError(501, f"Method '{method} {path}' not implemented")
 

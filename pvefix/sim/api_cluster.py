@@ -26,6 +26,9 @@ def cluster_resources(call: Call) -> object:
             for vmid, node in state.vms().items():
                 item = vm_summary(state, vmid, node)
                 item.update({"id": f"qemu/{vmid}", "type": "qemu", "node": node})
+                ha = state.run_state(vmid).ha_state
+                if ha:
+                    item["hastate"] = ha
                 out.append(item)
         if kind in (None, "node"):
             for name in state.tree.meta.cluster_nodes:

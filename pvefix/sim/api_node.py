@@ -56,7 +56,7 @@ def cluster_status(call: Call) -> object:
     meta = call.state.tree.meta
     out: list[dict[str, object]] = []
     if len(meta.cluster_nodes) > 1:
-        out.append({"type": "cluster", "id": "cluster", "name": "pvefix-sim",
+        out.append({"type": "cluster", "id": "cluster", "name": meta.cluster_name or "pvefix-sim",
                     "nodes": len(meta.cluster_nodes), "quorate": 1, "version": 1})
     for i, name in enumerate(meta.cluster_nodes, start=1):
         out.append({"type": "node", "id": f"node/{name}", "name": name, "online": 1,

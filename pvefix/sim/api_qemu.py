@@ -136,7 +136,8 @@ def status_current(call: Call) -> object:
         item = vm_summary(state, vmid, call.parts["node"])
         run = state.run_state(vmid)
         item["qmpstatus"] = run.qmpstatus or run.status
-        item["ha"] = {"managed": 0}
+        ha = run.ha_state
+        item["ha"] = {"managed": 1, "state": ha} if ha else {"managed": 0}
         if run.status == "running":
             item["running-machine"] = run.running_machine
             item["running-qemu"] = state.tree.meta.versions.qemu or "10.1.2"

@@ -31,7 +31,7 @@ from pvefix.sim.vmview import api_config
 from pvefix.vmconfig.config import encode_text
 
 ROOT = Identity(user="root@pam", via="ssh")
-HIDDEN = (".pvefix-sim", "pvefix-host.json")
+HIDDEN = (".pvefix-sim", "pvefix-host.json", "nodes")  # nodes/: other nodes' host files
 _PROC_CMDLINE = re.compile(r"^/proc/(\d+)/cmdline$")  # a running VM's QEMU (qemu_cmdline.py)
 
 

@@ -22,8 +22,10 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from pvefix.errors import PvefixError
+from pvefix.hosttree.nodes import node_tree
 from pvefix.sim.api import Api
 from pvefix.sim.auth import Authenticator
+from pvefix.sim.boot import BootLoader
 from pvefix.sim.faults import Faults, FaultSettings, parse_inject
 from pvefix.sim.guest import stop_guests
 from pvefix.sim.http import SimHTTPServer, make_server
@@ -53,6 +55,7 @@ class ReadyInfo(BaseModel):
     known_hosts: str
     root: str
     pid: int
+    ssh_nodes: dict[str, str] = {}  # every node's SSH endpoint (host:port), this one included
 
     @property
     def api_port(self) -> int:
@@ -91,32 +94,45 @@ class Simulator:
         self.keys = load_or_create_keys(self.root, meta.node, token_ids)
         settings = {"latency_ms": latency_ms, **parse_inject(list(inject))}
         self.faults = Faults(FaultSettings.model_validate(settings))
-        self.state = NodeState(
-            self.tree, self.keys, self.faults,
-            env_task_seconds() if task_seconds is None else task_seconds,
-        )
+        seconds = env_task_seconds() if task_seconds is None else task_seconds
+        self.state = NodeState(self.tree, self.keys, self.faults, seconds)
+        # Every node of the cluster: its own host files, facts, boot loader, tasks and SSH
+        # endpoint; configs, run states and the config lock are the cluster's.
+        self.nodes: dict[str, NodeState] = {meta.node: self.state}
+        for name in meta.cluster_nodes:
+            if name != meta.node:
+                other = NodeState(node_tree(self.tree, name), self.keys, self.faults, seconds)
+                other.lock = self.state.lock
+                other.boot = BootLoader(self.keys.dir / f"boot-{name}.json")
+                self.nodes[name] = other
         self.auth = Authenticator(self.keys.ticket_key, self.keys.password,
                                   self.keys.token_secrets)
         self._port, self._ssh_port = port, ssh_port
         self.http: SimHTTPServer | None = None
         self.ssh: SshServer | None = None
+        self.node_ssh: dict[str, SshServer] = {}
         self._http_thread: threading.Thread | None = None
         self.info: ReadyInfo | None = None
 
     def start(self) -> ReadyInfo:
         """Bind both servers, start serving, and say how to reach them."""
         self.state.apply_injected_locks()
-        api = Api(self.state, self.auth)
+        api = Api(self.state, self.auth, self.nodes)
         self.http = make_server(api, HOST, self._port, str(self.keys.server_cert),
                                 str(self.keys.server_key))
         self.ssh = SshServer(self.state, self.keys, HOST, self._ssh_port)
+        self.node_ssh = {self.state.node: self.ssh}
+        for name, state in self.nodes.items():
+            if name != self.state.node:
+                self.node_ssh[name] = SshServer(state, self.keys, HOST, 0)
         self._http_thread = threading.Thread(
             target=self.http.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True,
             name="sim-https",
         )
         self._http_thread.start()
-        self.ssh.start()
-        self.keys.write_known_hosts(HOST, self.ssh.port)
+        for server in self.node_ssh.values():
+            server.start()
+        self.keys.write_known_hosts(HOST, [s.port for s in self.node_ssh.values()])
         api_port = self.http.server_address[1]
         self.info = ReadyInfo(
             api_url=f"https://{HOST}:{api_port}",
@@ -133,19 +149,21 @@ class Simulator:
             known_hosts=str(self.keys.known_hosts),
             root=str(self.root),
             pid=os.getpid(),
+            ssh_nodes={name: f"{HOST}:{server.port}" for name, server in self.node_ssh.items()},
         )
         return self.info
 
     def stop(self) -> None:
         """Stop serving and close every socket (listening and connected)."""
-        self.state.stop()
+        for state in self.nodes.values():
+            state.stop()
         stop_guests(self.state)
         if self.http is not None:
             self.http.shutdown()
             self.http.server_close()
             self.http.close_connections()
-        if self.ssh is not None:
-            self.ssh.stop()
+        for server in self.node_ssh.values() or ([self.ssh] if self.ssh else []):
+            server.stop()
         if self._http_thread is not None:
             self._http_thread.join(timeout=5)
 
@@ -198,6 +216,9 @@ def serve_until_signal(sim: Simulator, ready_file: str | Path | None,
         if announce:
             print(f"pvefix sim: node {info.node} serving {info.api_url} and "
                   f"ssh://{info.ssh_user}@{info.ssh_host}:{info.ssh_port}", flush=True)
+            for name, where in info.ssh_nodes.items():
+                if name != info.node:
+                    print(f"pvefix sim: node {name}: ssh://{info.ssh_user}@{where}", flush=True)
             if ready_file is not None:
                 print(f"pvefix sim: connection details in {ready_file}", flush=True)
         while not stop.wait(0.5):

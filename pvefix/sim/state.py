@@ -172,13 +172,16 @@ class NodeState:
 
     def set_running(self, vmid: int, machine: str) -> None:
         self.tree.meta.vms[str(vmid)] = VmState(
-            status="running", running_machine=machine, qmpstatus="running", uptime=0
+            status="running", running_machine=machine, qmpstatus="running", uptime=0,
+            ha_state=self.run_state(vmid).ha_state,
         )
         self._started_at[vmid] = time.monotonic()
         self.tree.save_meta()
 
     def set_stopped(self, vmid: int) -> None:
-        self.tree.meta.vms[str(vmid)] = VmState(status="stopped", qmpstatus="stopped")
+        self.tree.meta.vms[str(vmid)] = VmState(
+            status="stopped", qmpstatus="stopped", ha_state=self.run_state(vmid).ha_state
+        )
         self._started_at.pop(vmid, None)
         self.tree.save_meta()
 

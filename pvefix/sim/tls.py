@@ -48,10 +48,14 @@ class SimKeys:
         )
         return pub.decode()
 
-    def write_known_hosts(self, host: str, port: int) -> None:
-        """Write the known_hosts entry in OpenSSH's `[host]:port` form for non-22 ports."""
-        name = host if port == 22 else f"[{host}]:{port}"
-        write_private(self.known_hosts, f"{name} {self.host_public_line()}\n".encode())
+    def write_known_hosts(self, host: str, ports: int | list[int]) -> None:
+        """Write the known_hosts entries (one per SSH port: each node of a cluster has its
+        own) in OpenSSH's `[host]:port` form for non-22 ports."""
+        lines = ""
+        for port in [ports] if isinstance(ports, int) else ports:
+            name = host if port == 22 else f"[{host}]:{port}"
+            lines += f"{name} {self.host_public_line()}\n"
+        write_private(self.known_hosts, lines.encode())
 
 
 def write_private(path: Path, data: bytes) -> None:

@@ -3,11 +3,14 @@
 Round trips are the budget (a node 20 ms away): every independent API read goes out in one
 wave, and the SSH session is opened and used for the host files while that wave is in flight.
 
-    wave 0 (only when the node is not known): GET /cluster/resources?type=vm
+    wave 0: GET /cluster/resources?type=vm (the VM's own node, whatever node the connection
+      names) and /cluster/status (node addresses); a node the connection names gets its
+      wave 1 sent along, used only when the VM really lives there
     wave 1: config?current=1, pending, status/current, node status, hardware/pci, mappings
-    SSH, on one connection, concurrent channels:
-      A (during wave 1): cat the host files, pci.cfg (and the VM config when the node is
-        known), proxmox-boot-tool status, uname -r, lspci -D -vv (ACS)
+    SSH to the VM's node (pvefix.connection.nodes: its address, then `hostname` checked), on
+    one connection, concurrent channels:
+      A (during wave 1): cat the host files, pci.cfg and the VM config, proxmox-boot-tool
+        status, uname -r, lspci -D -vv (ACS)
       B: readlink -m of every PCI function (its physical path: root port, bridges)
       C: grep -H '' of the sysfs files of the VM's functions and the bridges above them,
          readlink -m of their iommu_group and driver links
@@ -26,9 +29,10 @@ from typing import Any, Protocol, TypeVar
 
 from pvefix.cmdline.grubd import GRUB_D, is_dropin
 from pvefix.connection.api import ApiClient, ApiError
+from pvefix.connection.nodes import ClusterView, node_address, open_node_shell
 from pvefix.connection.settings import Connection
-from pvefix.connection.ssh import CommandResult, node_mismatch, same_node
-from pvefix.errors import PvefixError, RefusedError
+from pvefix.connection.ssh import CommandResult
+from pvefix.errors import PvefixError
 from pvefix.hosttree.mapping import MAPPING_FILE, PciMapping, PciMappingFile
 from pvefix.hosttree.sysfs import PciDevice
 from pvefix.sources import remote_facts as rf
@@ -61,6 +65,9 @@ class Api(Protocol):
     def close(self) -> None: ...
 
 
+ShellFactory = Callable[[str, ClusterView], "Shell"]
+
+
 class Shell(Protocol):
     exec_count: int
 
@@ -85,21 +92,9 @@ def vm_conf_path(node: str, vmid: int) -> str:
     return f"/etc/pve/nodes/{node}/qemu-server/{vmid}.conf"
 
 
-def find_vm_node(api: Api, vmid: int) -> str:
-    """The node VM `vmid` lives on (GET /cluster/resources), whatever node the API host is."""
-    try:
-        items = api.get("/cluster/resources", {"type": "vm"})
-    except ApiError as exc:
-        raise PvefixError(f"cannot find the node of VM {vmid}: {exc}") from None
-    for item in items or []:
-        if item.get("vmid") == vmid and item.get("type", "qemu") == "qemu":
-            return str(item["node"])
-    raise PvefixError(f"no QEMU VM {vmid} in this cluster (GET /cluster/resources)")
-
-
 class _Reader:
     def __init__(
-        self, api: Api, shell_factory: Callable[[], Shell] | None, trace: LiveTrace,
+        self, api: Api, shell_factory: ShellFactory | None, trace: LiveTrace,
         notes: list[str],
     ) -> None:
         self.api = api
@@ -114,15 +109,32 @@ class _Reader:
         self.trace.ssh_rounds.append((start, time.perf_counter(), len(commands)))
         return results
 
-    def connect(self) -> Shell:
+    def connect(self, node: str, cluster: ClusterView) -> Shell:
+        """The SSH session to `node` (its hostname checked by the factory)."""
         assert self.shell_factory is not None
         start = time.perf_counter()
-        shell = self.shell_factory()
+        shell = self.shell_factory(node, cluster)
         self.trace.ssh_connect = (start, time.perf_counter())
         return shell
 
-    def find_node(self, vmid: int) -> str:
-        return find_vm_node(self.api, vmid)
+    def find_node(self, vmid: int, resources: Future[Any]) -> str:
+        try:
+            items = resources.result()
+        except ApiError as exc:
+            raise PvefixError(f"cannot find the node of VM {vmid}: {exc}") from None
+        for item in items or []:
+            if item.get("vmid") == vmid and item.get("type", "qemu") == "qemu":
+                return str(item["node"])
+        raise PvefixError(f"no QEMU VM {vmid} in this cluster (GET /cluster/resources)")
+
+    def cluster_view(self, status: Future[Any]) -> ClusterView:
+        """/cluster/status (a reader without the right to it gets a standalone view)."""
+        try:
+            return ClusterView.parse(status.result())
+        except ApiError as exc:
+            self.notes.append(f"GET /cluster/status failed ({exc.status}): node addresses "
+                              "from the profile's ssh.nodes or the SSH host only")
+            return ClusterView(None, {})
 
     def submit(self, fn: Callable[..., T], *args: Any) -> Future[T]:
         return self.pool.submit(fn, *args)
@@ -146,7 +158,7 @@ def _chunks(prefix: list[str], paths: list[str]) -> list[list[str]]:
 
 def read_target(
     api: Api,
-    shell_factory: Callable[[], Shell] | None,
+    shell_factory: ShellFactory | None,
     vmid: int,
     *,
     node: str | None,
@@ -164,7 +176,16 @@ def read_target(
     shell: Shell | None = None
     ssh_future: Future[tuple[Shell, list[CommandResult]]] | None = None
     try:
-        known_node = node
+        # Wave 0: where the VM lives and what the cluster is, whatever node the connection
+        # names; a named node's wave 1 goes out at the same time (used when it is right).
+        resources = reader.submit(api.get, "/cluster/resources", {"type": "vm"})
+        status = reader.submit(api.get, "/cluster/status", None)
+        guessed = _wave_one(reader, api, node, vmid) if node is not None else None
+        known_node = reader.find_node(vmid, resources)
+        cluster = reader.cluster_view(status)
+        if node is not None and node != known_node:
+            notes.append(f"VM {vmid} lives on node {known_node}, not on {node} (named by the "
+                         f"connection): every read and write goes to {known_node}")
         round_a = [
             ["cat", KERNEL_CMDLINE],
             ["cat", GRUB_DEFAULT],
@@ -175,34 +196,18 @@ def read_target(
             ["lspci", "-D", "-vv"],
             GRUB_D_LIST,
             ADDRESS_SIZES,
-            ["hostname"],
+            ["cat", vm_conf_path(known_node, vmid)],
         ]
-        if known_node is not None:
-            round_a.append(["cat", vm_conf_path(known_node, vmid)])
 
         def ssh_first() -> tuple[Shell, list[CommandResult]]:
-            opened = reader.connect()
+            opened = reader.connect(known_node, cluster)
             return opened, reader.rounds(opened, round_a)
 
         ssh_future = reader.submit(ssh_first) if shell_factory is not None else None
-        if known_node is None:
-            known_node = reader.find_node(vmid)
         guest_future = reader.submit(guest_read, known_node) if guest_read else None
-        try:
-            answers = _wave(reader, api, vmid, known_node)
-        except ApiError as exc:
-            if node is None or "does not exist" not in str(exc):
-                raise
-            # The connection named a node (a default), but the VM lives elsewhere: find it.
-            found = reader.find_node(vmid)
-            if found == known_node:
-                raise
-            notes.append(f"VM {vmid} lives on node {found}, not {known_node} (the node the"
-                         " connection named)")
-            known_node = found
-            answers = _wave(reader, api, vmid, known_node)
-            if guest_read is not None:
-                guest_future = reader.submit(guest_read, known_node)
+        wave = guessed if guessed is not None and node == known_node else _wave_one(
+            reader, api, known_node, vmid)
+        answers = {name: future.result() for name, future in wave.items()}
         results: dict[tuple[str, ...], CommandResult] = {}
         if ssh_future is not None:
             shell, first = ssh_future.result()
@@ -239,12 +244,10 @@ def _dropin_paths(result: CommandResult | None) -> list[str]:
     if result is None or not result.ok:
         return []
     return sorted(p for p in result.stdout.splitlines() if is_dropin(p))
-
-
-def _wave(reader: _Reader, api: Api, vmid: int, node: str) -> dict[str, Any]:
-    """The one API wave: the VM's config, pending, status, the node, its PCI devices, mappings."""
+def _wave_one(reader: _Reader, api: Api, node: str, vmid: int) -> dict[str, Future[Any]]:
+    """The VM's and its node's API reads, all at once (errors stay in the futures)."""
     base = f"/nodes/{node}/qemu/{vmid}"
-    wave = {
+    return {
         "config": reader.submit(api.get, f"{base}/config", {"current": "1"}),
         "pending": reader.submit(api.get, f"{base}/pending", None),
         "status": reader.submit(api.get, f"{base}/status/current", None),
@@ -252,11 +255,6 @@ def _wave(reader: _Reader, api: Api, vmid: int, node: str) -> dict[str, Any]:
         "pci": reader.submit(api.get, f"/nodes/{node}/hardware/pci", {"pci-class-blacklist": ""}),
         "mapping": reader.submit(api.get, "/cluster/mapping/pci", None),
     }
-    return {name: future.result() for name, future in wave.items()}
-
-
-def shell_where(shell: Shell) -> str:
-    return str(getattr(shell, "where", "the SSH host"))
 
 
 def _assemble(
@@ -269,11 +267,6 @@ def _assemble(
     access: AccessFacts,
     notes: list[str],
 ) -> HostState:
-    if shell is not None:
-        # Every host fact must be the VM's own node's: refuse before any of it is used.
-        name = results.get(("hostname",))
-        if name is not None and name.ok and not same_node(name.stdout, node):
-            raise RefusedError(node_mismatch(shell_where(shell), name.stdout, node, vmid))
     pci_items: list[dict[str, Any]] = list(answers["pci"] or [])
     api_mappings = rf.mappings_from_api(answers["mapping"] or [])
     addresses = [str(item["id"]) for item in pci_items if "id" in item]
@@ -469,22 +462,18 @@ def read_live(connection: Connection, vmid: int, *, trace: LiveTrace | None = No
                              guest=guest.method if guest else None)
         # pvesh and qm run as root@pam on the node: the same rights as a root@pam ticket.
         state = read_target(
-            local_api, lambda: LocalShell(root, connection.timeout), vmid,
+            local_api, lambda node, cluster: LocalShell(root, connection.timeout), vmid,
             node=connection.node, access=access, trace=trace, guest_read=guest_read,
         )
         return _with_notes(state, guest_notes)
     client = ApiClient(connection, record=trace.record_api)
     trace.api = client
-    if connection.ssh_nodes and connection.ssh:
-        # SSH must reach the VM's own node: with a per-node address map, find the node first.
-        node = connection.node or find_vm_node(client, vmid)
-        connection = connection.for_node(node).model_copy(update={"node": node})
-    shell_factory: Callable[[], Shell] | None = None
+    shell_factory: ShellFactory | None = None
     if connection.ssh:
-        from pvefix.connection.ssh import SshShell
 
-        def shell_factory() -> Shell:
-            return SshShell(connection)
+        def shell_factory(node: str, cluster: ClusterView) -> Shell:
+            address = node_address(connection, node, cluster)
+            return open_node_shell(connection, address, vmid)
 
     access = AccessFacts(
         method="api",

@@ -1,0 +1,124 @@
+"""The node a VM lives on, and the one way to open an SSH session to it.
+
+Every host read and write goes to the VM's own node. Its SSH address comes from the profile
+(`[profiles.X.ssh.nodes] node6 = "10.0.0.16"`, or a simulator's ready file, with an optional
+`:port`), else from the cluster's own node list (`GET /cluster/status` gives each node's `ip`),
+else, on a standalone host, from the connection's SSH host. Before anything is read or written
+the far side's `hostname` must be that node: a session that lands elsewhere is refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pvefix.connection.settings import Connection
+from pvefix.errors import PvefixError, RefusedError
+
+if TYPE_CHECKING:
+    from pvefix.connection.ssh import SshShell
+
+
+class NodeMismatch(RefusedError):
+    """The SSH session reached a host whose hostname is not the VM's node (exit 3)."""
+
+
+@dataclass(frozen=True)
+class ClusterView:
+    """What /cluster/status says: the cluster's name (None: standalone) and each node's IP."""
+
+    name: str | None
+    node_ips: dict[str, str]
+
+    @classmethod
+    def parse(cls, items: Sequence[Mapping[str, Any]] | None) -> ClusterView:
+        name = None
+        ips: dict[str, str] = {}
+        for item in items or []:
+            if item.get("type") == "cluster" and item.get("name"):
+                name = str(item["name"])
+            elif item.get("type") == "node" and item.get("name") and item.get("ip"):
+                ips[str(item["name"])] = str(item["ip"])
+        return cls(name, ips)
+
+    def identity(self, node: str) -> str:
+        """The key pvefix keeps state under: `cluster-NAME`, or `node-NAME` when standalone."""
+        return f"cluster-{self.name}" if self.name else f"node-{node}"
+
+
+@dataclass(frozen=True)
+class NodeAddress:
+    """Where to reach one node over SSH, and where that address came from."""
+
+    node: str
+    host: str
+    port: int
+    source: str
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.port} ({self.source})"
+
+
+def split_address(text: str, default_port: int) -> tuple[str, int]:
+    """`10.0.0.16`, `10.0.0.16:2222`, `[fd00::16]:22`, `fd00::16` -> (host, port)."""
+    value = text.strip()
+    if value.startswith("["):
+        host, _, rest = value[1:].partition("]")
+        port = rest.removeprefix(":")
+        return host, int(port) if port.isdigit() else default_port
+    if value.count(":") == 1:
+        host, _, port = value.partition(":")
+        if not port.isdigit():
+            raise PvefixError(f"SSH address {text!r}: the port must be a number")
+        return host, int(port)
+    return value, default_port
+
+
+def node_address(conn: Connection, node: str, cluster: ClusterView | None) -> NodeAddress:
+    """The SSH address of `node`: profile ssh.nodes, else /cluster/status, else (standalone or
+    unknown to the cluster list) the connection's own SSH host."""
+    if node in conn.ssh_nodes:
+        host, port = split_address(conn.ssh_nodes[node], conn.ssh_port)
+        return NodeAddress(node, host, port, "ssh.nodes")
+    if cluster is not None and cluster.name and node in cluster.node_ips:
+        return NodeAddress(node, cluster.node_ips[node], conn.ssh_port, "/cluster/status")
+    own = conn.effective_ssh_host
+    if not own:
+        raise PvefixError(f"no SSH address for node {node}: set ssh.nodes in the profile or "
+                          "--ssh-host")
+    return NodeAddress(node, own, conn.ssh_port, "the connection's SSH host")
+
+
+def node_connection(conn: Connection, address: NodeAddress) -> Connection:
+    """The same connection with its SSH host and port set to one node's."""
+    return conn.model_copy(update={"ssh_host": address.host, "ssh_port": address.port})
+
+
+def check_hostname(node: str, address: NodeAddress, answer: str, exit_code: int,
+                   vmid: int | None = None) -> None:
+    """Refuse unless `hostname` on the far side names `node` (its short name); a `hostname`
+    that fails is refused too (pvefix cannot tell which host it reached)."""
+    from pvefix.connection.ssh import node_mismatch, same_node
+
+    if exit_code != 0 or not answer.strip():
+        raise NodeMismatch(f"SSH to {address} did not say which host it is (`hostname` exit "
+                           f"{exit_code}); nothing was used or written", source=f"node {node}")
+    if not same_node(answer, node):
+        raise NodeMismatch(node_mismatch(str(address), answer, node, vmid),
+                           source=f"node {node}")
+
+
+def open_node_shell(conn: Connection, address: NodeAddress,
+                    vmid: int | None = None) -> SshShell:
+    """An SshShell to `address`, after its `hostname` was checked against the node."""
+    from pvefix.connection.ssh import SshShell
+
+    shell = SshShell(node_connection(conn, address))
+    try:
+        result = shell.run(["hostname"])
+        check_hostname(address.node, address, result.stdout, result.exit_code, vmid)
+    except BaseException:
+        shell.close()
+        raise
+    return shell
