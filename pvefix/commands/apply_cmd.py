@@ -15,7 +15,7 @@ import typer
 from pvefix.commands.guest_options import GuestOptions, guest_options, optional_guest
 from pvefix.commands.options import ConnectionOptions, connection_options
 from pvefix.commands.p2p_options import p2p_options
-from pvefix.errors import EXIT_OK, PvefixError
+from pvefix.errors import EXIT_ERROR, EXIT_OK, PvefixError
 from pvefix.planner.model import PlanOptions
 
 
@@ -154,4 +154,8 @@ def apply_command(
     console.say(f"to undo: {result.rollback_command}")
     if result.verify_worse:
         console.say("P2P GOT WORSE (see the comparison above); the apply itself succeeded")
+    if result.not_running:
+        console.say("some VMs that ran before the host reboot are not running (NOT up above): "
+                    "start them once the cause is fixed (qm start VMID)")
+        return EXIT_ERROR
     return EXIT_OK

@@ -25,6 +25,8 @@ def rollback_command(
                                "in ways the apply did not make (they are overwritten)."),
     restart: bool = typer.Option(False, "--restart", help="Then shut the VM down cleanly and "
                                  "start it, so the restored config runs."),
+    start: bool = typer.Option(False, "--start", help="With --restart: start the VM even if it "
+                               "was stopped (otherwise a stopped VM stays stopped)."),
     force_stop: bool = typer.Option(False, "--force-stop", help="With --restart: stop hard "
                                     "when the clean shutdown times out."),
     shutdown_timeout: float = typer.Option(120.0, "--shutdown-timeout", help="Seconds the "
@@ -48,7 +50,8 @@ def rollback_command(
         raise PvefixError("name the VM (VMID) or the snapshot (--snapshot ID)")
     if opts.bundle is not None:
         raise PvefixError("rollback writes to a live target: a bundle (--bundle) is read-only")
-    options = RollbackOptions(yes=yes, force=force, restart=restart, force_stop=force_stop,
+    options = RollbackOptions(yes=yes, force=force, restart=restart, start=start,
+                              force_stop=force_stop,
                               shutdown_timeout=shutdown_timeout, task_timeout=task_timeout)
     run_rollback(resolve_connection_options(opts), resolve_state_dir(state_dir), vmid,
                  snapshot, options, Console(), optional_guest(guest))

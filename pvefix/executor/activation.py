@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from pvefix.connection.api import ApiClient
-from pvefix.connection.ssh import SshShell
+from pvefix.connection.nodes import open_node_shell
 from pvefix.errors import PvefixError
 from pvefix.executor.remote import Remote, TaskFailed
 from pvefix.vmconfig.machine import Machine
@@ -64,16 +64,20 @@ def shutdown_vm(remote: Remote, vmid: int, *, timeout: float, force_stop: bool,
 
 
 def start_vm(remote: Remote, vmid: int, *, task_timeout: float, say: Say,
-             machine: str | None) -> VmRun:
-    """Start the VM; StartFailed with Proxmox's message when the start task fails."""
-    say(f"VM {vmid}: starting")
-    try:
-        ended = remote.run_task(f"/nodes/{remote.node}/qemu/{vmid}/status/start", {},
-                                task_timeout, warn=lambda line: say(f"VM {vmid}: {line}"))
-    except TaskFailed as exc:
-        raise StartFailed(vmid, exc.exitstatus) from None
-    if ended != "OK":
-        say(f"VM {vmid}: the start task ended with {ended}: it started; the warnings are above")
+             machine: str | None, if_stopped: bool = False) -> VmRun:
+    """Start the VM; StartFailed with Proxmox's message when the start task fails. A start
+    that ends with `WARNINGS: N` started the VM: the warnings are shown, nothing is undone.
+    With `if_stopped`, a VM that already runs (onboot) is only checked."""
+    if not (if_stopped and vm_run(remote, vmid).status == "running"):
+        say(f"VM {vmid}: starting")
+        try:
+            ended = remote.run_task(f"/nodes/{remote.node}/qemu/{vmid}/status/start", {},
+                                    task_timeout, warn=lambda line: say(f"VM {vmid}: {line}"))
+        except TaskFailed as exc:
+            raise StartFailed(vmid, exc.exitstatus) from None
+        if ended != "OK":
+            say(f"VM {vmid}: the start task ended with {ended}: it started; the warnings are "
+                "above")
     run = vm_run(remote, vmid)
     if run.status != "running":
         raise ActivationError(f"VM {vmid} is {run.status} after a successful start task")
@@ -104,7 +108,7 @@ def _probe(remote: Remote) -> tuple[bool, bool, int | None]:
         pass
     if conn.ssh:
         try:
-            shell = SshShell(conn)
+            shell = open_node_shell(conn, remote.address())  # the node's own hostname, too
             try:
                 ssh_up = shell.run(["true"]).ok
             finally:

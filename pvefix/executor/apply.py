@@ -42,7 +42,14 @@ from pvefix.executor.guest_steps import GUEST_GRUB
 from pvefix.executor.guest_verify import probe_after, probe_before
 from pvefix.executor.journal import Hook, Journal
 from pvefix.executor.locks import vm_lock
-from pvefix.executor.neighbours import NodeVm, check_host_reboot, node_vms, startup_sorted
+from pvefix.executor.neighbours import (
+    NodeVm,
+    check_after_boot,
+    check_host_reboot,
+    check_start,
+    node_vms,
+    startup_sorted,
+)
 from pvefix.executor.remote import Remote, vm_conf_path
 from pvefix.executor.rollback import (
     RollbackOptions,
@@ -120,6 +127,7 @@ class ApplyResult(BaseModel):
     pending: list[str]
     rollback_command: str
     desired_path: str | None = None
+    not_running: list[str] = []  # VMs that ran before a host reboot and are not up again
     verify_worse: bool | None = None  # --verify: P2P got worse (None: not verified)
     verify_reports: list[str] = []  # --verify: the kept reports, before then after
 
@@ -379,16 +387,25 @@ def apply_phase(
     _refuse_guest_without_access(phase, live, guest)
     others: list[NodeVm] = []
     reboots = options.reboot_host and wants_host
-    if reboots:
+    starts = options.start or (options.restart and live.vm.status == "running" and any(
+        c.target == "vm-config" for c in phase.changes))
+    if reboots or starts:
         probe = Remote(conn, live.vm.node)
         try:
             vms = node_vms(probe)
         finally:
             probe.close()
+        if starts:
+            check_start(vms, vmid)
+    if reboots:
         console.say(f"A host reboot stops every VM on {live.vm.node}:")
         for v in vms:
             console.say(f"  {v.describe()}")
         others = check_host_reboot(vms, vmid, options.stop_others)
+        back = [v.vmid for v in others]
+        if live.vm.status == "running" or options.start:
+            back.append(vmid)
+        check_after_boot(vms, back)
     for line in render_phase(plan, phase):
         console.say(line)
     if not options.yes and not console.confirm(f"Apply phase {phase.number} to VM {vmid}?"):
@@ -399,6 +416,7 @@ def apply_phase(
         baseline = probe_before(conn, guest, vmid, options.state_dir, options.verify_quick,
                                 console)
     remote = Remote(conn, live.vm.node)
+    remote.on_warning = console.progress
     channel = open_channel(conn, guest, vmid) if guest is not None and _wants_guest(
         phase) else None
     try:
@@ -478,7 +496,8 @@ def _apply(remote: Remote, conn: Connection, live: HostState, plan: Plan, phase:
         if conn.ssh else None, "guest": guest.method if guest else None,
         "guest_ssh": guest.ssh_host if guest and guest.method == "ssh" else None,
     }
-    snapshot = take_snapshot(options.state_dir, live, plan, phase.number, target_info, pve_snap)
+    snapshot = take_snapshot(options.state_dir, live, plan, phase.number, target_info, pve_snap,
+                             cluster=remote.identity())
     console.progress(f"snapshot {snapshot.id} in {snapshot.path}")
     journal = snapshot.journal(hook)
     writer: VmWriter = QmVmWriter(remote, vmid) if use_qm else ApiVmWriter(
@@ -569,6 +588,7 @@ def _apply(remote: Remote, conn: Connection, live: HostState, plan: Plan, phase:
                                                    options.reboot_host),
         rollback_command=rollback_cmd,
         desired_path=str(desired),
+        not_running=[line for line in activated if " NOT up: " in line],
     )
 
 

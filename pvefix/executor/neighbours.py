@@ -6,15 +6,24 @@ locked, unless `--stop-others` is given: then each other running VM is shut down
 reverse startup order (Proxmox's `startup: order=N`), each waited for. A VM under a backup or
 migrate lock, and an HA-managed VM, are never stopped by pvefix. After the activation every VM
 that ran before is started again in startup order and checked (`running-machine`).
+
+A GPU can be held by one running VM only (qemu-server's PCI reservation): a start is refused
+before any write when a device it needs is held by another running VM, and a host reboot when
+an `onboot` VM would take, at boot, a device a VM that must come back needs.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from pvefix.errors import PvefixError, RefusedError
 from pvefix.executor.remote import Remote
+from pvefix.hosttree.mapping import PciMapping
+from pvefix.sources.common import vm_device_addresses
+from pvefix.sources.remote_facts import mappings_from_api
+from pvefix.vmconfig.config import VMConfig
 from pvefix.vmconfig.hostpci import HOSTPCI_KEY
 
 NEVER_STOP_LOCKS = frozenset({"backup", "migrate"})
@@ -30,6 +39,7 @@ class NodeVm:
     onboot: bool
     order: int | None  # startup order=N (None: after the ordered ones)
     gpus: list[str] = field(default_factory=list)  # hostpci values
+    devices: tuple[str, ...] = ()  # the PCI functions those entries name on this node
 
     def describe(self) -> str:
         parts = [f"VM {self.vmid} ({self.name or '-'})", self.status]
@@ -60,6 +70,10 @@ def node_vms(remote: Remote) -> list[NodeVm]:
                 ha[int(item["vmid"])] = str(item["hastate"])
     except PvefixError:
         pass
+    try:
+        mappings = mappings_from_api(remote.get("/cluster/mapping/pci") or [])
+    except PvefixError:
+        mappings = []
     out: list[NodeVm] = []
     for item in sorted(items, key=lambda i: int(i.get("vmid", 0))):
         vmid = int(item["vmid"])
@@ -72,8 +86,55 @@ def node_vms(remote: Remote) -> list[NodeVm]:
                 str(item["lock"]) if item.get("lock") else None),
             hastate=ha.get(vmid), onboot=str(cfg.get("onboot", "0")) == "1",
             order=_order(cfg.get("startup")), gpus=gpus,
+            devices=_devices(cfg, remote.node, mappings),
         ))
     return out
+
+
+def _devices(cfg: dict[str, Any], node: str, mappings: list[PciMapping]) -> tuple[str, ...]:
+    values = {str(k): str(v) for k, v in cfg.items() if HOSTPCI_KEY.match(str(k))}
+    return tuple(vm_device_addresses(VMConfig.from_dicts(values), node, mappings, []))
+
+
+def gpu_conflicts(starting: list[NodeVm], running: list[NodeVm]) -> list[str]:
+    """Devices a VM to start needs that another VM holds (or takes first, in start order)."""
+    holders: dict[str, int] = {}
+    for v in running:
+        for dev in v.devices:
+            holders.setdefault(dev, v.vmid)
+    problems = []
+    for v in starting:
+        for dev in v.devices:
+            holder = holders.setdefault(dev, v.vmid)
+            if holder != v.vmid:
+                problems.append(f"VM {v.vmid} needs {dev}, which VM {holder} holds")
+    return problems
+
+
+def check_start(vms: list[NodeVm], target: int) -> None:
+    """Refuse (before any write) a start of `target` while another running VM holds a device
+    it needs: Proxmox would refuse it (`PCI device ... already in use by VMID ...`)."""
+    me = [v for v in vms if v.vmid == target]
+    conflicts = gpu_conflicts(me, [v for v in vms if v.status == "running" and v.vmid != target])
+    if conflicts:
+        raise RefusedError(
+            f"VM {target} could not start: " + "; ".join(conflicts) + " (Proxmox refuses the "
+            "start: 'PCI device ... already in use by VMID ...'); nothing was written. Stop "
+            "that VM first, or apply without --restart/--start", source=f"VM {target}")
+
+
+def check_after_boot(vms: list[NodeVm], back: list[int]) -> None:
+    """Refuse (before any write) a reboot after which a VM that must run again would find a
+    device it needs taken by an `onboot` VM (Proxmox starts those at boot, first)."""
+    coming = [v for v in vms if v.vmid in back]
+    at_boot = [v for v in vms if v.onboot and v.vmid not in back]
+    conflicts = gpu_conflicts(startup_sorted(coming), startup_sorted(at_boot))
+    if conflicts:
+        listing = "\n  ".join(v.describe() for v in vms)
+        raise RefusedError(
+            "after the reboot a VM could not start again: " + "; ".join(conflicts)
+            + " (onboot VMs start at boot and hold their devices); nothing was written."
+            + f"\nVMs on the node:\n  {listing}")
 
 
 def startup_sorted(vms: list[NodeVm]) -> list[NodeVm]:

@@ -12,6 +12,7 @@ import logging
 import os
 import posixpath
 import re
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -31,15 +32,49 @@ logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
 # How Proxmox ends a task that succeeded but logged warnings (PVE::RESTEnvironment).
 WARNINGS = re.compile(r"WARNINGS: \d+")
+LOCK_TIMEOUT = re.compile(r"can't lock file '[^']*lock-(\d+)\.conf' - got timeout")
 
 
 class TaskFailed(PvefixError):
-    """A Proxmox task ended with an exit status other than OK."""
+    """A Proxmox task ended with an exit status other than OK (or `WARNINGS: N`)."""
 
     def __init__(self, upid: str, exitstatus: str) -> None:
         self.upid = upid
         self.exitstatus = exitstatus
-        super().__init__(f"task failed: {exitstatus}", source=upid)
+        super().__init__(f"task failed: {exitstatus}{_next_step(exitstatus)}", source=upid)
+
+
+def _next_step(message: str) -> str:
+    lock = LOCK_TIMEOUT.search(message)
+    if lock:
+        return (f" (another task held VM {lock.group(1)}'s config lock for the whole wait: a "
+                "backup, migration or another admin; this task changed nothing. Wait for it "
+                "to end, then re-run)")
+    return ""
+
+
+class NodeGone(PvefixError):
+    """The node a task runs on stopped answering before the task ended."""
+
+    def __init__(self, node: str, upid: str, cause: PvefixError) -> None:
+        super().__init__(
+            f"node {node} stopped answering while its task ran ({cause.message}); whether the "
+            f"task finished is unknown. When the node is back, read the task's end (`pvenode "
+            f"task status {upid}` on {node}) and the VM's config, then re-run or roll back "
+            "(pvefix rollback VMID)", source=upid)
+
+
+def unreachable_hint(status: int | None, node: str) -> str:
+    """What HTTP 595/596 (pveproxy could not reach the node, or the connection broke) means."""
+    if status in (595, 596):
+        return (f" (HTTP {status}: the API node could not reach node {node} or lost it; the "
+                "request may not have reached it. Check that the node is up and in quorum "
+                "(pvecm status), then re-run: pvefix reads everything again first)")
+    return ""
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 def vm_conf_path(node: str, vmid: int) -> str:
@@ -60,6 +95,7 @@ class Remote:
         self.api = ApiClient(conn)
         self._ssh: SshShell | None = None
         self._cluster: ClusterView | None = None
+        self.on_warning: Callable[[str], None] = _stderr  # where task warnings are shown
 
     # -- the node ---------------------------------------------------------------------------
 
@@ -102,7 +138,8 @@ class Remote:
             text = content or message or str(exc)
             if errors:
                 text += " " + "; ".join(f"{k}: {v}" for k, v in dict(errors).items())
-            raise ApiError(f"{method} {path}: {exc.status_code} {text}",
+            raise ApiError(f"{method} {path}: {exc.status_code} {text}"
+                           + unreachable_hint(exc.status_code, self.node),
                            status=exc.status_code, source=self.api.base_url) from None
         except RequestException as exc:
             raise PvefixError(f"{method} {path}: connection lost ({type(exc).__name__})",
@@ -112,29 +149,37 @@ class Remote:
                               source=self.api.base_url) from None
 
     def wait_task(self, upid: str, timeout: float) -> str:
-        """Wait for a task to stop; returns its exit status (raises when it does not stop)."""
+        """Wait for a task to stop; returns its exit status (raises when it does not stop, or
+        when its node went away mid-task)."""
         node = upid.split(":")[1] if upid.startswith("UPID:") else self.node
         deadline = time.monotonic() + timeout
         while True:
-            status = self.get(f"/nodes/{node}/tasks/{upid}/status")
+            try:
+                status = self.get(f"/nodes/{node}/tasks/{upid}/status")
+            except PvefixError as exc:
+                raise NodeGone(node, upid, exc) from None
             if status and status.get("status") == "stopped":
                 return str(status.get("exitstatus", "unknown"))
             if time.monotonic() > deadline:
-                raise PvefixError(f"task did not finish within {timeout:g} s", source=upid)
+                raise PvefixError(
+                    f"task did not finish within {timeout:g} s; it may still be running: "
+                    f"look at it on node {node} (Tasks, or `pvenode task status {upid}`) "
+                    "before anything else", source=upid)
             time.sleep(TASK_POLL_S)
 
     def run_task(self, path: str, data: Mapping[str, str], timeout: float,
                  warn: Callable[[str], None] | None = None) -> str:
         """POST an async call, wait for its task, and raise TaskFailed unless it ended OK or
-        with `WARNINGS: N` (success: the task's WARN lines go to `warn`)."""
+        with `WARNINGS: N` (success: the task's WARN lines go to `warn`, else to
+        `on_warning`)."""
         upid = self.write("POST", path, data)
         if not isinstance(upid, str) or not upid.startswith("UPID:"):
             return "OK"  # answered synchronously
         exitstatus = self.wait_task(upid, timeout)
         if WARNINGS.fullmatch(exitstatus):
-            if warn is not None:
-                for line in self.task_warnings(upid):
-                    warn(line)
+            lines = self.task_warnings(upid) or [f"({exitstatus}: see the task log)"]
+            for line in lines:
+                (warn or self.on_warning)(line)
             return exitstatus
         if exitstatus != "OK":
             raise TaskFailed(upid, exitstatus)

@@ -35,6 +35,7 @@ class RollbackOptions:
     yes: bool = False
     force: bool = False
     restart: bool = False
+    start: bool = False  # with --restart: start the VM even if it was stopped
     force_stop: bool = False
     shutdown_timeout: float = 120.0
     task_timeout: float = 60.0
@@ -270,30 +271,52 @@ def backup_stamp() -> str:
     return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
 
 
+def cluster_identity(conn: Connection) -> str | None:
+    """The identity of the cluster this connection reaches (snapshots are kept under it);
+    None when it cannot tell (then every snapshot of the VM is a candidate)."""
+    from pvefix.connection.api import ApiClient
+    from pvefix.connection.nodes import ClusterView
+
+    if conn.backend != "api":
+        return None
+    client = ApiClient(conn)
+    try:
+        view = ClusterView.parse(client.get("/cluster/status"))
+    except PvefixError:
+        return None
+    finally:
+        client.close()
+    if view.name:
+        return view.identity("")
+    return view.identity(next(iter(view.node_ips))) if len(view.node_ips) == 1 else None
+
+
 def run_rollback(conn: Connection, state_dir: Path, vmid: int | None, snapshot_id: str | None,
                  options: RollbackOptions, console: Console,
                  guest: GuestAccess | None = None) -> RollbackResult:
     """`pvefix rollback`: pick the snapshot, refuse if the target moved, confirm, restore."""
-    snapshot = find_snapshot(state_dir, snapshot_id, vmid)
+    snapshot = find_snapshot(state_dir, snapshot_id, vmid, cluster_identity(conn))
     meta = snapshot.meta
     target = conn.model_copy(update={"node": conn.node or meta.node})
     touched, _ = guest_changes(snapshot)
     if not touched:
-        return _run_rollback(target, snapshot, options, console, None)
+        return _run_rollback(target, snapshot, options, console, None, state_dir)
     from pvefix.verify.guest_files import read_guest_file
     from pvefix.verify.take import open_channel
 
     channel = open_channel(target, guest_for(snapshot, guest), meta.vmid)
     try:
         current = {path: read_guest_file(channel, path) for path in sorted(touched)}
-        return _run_rollback(target, snapshot, options, console, (channel, current))
+        return _run_rollback(target, snapshot, options, console, (channel, current),
+                             state_dir)
     finally:
         channel.close()
 
 
 def _run_rollback(conn: Connection, snapshot: Snapshot, options: RollbackOptions,
                   console: Console,
-                  guest: tuple[GuestChannel, dict[str, str | None]] | None) -> RollbackResult:
+                  guest: tuple[GuestChannel, dict[str, str | None]] | None,
+                  state_dir: Path) -> RollbackResult:
     from pvefix.sources.live import read_live
 
     meta = snapshot.meta
@@ -331,11 +354,12 @@ def _run_rollback(conn: Connection, snapshot: Snapshot, options: RollbackOptions
     if not options.yes and not console.confirm(f"Roll VM {meta.vmid} back to {meta.id}?"):
         raise RefusedError("not confirmed: nothing was written (use --yes to confirm)")
     remote = Remote(conn, meta.node)
+    remote.on_warning = console.progress
     journal = snapshot.journal()
     notes: list[str] = []
     held = contextlib.ExitStack()
     try:
-        held.enter_context(vm_lock(snapshot.path.parent.parent, remote, meta.vmid, "rollback",
+        held.enter_context(vm_lock(state_dir, remote, meta.vmid, "rollback",
                                    console.progress))
         journal.record("rollback-begin", forced=bool(moved))
         writer = ApiVmWriter(remote, meta.vmid, options.task_timeout)
@@ -348,13 +372,18 @@ def _run_rollback(conn: Connection, snapshot: Snapshot, options: RollbackOptions
             restored += restore_guest_files(guest[0], snapshot, guest[1], journal,
                                             backup_stamp())
         if options.restart:
-            shutdown_vm(remote, meta.vmid, timeout=options.shutdown_timeout,
-                        force_stop=options.force_stop, task_timeout=options.task_timeout,
-                        say=console.progress)
-            cfg = VMConfig.parse(snapshot.vm_config_text(), "snapshot")
-            start_vm(remote, meta.vmid, task_timeout=options.task_timeout,
-                     say=console.progress, machine=cfg.main.get("machine"))
-            restored.append(f"VM {meta.vmid} restarted")
+            was_running = shutdown_vm(remote, meta.vmid, timeout=options.shutdown_timeout,
+                                      force_stop=options.force_stop,
+                                      task_timeout=options.task_timeout, say=console.progress)
+            # It ran when the snapshot was taken (or runs now): it runs again afterwards.
+            if was_running or options.start or meta.vm.status == "running":
+                cfg = VMConfig.parse(snapshot.vm_config_text(), "snapshot")
+                start_vm(remote, meta.vmid, task_timeout=options.task_timeout,
+                         say=console.progress, machine=cfg.main.get("machine"))
+                restored.append(f"VM {meta.vmid} {'restarted' if was_running else 'started'}")
+            else:
+                notes.append(f"VM {meta.vmid} was stopped (also when the snapshot was taken) "
+                             "and is left stopped (--start starts it)")
         elif live.vm.status == "running" and vm_done:
             notes.append(f"VM {meta.vmid} runs on: the restored config takes effect at its next "
                          "cold start (shut down and start it, or re-run with --restart)")

@@ -1,7 +1,10 @@
 """Snapshots: one folder per apply in the state directory, holding what is needed to put the
 target back exactly as it was.
 
-    <state>/snapshots/<id>/
+    <state>/snapshots/<cluster>/<id>/   keyed by the cluster's identity (`cluster-NAME`, or
+                                        `node-NAME` for a standalone host); snapshots of
+                                        earlier versions sit at <state>/snapshots/<id>/ and
+                                        are still found and rolled back
         meta.json        what the snapshot holds (pvefix.snapshot/v1), no secrets
         vm.conf          the VM config as stored (raw file over SSH, else rebuilt from the API)
         pending.json     the pending changes at that time
@@ -22,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pvefix import __version__
 from pvefix.digest import sha256_text
-from pvefix.errors import PvefixError
+from pvefix.errors import PvefixError, RefusedError
 from pvefix.executor.journal import JOURNAL_FILE, Hook, Journal, Record, read_journal
 from pvefix.planner.model import Plan
 from pvefix.state import PROC_CMDLINE, HostState, PendingItem
@@ -74,6 +77,7 @@ class SnapshotMeta(_Frozen):
     files: list[FileRecord]
     guest_files: list[FileRecord] = Field(default_factory=list)
     pve_snapshot: str | None = None
+    cluster: str | None = Field(default=None, description="cluster identity (None: older)")
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
@@ -168,14 +172,18 @@ def take_snapshot(
     phase: int,
     target: dict[str, str | int | None],
     pve_snapshot: str | None = None,
+    *,
+    cluster: str | None = None,
 ) -> Snapshot:
     """Write a snapshot of `state` (read live just before) and return it. Every file 0600."""
     vm = state.vm
     now = datetime.now(UTC)
     snap_id = new_snapshot_id(vm.vmid, phase, now)
     ensure_private_dir(state_dir)
-    folder = ensure_private_dir(state_dir / SNAPSHOTS) / snap_id
-    ensure_private_dir(folder)
+    folder = ensure_private_dir(state_dir / SNAPSHOTS)
+    if cluster is not None:
+        folder = ensure_private_dir(folder / cluster)
+    folder = ensure_private_dir(folder / snap_id)
     files_dir = ensure_private_dir(folder / FILES_DIR)
     write_private(folder / VM_FILE, vm.config_text.encode("utf-8", "surrogateescape"))
     pending = [p.model_dump() for p in vm.pending]
@@ -219,6 +227,7 @@ def take_snapshot(
         files=records,
         guest_files=guest_records,
         pve_snapshot=pve_snapshot,
+        cluster=cluster,
     )
     _write_meta(folder, meta)
     return Snapshot(folder, meta)
@@ -239,32 +248,52 @@ def load_snapshot(path: Path) -> Snapshot:
     return Snapshot(path, SnapshotMeta.model_validate(data))
 
 
-def list_snapshots(state_dir: Path, vmid: int | None = None) -> list[Snapshot]:
-    """Every snapshot (of one VM if given), oldest first."""
-    folder = state_dir / SNAPSHOTS
-    if not folder.is_dir():
+def _folders(state_dir: Path) -> list[Path]:
+    """Every snapshot folder: keyed ones (snapshots/<cluster>/<id>) and older unkeyed ones
+    (snapshots/<id>)."""
+    root = state_dir / SNAPSHOTS
+    if not root.is_dir():
         return []
+    found: list[Path] = []
+    for entry in sorted(root.iterdir()):
+        if (entry / META_FILE).is_file():
+            found.append(entry)
+        elif entry.is_dir():
+            found += [sub for sub in sorted(entry.iterdir()) if (sub / META_FILE).is_file()]
+    return found
+
+
+def list_snapshots(state_dir: Path, vmid: int | None = None,
+                   cluster: str | None = None) -> list[Snapshot]:
+    """Every snapshot (of one VM, of one cluster plus the older unkeyed ones, if given),
+    oldest first."""
     found: list[Snapshot] = []
-    for entry in sorted(folder.iterdir()):
-        if not (entry / META_FILE).is_file():
-            continue
+    for entry in _folders(state_dir):
         snap = load_snapshot(entry)
-        if vmid is None or snap.meta.vmid == vmid:
-            found.append(snap)
+        if vmid is not None and snap.meta.vmid != vmid:
+            continue
+        if cluster is not None and snap.meta.cluster not in (None, cluster):
+            continue
+        found.append(snap)
     return sorted(found, key=lambda s: (s.meta.created_at, s.id))
 
 
-def find_snapshot(state_dir: Path, snapshot_id: str | None, vmid: int | None) -> Snapshot:
-    """The snapshot named, or the newest one (of `vmid`) not yet rolled back."""
+def find_snapshot(state_dir: Path, snapshot_id: str | None, vmid: int | None,
+                  cluster: str | None = None) -> Snapshot:
+    """The snapshot named, or the newest one (of `vmid` in `cluster`) not yet rolled back."""
     if snapshot_id is not None:
-        path = state_dir / SNAPSHOTS / snapshot_id
-        if not path.is_dir():
+        named = [p for p in _folders(state_dir) if p.name == snapshot_id]
+        if not named:
             raise PvefixError(f"no snapshot {snapshot_id}", source=str(state_dir / SNAPSHOTS))
-        snap = load_snapshot(path)
+        snap = load_snapshot(named[0])
         if vmid is not None and snap.meta.vmid != vmid:
             raise PvefixError(f"snapshot {snapshot_id} is of VM {snap.meta.vmid}, not {vmid}")
+        if cluster is not None and snap.meta.cluster not in (None, cluster):
+            raise RefusedError(f"snapshot {snapshot_id} is of {snap.meta.cluster}, and this "
+                               f"connection reaches {cluster}: nothing was written")
         return snap
-    candidates = [s for s in list_snapshots(state_dir, vmid) if s.status() != "rolled-back"]
+    candidates = [s for s in list_snapshots(state_dir, vmid, cluster)
+                  if s.status() != "rolled-back"]
     if not candidates:
         who = f"VM {vmid}" if vmid is not None else "any VM"
         raise PvefixError(f"no snapshot of {who} to roll back", source=str(state_dir))

@@ -83,6 +83,10 @@ class NodeTree(HostTree):
         self._materialize()
         return self.overlay.joinpath(*parts)
 
+    def owns(self, real: Path) -> bool:
+        overlay = self.overlay.resolve()
+        return real == overlay or overlay in real.parents
+
     def _sysfs_root(self) -> Path:
         return self.overlay if (self.overlay / "sys").is_dir() else self.root
 

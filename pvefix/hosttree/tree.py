@@ -151,6 +151,11 @@ class HostTree:
                 return alt  # also a new file (a temporary one beside a config) in that folder
         return path
 
+    def owns(self, real: Path) -> bool:
+        """Is `real` (resolved) one of this node's own files kept outside the host paths
+        (another node's view keeps its files under nodes/NAME/)? Never for the local node."""
+        return False
+
     def read_text(self, host_path: str) -> str | None:
         """Content of a host file, or None when the tree does not have it."""
         path = self.host_path(host_path)

@@ -83,7 +83,7 @@ class SimSFTPServer(paramiko.SFTPServerInterface):
         if resolved != root and root not in resolved.parents:
             raise _Refused(path)
         rel = resolved.relative_to(root).parts if resolved != root else ()
-        if rel and rel[0] in HIDDEN:
+        if rel and rel[0] in HIDDEN and not self.state.tree.owns(resolved):
             raise _Refused(path)
         return real
 

@@ -26,7 +26,7 @@ pytestmark = pytest.mark.slow  # `pytest -m "not slow"` for a quick run
 
 
 def _latest_seq(state_dir: Path) -> int:
-    seqs = [r["seq"] for path in state_dir.glob("snapshots/*/journal.jsonl")
+    seqs = [r["seq"] for path in state_dir.glob("snapshots/*/*/journal.jsonl")
             for r in read_journal(path)]
     return max(seqs, default=0)
 

@@ -25,9 +25,10 @@ MIB = 1024**2
 
 def test_the_builtins_are_listed_with_a_summary() -> None:
     infos = {info.name: info for info in list_scenarios()}
-    assert sorted(infos) == sorted([*SHIPPED, "large"])
+    assert sorted(infos) == sorted([*SHIPPED, "large", "cluster3"])
     assert all(info.summary and not info.summary.startswith("#") for info in infos.values())
     assert infos["large"].generated and not infos["kpro6"].generated
+    assert infos["cluster3"].generated
 
 
 @pytest.mark.parametrize("name", SHIPPED)
