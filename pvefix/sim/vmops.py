@@ -17,7 +17,6 @@ from pvefix.sim.errors import ApiError, die, param_error
 from pvefix.sim.guest import guest_boot
 from pvefix.sim.machines import pinned_for_windows, running_machine
 from pvefix.sim.startchecks import candidates, reserved_by_others, start_checks, start_warnings
-from pvefix.sim.pcireserve import reserve_devices
 from pvefix.sim.state import LoadedConfig, NodeState
 from pvefix.sim.tasks import TaskLog
 from pvefix.sim.vmview import (
@@ -250,7 +249,6 @@ def _start_now(state: NodeState, vmid: int, node: str, skiplock: bool, log: Task
         loaded = state.store(loaded, cfg)
         cfg = loaded.parse()
     start_checks(state, cfg, vmid)
-    reserve_devices(state, vmid, cfg)
     injected = state.faults.take_fail_start(vmid)
     if injected is not None:
         raise die(injected)

@@ -29,7 +29,6 @@ STATUS = [
 def test_the_profile_maps_nodes_to_addresses(tmp_path: Path) -> None:
     config = tmp_path / "config.toml"
     config.write_text('[profiles.prod]\nhost = "pve1.example"\nuser = "root@pam"\n'
-                      '[profiles.prod.ssh]\nenabled = true\n'
                       '[profiles.prod.ssh.nodes]\nnode6 = "10.9.0.16:2222"\n')
     conn = resolve_connection(config=config, profile="prod", env={})
     assert conn.ssh and conn.ssh_nodes == {"node6": "10.9.0.16:2222"}
@@ -42,7 +41,7 @@ def test_the_profile_maps_nodes_to_addresses(tmp_path: Path) -> None:
 def test_an_unknown_key_in_the_ssh_table_is_an_error(tmp_path: Path) -> None:
     config = tmp_path / "config.toml"
     config.write_text('[profiles.prod]\nhost = "h"\n[profiles.prod.ssh]\nnode = "x"\n')
-    with pytest.raises(ParseError, match="unknown key 'node'"):
+    with pytest.raises(ParseError, match=r"unknown key 'profiles\.prod\.ssh\.node'"):
         resolve_connection(config=config, profile="prod", env={})
 
 
@@ -54,10 +53,12 @@ def test_cluster_identity_is_the_cluster_name_or_the_standalone_node() -> None:
 def test_a_hostname_that_is_not_the_node_is_refused_naming_both() -> None:
     address = node_address(Connection(host="10.0.0.11"), "node6", None)
     with pytest.raises(NodeMismatch) as caught:
-        check_hostname("node6", address, "node1\n", 0)
-    assert "is 'node1', not node 'node6'" in str(caught.value)
+        check_hostname("node6", address, "node1\n", 0, 100)
+    assert "reaches node 'node1', but VM 100 lives on node 'node6'" in str(caught.value)
     assert caught.value.exit_code == 3
     check_hostname("node6", address, "node6.example.com\n", 0)  # a FQDN's short name
+    with pytest.raises(NodeMismatch, match="did not say which host"):
+        check_hostname("node6", address, "", 127)
 
 
 @given(st.from_regex(r"[a-z][a-z0-9.-]{0,20}", fullmatch=True), st.integers(1, 65535))

@@ -18,8 +18,10 @@ from tests.sources.test_live import connection
 def test_a_vm_on_another_node_than_the_ssh_host_is_refused_naming_both(
     fresh_sim: Callable[..., ReadyInfo], tmp_path: Path
 ) -> None:
-    info = fresh_sim("large")  # 8 nodes; the simulator's SSH is node1's
-    conn = connection(info, tmp_path)
+    info = fresh_sim("large")  # 8 nodes; the connection's SSH is node1's
+    # No per-node map (the ready file has one): node3's address is its /cluster/status IP with
+    # the connection's SSH port, which the simulator gives node1.
+    conn = connection(info, tmp_path, ssh_nodes={})
     with pytest.raises(RefusedError) as caught:
         read_live(conn, 103)  # VM 103 lives on node3
     assert caught.value.exit_code == EXIT_REFUSED
@@ -40,7 +42,7 @@ def test_no_host_write_reaches_a_node_other_than_the_vms(
     fresh_sim: Callable[..., ReadyInfo], tmp_path: Path
 ) -> None:
     info = fresh_sim("large")
-    remote = Remote(connection(info, tmp_path), "node3")
+    remote = Remote(connection(info, tmp_path, ssh_nodes={}), "node3")
     with pytest.raises(RefusedError, match="reaches node 'node1', but the target is node 'node3'"):
         remote.write_file("/etc/kernel/cmdline", "root=ZFS=rpool/ROOT/pve-1 iommu=pt\n")
     remote.close()
@@ -60,6 +62,8 @@ def test_a_per_node_ssh_address_from_the_profile_is_used_for_the_vms_node(
     conn = resolve_connection(config=config, profile="lab", env={})
     assert conn.ssh_nodes == {"node3": "127.0.0.3", "node1": "127.0.0.1"}
     assert conn.for_node("node3").effective_ssh_host == "127.0.0.3"
+    assert (conn.for_node("node1").ssh_host, conn.for_node("node1").ssh_port) == (
+        "127.0.0.1", 22)
     assert conn.for_node("node2").effective_ssh_host == "127.0.0.1"
     assert Remote(connection(info, tmp_path, ssh_nodes={"node3": "127.0.0.3"}), "node3"
                   ).conn.effective_ssh_host == "127.0.0.3"
