@@ -11,6 +11,7 @@ import pytest
 
 from pvefix.executor.apply import ApplyFailed, ApplyOptions, apply_phase
 from pvefix.executor.rollback import RollbackOptions, run_rollback
+from pvefix.executor.snapshot import list_snapshots
 from pvefix.main import main
 from pvefix.sim.guest_tree import FAIL_UPDATE_GRUB
 from tests.executor.conftest import Captured, Node
@@ -67,10 +68,10 @@ def test_apply_edits_the_guest_grub_and_rollback_restores_it_byte_for_byte(
     assert not any("pci=realloc" in line for line in result.manual)  # type: ignore[attr-defined]
     backups = list((guest_root(shared_node) / "etc/default").glob("grub.pvefix-*"))
     assert [b.read_bytes() for b in backups] == [before["etc/default/grub"]]
-    snaps = sorted((shared_node.state_dir / "snapshots").iterdir())
-    meta = json.loads((snaps[-1] / "meta.json").read_text())
+    snap = list_snapshots(shared_node.state_dir, VMID)[-1].path  # snapshots/<cluster>/<id>
+    meta = json.loads((snap / "meta.json").read_text())
     grub = next(f for f in meta["guest_files"] if f["path"] == "/etc/default/grub")
-    kept = snaps[-1] / "files" / grub["stored_as"]
+    kept = snap / "files" / grub["stored_as"]
     assert kept.read_bytes() == before["etc/default/grub"]
 
     run_rollback(shared_node.conn(), shared_node.state_dir, VMID, None,
