@@ -28,13 +28,26 @@ class CheckFormat(StrEnum):
     junit = "junit"
 
 
-def _desired(desired: Path | None, state_dir: Path | None, vmids: list[int]) -> object:
+def _desired(desired: Path | None, state_dir: Path | None, vmids: list[int],
+             cluster: str | None = None) -> object:
     from pvefix.desired import load_desired, load_recorded
     from pvefix.store.statedir import resolve_state_dir
 
     if desired is not None:
         return load_desired(desired)
-    return load_recorded(resolve_state_dir(state_dir), vmids or None)
+    return load_recorded(resolve_state_dir(state_dir), vmids or None, cluster)
+
+
+def _cluster(opts: ConnectionOptions) -> str | None:
+    """The identity the recorded desired states are kept under (pvefix.desired.store)."""
+    if opts.bundle is not None:
+        from pvefix.hosttree.meta import META_FILE, load_meta
+
+        meta = load_meta(opts.bundle / META_FILE)
+        return f"cluster-{meta.cluster_name}" if meta.cluster_name else f"node-{meta.node}"
+    from pvefix.connection.nodes import cluster_identity
+
+    return cluster_identity(resolve_connection_options(opts))
 
 
 @connection_options
@@ -77,7 +90,8 @@ def check_command(
     ids = list(vmids or [])
     if not ids and not all_vms:
         raise typer.BadParameter("name the VMs to check (VMID ...) or pass --all")
-    loaded = _desired(desired, state_dir, ids if not all_vms else [])
+    loaded = _desired(desired, state_dir, ids if not all_vms else [],
+                      None if desired is not None else _cluster(opts))
     assert isinstance(loaded, DesiredState)
     if opts.bundle is not None:
         report = check_bundle(opts.bundle, loaded, ids, all_vms=all_vms,

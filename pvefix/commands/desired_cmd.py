@@ -31,7 +31,10 @@ def desired_command(
 
     state = resolve_state(opts, vmid)
     if record_it:
-        path = record(resolve_state_dir(state_dir), state, note="pvefix desired --record")
+        from pvefix.commands.check_cmd import _cluster
+
+        path = record(resolve_state_dir(state_dir), state, note="pvefix desired --record",
+                      cluster=_cluster(opts))
         print(f"desired state recorded in {path}", file=sys.stderr)
         return 0
     desired = desired_from_state(state)

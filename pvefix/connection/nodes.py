@@ -122,3 +122,22 @@ def open_node_shell(conn: Connection, address: NodeAddress,
         shell.close()
         raise
     return shell
+
+
+def cluster_identity(conn: Connection) -> str | None:
+    """The identity of the cluster this connection reaches (pvefix's state is kept under it);
+    None when it cannot tell (a local or offline read, no right to /cluster/status)."""
+    from pvefix.connection.api import ApiClient
+
+    if conn.backend != "api" or not conn.host:
+        return None
+    client = ApiClient(conn)
+    try:
+        view = ClusterView.parse(client.get("/cluster/status"))
+    except PvefixError:
+        return None
+    finally:
+        client.close()
+    if view.name:
+        return view.identity("")
+    return view.identity(next(iter(view.node_ips))) if len(view.node_ips) == 1 else None

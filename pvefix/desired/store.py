@@ -1,4 +1,7 @@
-"""Desired states recorded in the state directory: `STATE_DIR/desired/VMID.toml`, one per VM.
+"""Desired states recorded in the state directory: `STATE_DIR/desired/CLUSTER/VMID.toml`, one
+per VM of each cluster (CLUSTER: `cluster-NAME`, or `node-NAME` for a standalone host), so two
+clusters' VM 100 never collide. Files of earlier versions (`STATE_DIR/desired/VMID.toml`) are
+still read when the cluster has none of its own.
 
 `pvefix apply` records the state it reached (`record(state_dir, state)`); `pvefix check`
 reads them when no `--desired` file is given.
@@ -22,8 +25,14 @@ from pvefix.store.statedir import ensure_private_dir, write_private
 DESIRED_DIR = "desired"
 
 
-def recorded_path(state_dir: Path, vmid: int) -> Path:
-    return state_dir / DESIRED_DIR / f"{vmid}.toml"
+def recorded_path(state_dir: Path, vmid: int, cluster: str | None = None) -> Path:
+    """Where VM `vmid`'s recorded state is: the cluster's own file, else (an older, unkeyed
+    one, or no cluster known) `desired/VMID.toml`."""
+    legacy = state_dir / DESIRED_DIR / f"{vmid}.toml"
+    if cluster is None:
+        return legacy
+    keyed = state_dir / DESIRED_DIR / cluster / f"{vmid}.toml"
+    return keyed if keyed.is_file() or not legacy.is_file() else legacy
 
 
 def write_desired(path: Path, desired: DesiredState, header: str | None = None) -> Path:
@@ -33,8 +42,10 @@ def write_desired(path: Path, desired: DesiredState, header: str | None = None) 
     return path
 
 
-def record(state_dir: Path, state: HostState, *, note: str | None = None) -> Path:
-    """Record the desired state `state` reached (apply calls this); returns the file's path."""
+def record(state_dir: Path, state: HostState, *, note: str | None = None,
+           cluster: str | None = None) -> Path:
+    """Record the desired state `state` reached (apply calls this, with the cluster's identity);
+    returns the file's path."""
     desired = desired_from_state(state)
     stamp = datetime.now(UTC).isoformat(timespec="seconds")
     header = (
@@ -42,14 +53,18 @@ def record(state_dir: Path, state: HostState, *, note: str | None = None) -> Pat
         + (f" ({note})" if note else "")
         + ".\nChecked by `pvefix check " + str(state.vm.vmid) + "`; edit freely (docs/check.md)."
     )
-    return write_desired(recorded_path(state_dir, state.vm.vmid), desired, header)
+    folder = state_dir / DESIRED_DIR / cluster if cluster else state_dir / DESIRED_DIR
+    return write_desired(folder / f"{state.vm.vmid}.toml", desired, header)
 
 
-def recorded_vmids(state_dir: Path) -> list[int]:
-    folder = state_dir / DESIRED_DIR
-    if not folder.is_dir():
-        return []
-    return sorted(int(p.stem) for p in folder.glob("*.toml") if p.stem.isdigit())
+def recorded_vmids(state_dir: Path, cluster: str | None = None) -> list[int]:
+    """VMs with a recorded state: the cluster's own and the older unkeyed ones."""
+    folders = [state_dir / DESIRED_DIR]
+    if cluster is not None:
+        folders.append(state_dir / DESIRED_DIR / cluster)
+    found = {int(p.stem) for folder in folders if folder.is_dir()
+             for p in folder.glob("*.toml") if p.stem.isdigit()}
+    return sorted(found)
 
 
 def merge(states: list[tuple[str, DesiredState]]) -> DesiredState:
@@ -76,15 +91,16 @@ def merge(states: list[tuple[str, DesiredState]]) -> DesiredState:
         raise ParseError(f"the files contradict each other: {problem}", source=where) from None
 
 
-def load_recorded(state_dir: Path, vmids: list[int] | None = None) -> DesiredState:
-    """The recorded desired states of `vmids` (all recorded ones when None).
+def load_recorded(state_dir: Path, vmids: list[int] | None = None,
+                  cluster: str | None = None) -> DesiredState:
+    """The recorded desired states of `vmids` (all recorded ones when None) of `cluster`.
 
     A named VM without a recorded state is an error that says how to make one.
     """
-    wanted = recorded_vmids(state_dir) if vmids is None else vmids
+    wanted = recorded_vmids(state_dir, cluster) if vmids is None else vmids
     loaded: list[tuple[str, DesiredState]] = []
     for vmid in wanted:
-        path = recorded_path(state_dir, vmid)
+        path = recorded_path(state_dir, vmid, cluster)
         if not path.is_file():
             raise PvefixError(
                 f"no desired state recorded for VM {vmid} (run `pvefix apply`, or write one "

@@ -580,7 +580,8 @@ def _apply(remote: Remote, conn: Connection, live: HostState, plan: Plan, phase:
             + f"\nto put everything back: {rollback_cmd}"
         )
     journal.record("apply-end", status="applied")
-    desired = record_desired(options.state_dir, after, note=f"apply phase {phase.number}")
+    desired = record_desired(options.state_dir, after, note=f"apply phase {phase.number}",
+                             cluster=remote.identity())
     console.progress(f"desired state recorded in {desired} (pvefix check {vmid} uses it)")
     return ApplyResult(
         vmid=vmid, phase=phase.number, snapshot_id=snapshot.id, done=done, manual=manual,

@@ -271,30 +271,12 @@ def backup_stamp() -> str:
     return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
 
 
-def cluster_identity(conn: Connection) -> str | None:
-    """The identity of the cluster this connection reaches (snapshots are kept under it);
-    None when it cannot tell (then every snapshot of the VM is a candidate)."""
-    from pvefix.connection.api import ApiClient
-    from pvefix.connection.nodes import ClusterView
-
-    if conn.backend != "api":
-        return None
-    client = ApiClient(conn)
-    try:
-        view = ClusterView.parse(client.get("/cluster/status"))
-    except PvefixError:
-        return None
-    finally:
-        client.close()
-    if view.name:
-        return view.identity("")
-    return view.identity(next(iter(view.node_ips))) if len(view.node_ips) == 1 else None
-
-
 def run_rollback(conn: Connection, state_dir: Path, vmid: int | None, snapshot_id: str | None,
                  options: RollbackOptions, console: Console,
                  guest: GuestAccess | None = None) -> RollbackResult:
     """`pvefix rollback`: pick the snapshot, refuse if the target moved, confirm, restore."""
+    from pvefix.connection.nodes import cluster_identity
+
     snapshot = find_snapshot(state_dir, snapshot_id, vmid, cluster_identity(conn))
     meta = snapshot.meta
     target = conn.model_copy(update={"node": conn.node or meta.node})

@@ -43,7 +43,9 @@ def test_record_puts_it_where_check_finds_it_and_pending_still_counts(
     tree, state = str(tmp_path / "tree"), str(tmp_path / "state")
     vmid = next(p.stem for p in (tmp_path / "tree").rglob("*.conf"))
     assert main(["desired", vmid, "--bundle", tree, "--record", "--state-dir", state]) == 0
-    assert (tmp_path / "state" / "desired" / f"{vmid}.toml").stat().st_mode & 0o777 == 0o600
+    # kept under the host's identity (intel-grub: standalone node xeon4)
+    recorded = tmp_path / "state" / "desired" / "node-xeon4" / f"{vmid}.toml"
+    assert recorded.stat().st_mode & 0o777 == 0o600
     capsys.readouterr()
     assert main(["check", vmid, "--bundle", tree, "--state-dir", state]) == 2
     out = capsys.readouterr().out

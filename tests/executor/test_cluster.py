@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from pvefix.connection.settings import Connection, resolve_connection
-from pvefix.errors import RefusedError
+from pvefix.desired import load_recorded
+from pvefix.errors import PvefixError, RefusedError
 from pvefix.executor.snapshot import list_snapshots
 from pvefix.planner import plan as make_plan
 from pvefix.sources.live import read_live
@@ -206,6 +207,10 @@ def test_snapshots_are_kept_under_the_clusters_identity_and_old_ones_still_roll_
     snap = list_snapshots(cluster.state_dir, 310)[-1]
     assert snap.meta.cluster == "cluster-lab3" and snap.id == result.snapshot_id
     assert snap.path.parent.name == "cluster-lab3"
+    assert result.desired_path == str(cluster.state_dir / "desired" / "cluster-lab3" / "310.toml")
+    assert load_recorded(cluster.state_dir, [310], "cluster-lab3").vms[310]
+    with pytest.raises(PvefixError, match="no desired state recorded for VM 310"):
+        load_recorded(cluster.state_dir, [310], "cluster-other")
     # An older, unkeyed snapshot (as earlier versions wrote it) is still found and restored.
     legacy = cluster.state_dir / "snapshots" / snap.id
     snap.path.rename(legacy)
