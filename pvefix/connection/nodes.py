@@ -57,7 +57,8 @@ class NodeAddress:
     source: str
 
     def __str__(self) -> str:
-        return f"{self.host}:{self.port} ({self.source})"
+        where = f"{self.host}:{self.port}" if self.port else self.host
+        return f"{where} ({self.source})"
 
 
 def split_address(text: str, default_port: int) -> tuple[str, int]:

@@ -25,11 +25,18 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from pvefix.cmdline.grubd import GRUB_D, is_dropin
 from pvefix.connection.api import ApiClient, ApiError
-from pvefix.connection.nodes import ClusterView, node_address, open_node_shell
+from pvefix.connection.nodes import (
+    ClusterView,
+    NodeAddress,
+    check_hostname,
+    node_address,
+    open_node_shell,
+)
 from pvefix.connection.settings import Connection
 from pvefix.connection.ssh import CommandResult
 from pvefix.errors import PvefixError
@@ -461,8 +468,16 @@ def read_live(connection: Connection, vmid: int, *, trace: LiveTrace | None = No
         access = AccessFacts(method="local", user="root@pam", auth="ticket", ssh=True,
                              guest=guest.method if guest else None)
         # pvesh and qm run as root@pam on the node: the same rights as a root@pam ticket.
+        def local_shell(node: str, cluster: ClusterView) -> Shell:
+            shell = LocalShell(root, connection.timeout)
+            if root == Path("/"):  # on a real node: this host must be the VM's node
+                name = shell.run(["hostname"])
+                check_hostname(node, NodeAddress(node, "this host", 0, "--local"), name.stdout,
+                               name.exit_code, vmid)
+            return shell
+
         state = read_target(
-            local_api, lambda node, cluster: LocalShell(root, connection.timeout), vmid,
+            local_api, local_shell, vmid,
             node=connection.node, access=access, trace=trace, guest_read=guest_read,
         )
         return _with_notes(state, guest_notes)
