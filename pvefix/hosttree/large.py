@@ -2,9 +2,10 @@
 
 Made by code rather than shipped, so the package stays small: a seeded generator writes the same
 tree every time (deterministic), in well under a second. Node `node1` is the local node and has
-the sysfs facts (four L40S GPUs, each behind its own root port); every node has a `map` entry in
-the cluster mapping `l40s`. About 10% of the VMs pass GPUs through, some by mapping and some by
-raw `host=`, on i440fx or q35.
+the sysfs facts (four L40S GPUs, each behind its own root port); nodes 2..8 have their own kernel
+cmdline files under `nodes/NAME/` and share node1's sysfs (the same hardware); every node has a
+`map` entry in the cluster mapping `l40s`. About 10% of the VMs pass GPUs through, some by
+mapping and some by raw `host=`, on i440fx or q35.
 """
 
 from __future__ import annotations
@@ -161,6 +162,12 @@ def generate_large(dest: Path, seed: int = SEED, vms: int = VM_COUNT) -> None:
         "root=ZFS=rpool/ROOT/pve-1 boot=zfs\n",
         encoding="utf-8",
     )
+    for node in NODES[1:]:  # each other node's own host files (same install, same GPUs)
+        own = dest / "nodes" / node
+        (own / "etc" / "kernel").mkdir(parents=True, exist_ok=True)
+        (own / "proc").mkdir(parents=True, exist_ok=True)
+        for name in ("etc/kernel/cmdline", "proc/cmdline"):
+            (own / name).write_text((dest / name).read_text(encoding="utf-8"), encoding="utf-8")
     states: dict[str, dict[str, object]] = {}
     for vmid in range(FIRST_VMID, FIRST_VMID + vms):
         node = NODES[rng.randrange(len(NODES))]

@@ -85,7 +85,10 @@ def _cache_dir() -> Path:
 def _generated_path(name: str, directory: Path) -> Path:
     """Generate once into the cache (keyed by version and seed) and return that tree."""
     generate, seed = _generator(directory)
-    target = _cache_dir() / f"{name}-{__version__}-{seed}"
+    # A generator's revision (generator.json) names its output's format: a new one is a new tree.
+    spec = json.loads((directory / GENERATOR_FILE).read_text(encoding="utf-8"))
+    revision = int(spec.get("revision", 1))
+    target = _cache_dir() / f"{name}-{__version__}-{seed}-r{revision}"
     if (target / META_FILE).is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -166,7 +166,7 @@ class HostTree:
 
     def grub_dropins(self) -> dict[str, str]:
         """/etc/default/grub.d/*.cfg (regular files, not links), as update-grub sources them."""
-        folder = self.root / "etc" / "default" / "grub.d"
+        folder = self.host_path("/etc/default/grub.d")  # this node's (nodes/NAME/ overlays)
         out: dict[str, str] = {}
         if not folder.is_dir() or folder.is_symlink():
             return out

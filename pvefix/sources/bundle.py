@@ -68,7 +68,9 @@ def vm_facts(tree: HostTree, vmid: int) -> VmFacts:
 
 
 def read_tree(tree: HostTree, vmid: int) -> HostState:
-    """A HostState from an already loaded host tree."""
+    """A HostState from an already loaded host tree: the VM's own node's facts and files (a
+    cluster tree keeps another node's under nodes/NAME/, pvefix.hosttree.nodes)."""
+    tree = _vm_node_tree(tree, vmid)
     mapping_file = tree.pci_mappings()
     boot = tree.meta.proxmox_boot_tool
     return HostState(
@@ -84,6 +86,21 @@ def read_tree(tree: HostTree, vmid: int) -> HostState:
         vm=vm_facts(tree, vmid),
         access=AccessFacts(method="bundle", user=None, auth="none", ssh=False),
     )
+
+
+def _vm_node_tree(tree: HostTree, vmid: int) -> HostTree:
+    from pvefix.hosttree.nodes import node_tree, overlay_dir
+
+    node = tree.vms().get(vmid)
+    if node is None or node == tree.meta.node:
+        return tree
+    if not overlay_dir(tree.root, node).is_dir():
+        raise PvefixError(
+            f"VM {vmid} lives on node {node}, and this host tree holds no host files of it "
+            f"(nodes/{node}/): its cmdline, boot loader and sysfs are unknown here. Collect a "
+            f"bundle on {node}, or put its files under nodes/{node}/ (docs/host-tree.md)",
+            source=str(tree.root))
+    return node_tree(tree, node)
 
 
 def read_bundle(path: str | Path, vmid: int) -> HostState:

@@ -107,20 +107,53 @@ def test_a_rebooting_node_is_unreachable_through_the_api_while_the_others_answer
         assert prox.nodes("cygnus").qemu(312).status.current.get()["status"] == "running"
 
 
-def test_large_serves_eight_nodes_and_makes_their_files_only_when_touched(
-    tmp_path: Path
-) -> None:
+def test_large_serves_eight_nodes_each_with_its_own_files(tmp_path: Path) -> None:
     root = tmp_path / "large"
     with running_simulator("large", root, task_seconds=0.01) as info:
         assert sorted(info.ssh_nodes) == [f"node{i}" for i in range(1, 9)]
-        assert not (root / "nodes").exists()
         client = _ssh(info, "node5")
         try:
             assert run(client, "hostname")[1] == "node5\n"
             run(client, "echo changed > /etc/kernel/cmdline")
         finally:
             client.close()
-        assert sorted(p.name for p in (root / "nodes").iterdir()) == ["node5"]
         assert (root / "nodes" / "node5" / "etc" / "kernel" / "cmdline").read_text() == (
             "changed\n")
         assert "changed" not in (root / "etc" / "kernel" / "cmdline").read_text()
+        assert "changed" not in (root / "nodes" / "node6" / "etc" / "kernel" / "cmdline"
+                                 ).read_text()
+
+
+def test_a_node_without_its_folder_gets_the_local_nodes_files_when_first_touched(
+    tmp_path: Path
+) -> None:
+    from pvefix.hosttree import materialize_scenario
+    from pvefix.hosttree.nodes import node_tree
+
+    tree = materialize_scenario("cluster3", tmp_path / "c3")
+    meta = tree.meta.model_copy(update={"cluster_nodes": [*tree.meta.cluster_nodes, "dorado"]})
+    tree.meta = meta
+    view = node_tree(tree, "dorado")
+    assert not (tmp_path / "c3" / "nodes" / "dorado").exists()
+    assert view.read_text("/etc/kernel/cmdline") == tree.read_text("/etc/kernel/cmdline")
+    assert (tmp_path / "c3" / "nodes" / "dorado" / "etc" / "kernel" / "cmdline").is_file()
+    assert not (tmp_path / "c3" / "nodes" / "dorado" / "etc" / "pve").exists()
+
+
+def test_a_bundle_reads_a_far_vm_from_its_own_nodes_files_or_refuses(tmp_path: Path) -> None:
+    import shutil
+
+    from pvefix.errors import PvefixError
+    from pvefix.hosttree import materialize_scenario
+    from pvefix.sources.bundle import read_bundle
+
+    root = tmp_path / "c3"
+    materialize_scenario("cluster3", root)
+    state = read_bundle(root, 310)
+    assert state.node.name == "cygnus" and state.boot_tool.exit_code == 0
+    assert state.file("/etc/kernel/cmdline").text == "root=ZFS=rpool/ROOT/pve-1 boot=zfs\n"
+    assert {d.address for d in state.pci_devices} >= {"0000:41:00.0", "0000:c1:00.0"}
+    assert read_bundle(root, 320).boot_tool.exit_code == 2
+    shutil.rmtree(root / "nodes" / "cygnus")
+    with pytest.raises(PvefixError, match="holds no host files of it"):
+        read_bundle(root, 310)

@@ -11,6 +11,7 @@ import pytest
 
 from pvefix.errors import ParseError, PvefixError
 from pvefix.hosttree import list_scenarios, load_tree, resolve_scenario
+from pvefix.hosttree.nodes import node_tree
 from pvefix.sim.vmview import api_pending
 from pvefix.sources.bundle import read_bundle
 from pvefix.sources.common import pending_from_api
@@ -31,7 +32,8 @@ def test_every_scenario_reads_into_a_state_that_matches_its_files(
     scenario: str, vmid: int
 ) -> None:
     root = resolve_scenario(scenario)
-    tree = load_tree(root)
+    cluster = load_tree(root)
+    tree = node_tree(cluster, cluster.vms()[vmid])  # the VM's own node's files and facts
     state = read_bundle(root, vmid)
 
     raw = tree.read_vm_config(vmid)
