@@ -356,7 +356,14 @@ def ready_file_layer(path: Path) -> dict[str, Any]:
     except ValueError as exc:
         raise ParseError(f"api_url: {exc}", source=source) from None
     direct = ("node", "user", "password", "token_id", "token_secret", "ca_cert", "ssh_host",
-              "ssh_port", "ssh_user", "ssh_key", "known_hosts", "ssh_nodes")
+              "ssh_port", "ssh_user", "ssh_key", "known_hosts")
+    nodes = data.get("ssh_nodes")
+    if nodes not in (None, {}):
+        # Every node's SSH endpoint (a multi-node simulator): node name -> "host:port".
+        if not isinstance(nodes, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) and v for k, v in nodes.items()):
+            raise ParseError('ssh_nodes: expected {"NODE": "HOST:PORT", ...}', source=source)
+        out["ssh_nodes"] = dict(nodes)
     for key in direct:
         value = data.get(key)
         if value in (None, ""):

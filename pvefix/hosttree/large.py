@@ -3,7 +3,7 @@
 Made by code rather than shipped, so the package stays small: a seeded generator writes the same
 tree every time (deterministic), in well under a second. Node `node1` is the local node and has
 the sysfs facts (four L40S GPUs, each behind its own root port); nodes 2..8 have their own kernel
-cmdline files under `nodes/NAME/` and share node1's sysfs (the same hardware); every node has a
+cmdline files under `nodes/NAME/` and no sysfs (their devices are unknown here); every node has a
 `map` entry in the cluster mapping `l40s`. About 10% of the VMs pass GPUs through, some by
 mapping and some by raw `host=`, on i440fx or q35.
 """

@@ -5,8 +5,9 @@ The tree root holds the local node's files (`node` in the metadata) and the clus
 (`nodes/node3/etc/kernel/cmdline`, `nodes/node3/proc/cmdline`, `nodes/node3/sys/devices/...`)
 and its own facts under `nodes.NAME` in pvefix-host.json. A node whose folder does not exist
 yet gets a copy of the local node's host files (not /etc/pve, not sysfs) the first time one of
-its files is touched, so a 1,000-VM tree with 8 nodes stays cheap to start. A node's sysfs is
-its own `sys/` when the folder has one, else the local node's.
+its files is touched (the simulator's stand-in for "the same install"). A node's sysfs is its
+own `sys/` only: without one its devices are unknown here, never the local node's devices of
+the same address.
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ class NodeTree(HostTree):
         if not parts or parts[:2] == ("etc", "pve") or ".." in parts:
             return super().host_path(host_path)  # the cluster's files (and the checks)
         if parts[0] == "sys" and not (self.overlay / "sys").is_dir():
-            return super().host_path(host_path)  # the local node's sysfs stands in
+            return self.overlay.joinpath(*parts)  # no sysfs of its own: absent, not borrowed
         self._materialize()
         return self.overlay.joinpath(*parts)
 
@@ -87,14 +88,13 @@ class NodeTree(HostTree):
         overlay = self.overlay.resolve()
         return real == overlay or overlay in real.parents
 
-    def _sysfs_root(self) -> Path:
-        return self.overlay if (self.overlay / "sys").is_dir() else self.root
-
     def pci_devices(self) -> list[PciDevice]:
-        return scan_pci_devices(self._sysfs_root())
+        if not (self.overlay / "sys").is_dir():
+            return []  # unknown here
+        return scan_pci_devices(self.overlay)
 
     def kernel_modules(self) -> list[str]:
-        directory = self._sysfs_root() / "sys" / "module"
+        directory = self.overlay / "sys" / "module"
         if not directory.is_dir():
             return []
         return sorted(entry.name for entry in os.scandir(directory) if entry.is_dir())

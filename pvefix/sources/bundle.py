@@ -89,17 +89,14 @@ def read_tree(tree: HostTree, vmid: int) -> HostState:
 
 
 def _vm_node_tree(tree: HostTree, vmid: int) -> HostTree:
+    """The tree as the VM's node sees it when the tree holds that node's files (nodes/NAME/);
+    otherwise the tree as it is: its facts are another node's, which the planner knows
+    (state.node is not the VM's node: the VM's devices are unknown here)."""
     from pvefix.hosttree.nodes import node_tree, overlay_dir
 
     node = tree.vms().get(vmid)
-    if node is None or node == tree.meta.node:
+    if node is None or node == tree.meta.node or not overlay_dir(tree.root, node).is_dir():
         return tree
-    if not overlay_dir(tree.root, node).is_dir():
-        raise PvefixError(
-            f"VM {vmid} lives on node {node}, and this host tree holds no host files of it "
-            f"(nodes/{node}/): its cmdline, boot loader and sysfs are unknown here. Collect a "
-            f"bundle on {node}, or put its files under nodes/{node}/ (docs/host-tree.md)",
-            source=str(tree.root))
     return node_tree(tree, node)
 
 
