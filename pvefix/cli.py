@@ -6,6 +6,8 @@ that use them, so `pvefix --version` and `--help` start fast.
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
 
 from pvefix import __version__
@@ -22,14 +24,16 @@ from pvefix.commands import (
     snapshots_cmd,
     verify_cmd,
 )
+from pvefix.commands.clihelp import finish_help
 
 app = typer.Typer(
     name="pvefix",
     help="Plan, apply, roll back and drift-check multi-GPU passthrough fixes on Proxmox VE.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 app.add_typer(inspect_cmd.app, name="inspect")
 app.add_typer(probe_cmd.app, name="probe")
@@ -42,6 +46,11 @@ app.command("snapshots")(snapshots_cmd.snapshots_command)
 app.command("check")(check_cmd.check_command)
 app.command("desired")(desired_cmd.desired_command)
 app.command("verify")(verify_cmd.verify_command)
+
+
+def build_command() -> Any:
+    """The click command tree, with readable metavars and an example per command."""
+    return finish_help(typer.main.get_command(app))
 
 
 def _version(value: bool) -> None:

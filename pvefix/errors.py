@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import errno
+import os
+import socket
+
 EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_CHANGES = 2  # plan: changes pending; check: drift found
@@ -42,3 +46,41 @@ class RefusedError(PvefixError):
     """pvefix refuses to act for safety (stale plan, digest moved, no confirmation)."""
 
     exit_code = EXIT_REFUSED
+
+
+def os_error_in(exc: BaseException) -> OSError | None:
+    """The OSError (with an errno) at the root of a library's exception chain, if any
+    (requests wraps urllib3 wraps the socket's error)."""
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        current = todo.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.errno is not None:
+            return current
+        todo.extend([current.__cause__, current.__context__, getattr(current, "reason", None)])
+        todo.extend(a for a in current.args if isinstance(a, BaseException))
+    return None
+
+
+_HINTS = {
+    errno.ECONNREFUSED: "nothing listens there: is it the node's address, and the API port "
+    "(8006; --port, or host:port)?",
+    errno.EHOSTUNREACH: "no route to the host: check the address and the network",
+    errno.ENETUNREACH: "no route to the network: check the address and the network",
+    errno.ETIMEDOUT: "no answer: a firewall, or a wrong address (raise --timeout if slow)",
+}
+
+
+def unreachable_hint(cause: OSError | None, where: str) -> str:
+    """`where`: errno name, the system's text and a hint, e.g. for ECONNREFUSED."""
+    if cause is None or cause.errno is None:
+        return f"{where}: no connection (check the host name, port and network)"
+    if isinstance(cause, socket.gaierror):
+        return f"{where}: the host name does not resolve ({cause.strerror}): check it"
+    name = errno.errorcode.get(cause.errno, str(cause.errno))
+    text = cause.strerror or os.strerror(cause.errno)
+    hint = _HINTS.get(cause.errno)
+    return f"{where}: {name} ({text})" + (f"; {hint}" if hint else "")

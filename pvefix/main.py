@@ -16,7 +16,7 @@ def main(argv: list[str] | None = None) -> int:
 
         print(f"pvefix {__version__}")
         return 0
-    from pvefix.cli import app
+    from pvefix.cli import build_command
     from pvefix.commands.run import run_app
 
-    return run_app(app, args)
+    return run_app(build_command(), args)

@@ -48,7 +48,7 @@ def rollback_hint(opts: ConnectionOptions, state_dir: Path | None) -> str:
 @p2p_options
 def apply_command(
     target: str = typer.Argument(
-        ..., help="A plan file (JSON, pvefix.plan/v1, from `pvefix plan -o`) or a VMID to plan "
+        ..., help="A plan file (JSON, pvefix.plan/v1, from `pvefix plan --out`) or a VMID to plan "
         "afresh from the live target.", show_default=False),
     phase: int = typer.Option(..., "--phase", "-p", help="The phase to apply (see the plan).",
                               show_default=False),

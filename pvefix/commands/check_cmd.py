@@ -64,8 +64,8 @@ def check_command(
         CheckFormat.text, "--format", "-f", help="text: a diff per drifted property; json: "
         "pvefix.check/v1; junit: JUnit XML (a testcase per VM and property)."),
     output: Path | None = typer.Option(
-        None, "--output", "-o", help="Write the report (in --format) to this file; the text "
-        "view then goes to stdout.", show_default=False),
+        None, "--output", "--out", "-o", help="Write the report (in --format) to this file; the "
+        "text view then goes to stdout.", show_default=False),
     state_dir: Path | None = typer.Option(
         None, "--state-dir", help="State directory (env PVEFIX_STATE_DIR; default "
         "$XDG_STATE_HOME/pvefix).", show_default=False),

@@ -73,8 +73,8 @@ def plan_command(
     out: str | None = typer.Option(
         None,
         "--out",
-        "-o",
-        help="Save the plan file (JSON) here; a bare name goes into plans/.",
+        help="Save the plan file (JSON, whatever --format shows) here; a bare name goes into "
+        "plans/.",
     ),
     *,
     opts: ConnectionOptions,

@@ -10,9 +10,11 @@ import typer
 from pvefix.errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, PvefixError
 
 
-def run_app(app: typer.Typer, args: list[str]) -> int:
+def run_app(app: Any, args: list[str]) -> int:
+    """Run a typer app (or the click command built from it) and return the exit code."""
+    command = typer.main.get_command(app) if isinstance(app, typer.Typer) else app
     try:
-        result: Any = app(args=args, prog_name="pvefix", standalone_mode=False)
+        result: Any = command.main(args=args, prog_name="pvefix", standalone_mode=False)
     except PvefixError as exc:
         print(f"pvefix: error: {exc}", file=sys.stderr)
         return exc.exit_code
@@ -25,6 +27,12 @@ def run_app(app: typer.Typer, args: list[str]) -> int:
         print("pvefix: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:
+        return EXIT_ERROR
+    except OSError as exc:
+        # A file or directory the user named (an output path, a key): its name and the
+        # system's reason, not a traceback.
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"pvefix: error: {where}{exc.strerror or exc}", file=sys.stderr)
         return EXIT_ERROR
     except typer.TyperException as exc:  # usage errors: typer's own message
         show = getattr(exc, "show", None)

@@ -35,7 +35,7 @@ from proxmoxer.core import (
 from requests.adapters import HTTPAdapter
 
 from pvefix.connection.settings import Connection
-from pvefix.errors import PvefixError
+from pvefix.errors import PvefixError, RefusedError, os_error_in, unreachable_hint
 
 POOL_SIZE = 16  # enough keep-alive connections for one wave of parallel reads
 
@@ -192,6 +192,9 @@ class ApiClient:
                 verify = False
             elif conn.ca_cert is not None:
                 verify = str(conn.expanded(conn.ca_cert))
+                if not conn.expanded(conn.ca_cert).is_file():
+                    raise PvefixError(f"CA file (--ca-cert, PVEFIX_CA_CERT, ca_cert) not found: "
+                                      f"{verify}; copy the node's /etc/pve/pve-root-ca.pem")
             else:
                 verify = True
         session.mount("https://", adapter)
@@ -211,7 +214,7 @@ class ApiClient:
                     base_url=self.base_url, **common,
                 )
         except AuthenticationError as exc:
-            raise ApiError(str(exc), status=401, source=self.base_url) from None
+            raise ApiError(f"password refused: {exc}", status=401, source=self.base_url) from None
         except requests.exceptions.RequestException as exc:
             raise self._transport_error(exc) from None
         except Exception as exc:  # never a traceback: its text could quote a header
@@ -232,6 +235,12 @@ class ApiClient:
             return self.root(path.strip("/")).get(**dict(params or {}))
         except ResourceException as exc:
             message = str(getattr(exc, "content", "") or exc).strip()
+            if exc.status_code == 401:
+                what = ("token refused: check the token id and its secret (and that the token "
+                        "is not expired)" if self.conn.auth_method == "token" else
+                        "password refused (the login ticket is no longer accepted)")
+                raise ApiError(f"{what} (GET {path}: HTTP 401)", status=401,
+                               source=self.base_url) from None
             raise ApiError(
                 f"GET {path}: {exc.status_code} {message}", status=exc.status_code,
                 source=self.base_url,
@@ -259,13 +268,16 @@ class ApiClient:
                 else "Pass the node's CA with --ca-cert or pin its certificate with --fingerprint."
             )
             kind = "pinned fingerprint mismatch" if self.conn.fingerprint else "not trusted"
-            return PvefixError(f"TLS certificate {kind}. {hint}", source=self.base_url)
+            # A trust refusal, like an unknown SSH host key: the same exit code (3).
+            return RefusedError(f"TLS certificate {kind}. {hint}", source=self.base_url)
         if isinstance(exc, requests.exceptions.Timeout):
             return PvefixError(
                 f"no answer within {self.conn.timeout:g} s (raise it with --timeout)",
                 source=self.base_url,
             )
-        return PvefixError(f"cannot reach the API: {type(exc).__name__}", source=self.base_url)
+        cause = os_error_in(exc)
+        reason = unreachable_hint(cause, f"{self.conn.host} port {self.conn.port}")
+        return PvefixError(f"cannot reach the API: {reason}", source=self.base_url)
 
     def close(self) -> None:
         self.session.close()

@@ -26,7 +26,7 @@ from pvefix.errors import ParseError, PvefixError
 
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_API_PORT = 8006
-DEFAULT_CONFIG = Path("~/.config/pvefix/config.toml")
+DEFAULT_CONFIG = Path("~/.config/pvefix/config.toml")  # $XDG_CONFIG_HOME/pvefix/... when set
 SECRET_FIELDS = ("password", "token_secret", "ssh_password")
 SECRET_SOURCES = ("file", "command", "env")
 
@@ -56,6 +56,16 @@ ENV_VARS: dict[str, str] = {
     "PVEFIX_KNOWN_HOSTS": "known_hosts",
     "PVEFIX_ACCEPT_NEW_HOST_KEY": "accept_new_host_key",
     "PVEFIX_LOCAL_ROOT": "local_root",
+}
+# Peers' names, read when pvefix's own are not set (docs/connection.md, precedence):
+# community.proxmox's PROXMOX_VALIDATE_CERTS, and bpg's Terraform provider's PROXMOX_VE_*.
+ENV_VALIDATE_CERTS = "PROXMOX_VALIDATE_CERTS"
+ENV_BPG_ENDPOINT = "PROXMOX_VE_ENDPOINT"  # https://host:8006/
+ENV_BPG_TOKEN = "PROXMOX_VE_API_TOKEN"  # noqa: S105 (a variable name: user@realm!name=secret)
+ENV_BPG_VARS: dict[str, str] = {
+    "PROXMOX_VE_USERNAME": "user",
+    "PROXMOX_VE_PASSWORD": "password",
+    "PROXMOX_VE_INSECURE": "insecure",
 }
 ENV_PROFILE = "PVEFIX_PROFILE"
 ENV_CONFIG = "PVEFIX_CONFIG"
@@ -188,6 +198,8 @@ class Connection(BaseModel):
 # -- layers -----------------------------------------------------------------------------------
 
 _FIELDS = set(Connection.model_fields)
+# Which layer a setting came from, by rank (the config file's own name ranks lowest).
+_LAYER_RANK = {"environment": 1, "command line": 2}
 _BOOL_FIELDS = {"insecure", "ssh", "ssh_agent", "accept_new_host_key"}
 
 
@@ -327,9 +339,59 @@ def _ssh_nodes(table: dict[str, Any], field: str, source: str) -> dict[str, str]
     return out
 
 
+def peer_env_layer(env: Mapping[str, str]) -> dict[str, Any]:
+    """Settings from the peers' names (bpg's PROXMOX_VE_*, community.proxmox's
+    PROXMOX_VALIDATE_CERTS): below pvefix's own names, which override them field by field."""
+    out: dict[str, Any] = {field: env[var] for var, field in ENV_BPG_VARS.items() if env.get(var)}
+    if env.get(ENV_BPG_ENDPOINT):
+        out["host"] = env[ENV_BPG_ENDPOINT]  # a URL: split_host takes its host and port
+    token = env.get(ENV_BPG_TOKEN)
+    if token:
+        token_id, sep, secret = token.partition("=")
+        if not sep or "!" not in token_id or not secret:
+            raise ParseError(f"{ENV_BPG_TOKEN}: expected user@realm!name=secret",
+                             source="environment")
+        out["token_id"], out["token_secret"] = token_id, secret
+    validate = env.get(ENV_VALIDATE_CERTS)
+    if validate:
+        out["insecure"] = not _as_bool(ENV_VALIDATE_CERTS, validate, "environment")
+    return out
+
+
 def env_layer(env: Mapping[str, str]) -> dict[str, Any]:
     """Settings from PROXMOX_* and PVEFIX_* environment variables (empty ones ignored)."""
     return {field: env[var] for var, field in ENV_VARS.items() if env.get(var)}
+
+
+def split_host(value: str, source: str) -> tuple[str, int | None]:
+    """A host as people write it: `name`, `name:8006`, `[::1]:8006`, `::1` or a URL
+    (`https://name:8006/`): the host name and the port it names, if any."""
+    text = value.strip()
+    if "://" in text or text.startswith("["):
+        url = urlsplit(text if "://" in text else f"https://{text}")
+        try:
+            port = url.port
+        except ValueError:
+            raise ParseError(f"host {text!r}: the port is not a number from 1 to 65535",
+                             source=source) from None
+        if not url.hostname:
+            raise ParseError(f"host {text!r}: no host name in it", source=source)
+        return url.hostname, port
+    name, sep, port_text = text.rpartition(":")
+    if sep and name and ":" not in name:  # name:port (a bare IPv6 address has more colons)
+        if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
+            raise ParseError(f"host {text!r}: the port is not a number from 1 to 65535",
+                             source=source)
+        return name, int(port_text)
+    return text, None
+
+
+def default_config(env: Mapping[str, str]) -> Path:
+    """config.toml under $XDG_CONFIG_HOME (when set to an absolute path) or ~/.config."""
+    base = env.get("XDG_CONFIG_HOME", "")
+    if base and os.path.isabs(base):
+        return Path(base) / "pvefix" / "config.toml"
+    return DEFAULT_CONFIG
 
 
 def ready_file_layer(path: Path) -> dict[str, Any]:
@@ -386,6 +448,14 @@ def _read_settings_file(path: Path, cap: int = 1 << 20) -> bytes | None:
 
 
 def _validated(values: dict[str, Any], sources: dict[str, str]) -> Connection:
+    if isinstance(values.get("host"), str):
+        host, port = split_host(values["host"], sources.get("host", "settings"))
+        values["host"] = host
+        # A port written with the host counts unless a later layer gave one itself.
+        if port is not None and _LAYER_RANK.get(sources.get("port", ""), -1) <= _LAYER_RANK.get(
+                sources.get("host", ""), -1):
+            values["port"] = port
+            sources["port"] = sources.get("host", "settings")
     for name in SECRET_FIELDS:
         if isinstance(values.get(name), str):
             values[name] = single_line(name, values[name], sources.get(name, "settings"))
@@ -421,7 +491,7 @@ def resolve_connection(
     environ = dict(os.environ if env is None else env)
     profile = profile or environ.get(ENV_PROFILE) or None
     explicit = config or (Path(environ[ENV_CONFIG]) if environ.get(ENV_CONFIG) else None)
-    config_path = Path(os.path.expanduser(str(explicit or DEFAULT_CONFIG)))
+    config_path = Path(os.path.expanduser(str(explicit or default_config(environ))))
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
 
@@ -435,6 +505,7 @@ def resolve_connection(
         config_path, profile, environ, required=explicit is not None or profile is not None
     )
     layer(file_values, str(config_path))
+    layer(peer_env_layer(environ), "environment")
     layer(env_layer(environ), "environment")
     ready = connection_file or (
         Path(environ[ENV_CONNECTION]) if environ.get(ENV_CONNECTION) else None

@@ -128,11 +128,15 @@ class _Reader:
         try:
             items = resources.result()
         except ApiError as exc:
+            if exc.status in (401, 403):
+                raise  # "token refused" says it all
             raise PvefixError(f"cannot find the node of VM {vmid}: {exc}") from None
         for item in items or []:
             if item.get("vmid") == vmid and item.get("type", "qemu") == "qemu":
                 return str(item["node"])
-        raise PvefixError(f"no QEMU VM {vmid} in this cluster (GET /cluster/resources)")
+        nodes = sorted({str(item["node"]) for item in items or [] if item.get("node")})
+        raise PvefixError(f"no QEMU VM {vmid} in this cluster; nodes looked at: "
+                          f"{', '.join(nodes) or 'none with VMs'} (GET /cluster/resources)")
 
     def cluster_view(self, status: Future[Any]) -> ClusterView:
         """/cluster/status (a reader without the right to it gets a standalone view)."""
@@ -502,6 +506,13 @@ def read_live(connection: Connection, vmid: int, *, trace: LiveTrace | None = No
             client, shell_factory, vmid, node=connection.node, access=access, trace=trace,
             guest_read=guest_read,
         )
+    except ApiError as exc:
+        if connection.node and exc.status == 500 and "does not exist" in exc.message:
+            raise PvefixError(
+                f"no VM {vmid} on node {connection.node}; nodes looked at: {connection.node} "
+                "(the node set by --node, PVEFIX_NODE, the profile or the ready file; leave "
+                "it out to search the whole cluster)") from None
+        raise
     finally:
         client.close()
     return _with_notes(state, guest_notes)

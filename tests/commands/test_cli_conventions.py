@@ -1,0 +1,113 @@
+"""The CLI a Proxmox admin expects: -h, completion, readable help with an example per
+command, one meaning per short option, XDG_CONFIG_HOME and the peers' environment names."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pvefix.cli import build_command
+from pvefix.commands.clihelp import EXAMPLES
+from pvefix.connection.settings import resolve_connection
+from pvefix.errors import ParseError
+from pvefix.main import main
+
+
+def _commands(command: Any, path: str = "") -> list[tuple[str, Any]]:
+    out = [(path, command)]
+    for name, sub in getattr(command, "commands", {}).items():
+        out += _commands(sub, f"{path} {name}".strip())
+    return out
+
+
+ALL = _commands(build_command())
+
+
+@pytest.mark.parametrize("path", [p for p, _ in ALL], ids=lambda p: p or "pvefix")
+def test_help_has_no_python_types_and_an_example(
+    path: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([*path.split(), "-h"]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("Usage: pvefix")
+    for python_type in ("<str>", "<int>", "<float>", "<path>", "list[", "<bool>"):
+        assert python_type not in text, f"{path}: {python_type} in help"
+    if path:
+        examples = text.split("Examples:\n", 1)[1]
+        assert examples.lstrip().startswith(f"pvefix {path.split()[0]}")
+
+
+def test_every_example_names_a_command_that_parses() -> None:
+    known = {p for p, _ in ALL}
+    for path, lines in EXAMPLES.items():
+        assert path in known, path
+        for line in lines:
+            words = line.split(">")[0].split()[1:]
+            assert " ".join(words[: len(path.split())]) == path, line
+
+
+def test_a_short_option_means_one_thing_everywhere() -> None:
+    meaning: dict[str, set[str]] = {}
+    for _, command in ALL:
+        for param in command.params:
+            longs = tuple(o for o in getattr(param, "opts", []) if o.startswith("--"))
+            for short in (o for o in getattr(param, "opts", []) if len(o) == 2):
+                meaning.setdefault(short, set()).add(longs[-1] if longs else "")
+    # -o: write this command's output to a file (check: --out, desired: --out).
+    assert {k: v for k, v in meaning.items() if len(v) > 1} == {}
+
+
+def test_completion_is_on(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:  # typer's completion options exit themselves
+        main(["--show-completion", "bash"])
+    assert done.value.code in (0, None)
+    assert "_pvefix_completion" in capsys.readouterr().out
+
+
+def test_xdg_config_home_is_read(tmp_path: Path) -> None:
+    (tmp_path / "pvefix").mkdir()
+    (tmp_path / "pvefix" / "config.toml").write_text('[profiles.lab]\nhost = "xdg-host"\n')
+    conn = resolve_connection(env={"XDG_CONFIG_HOME": str(tmp_path)})
+    assert conn.host == "xdg-host"
+    # A relative XDG_CONFIG_HOME is ignored, as the XDG spec says.
+    assert resolve_connection(env={"XDG_CONFIG_HOME": "rel", "HOME": str(tmp_path)}).host is None
+
+
+@pytest.mark.parametrize(("value", "host", "port"), [
+    ("pve.lab", "pve.lab", 8006),
+    ("pve.lab:8443", "pve.lab", 8443),
+    ("https://pve.lab:8443/", "pve.lab", 8443),
+    ("https://pve.lab/", "pve.lab", 8006),
+    ("[2001:db8::1]:8443", "2001:db8::1", 8443),
+    ("2001:db8::1", "2001:db8::1", 8006),
+])
+def test_a_host_is_taken_as_people_write_it(value: str, host: str, port: int) -> None:
+    conn = resolve_connection(env={"PROXMOX_HOST": value})
+    assert (conn.host, conn.port) == (host, port)
+
+
+def test_a_port_flag_wins_over_the_port_in_the_host() -> None:
+    conn = resolve_connection(env={"PROXMOX_HOST": "pve.lab:8443"}, flags={"port": 9000})
+    assert conn.port == 9000
+
+
+def test_a_bad_port_in_the_host_is_an_error_not_a_traceback() -> None:
+    with pytest.raises(ParseError, match="port is not a number"):
+        resolve_connection(env={"PROXMOX_HOST": "pve.lab:http"})
+
+
+def test_peers_environment_names_and_their_precedence() -> None:
+    bpg = {"PROXMOX_VE_ENDPOINT": "https://bpg.lab:8443/",
+           "PROXMOX_VE_API_TOKEN": "root@pam!tf=uuid-secret", "PROXMOX_VE_INSECURE": "true"}
+    conn = resolve_connection(env=bpg)
+    assert (conn.host, conn.port, conn.token_id, conn.insecure) == (
+        "bpg.lab", 8443, "root@pam!tf", True)
+    assert conn.token_secret is not None and conn.token_secret.get_secret_value() == "uuid-secret"
+    # pvefix's own and community.proxmox's names win over bpg's.
+    ours = resolve_connection(env={**bpg, "PROXMOX_HOST": "ours", "PROXMOX_VALIDATE_CERTS": "1"})
+    assert (ours.host, ours.port, ours.insecure) == ("ours", 8006, False)
+    with pytest.raises(ParseError, match="user@realm!name=secret") as err:
+        resolve_connection(env={"PROXMOX_VE_API_TOKEN": "no-secret-here"})
+    assert "no-secret-here" not in str(err.value)
