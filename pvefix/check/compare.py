@@ -33,6 +33,10 @@ TRANSIENT = frozenset({"lock"})
 
 Judge = Callable[[Mapping[str, str]], tuple[bool, str]]
 
+NO_DESIRED = "desired state"
+NO_DESIRED_DETAIL = ("no desired state for this VM: write one (pvefix desired VMID -o FILE, or "
+                     "--record), or check only the VMs that have one (--only-desired)")
+
 
 def _parts(value: str, default_key: str | None) -> list[tuple[str, str]]:
     ps = PropertyString.parse(value.strip(), default_key=default_key)
@@ -304,8 +308,9 @@ def build_report(
             items.append(CheckItem(target="vm", vmid=vmid, node=node, property="read",
                                    status="unknown", detail=observed))
         elif vm_rule is None:
-            items.append(CheckItem(target="vm", vmid=vmid, node=node, property="desired state",
-                                   status="skipped", detail="no desired state for this VM"))
+            # Not checked is not "no drift": an always-green CI job would hide it (exit 1).
+            items.append(CheckItem(target="vm", vmid=vmid, node=node, property=NO_DESIRED,
+                                   status="unknown", detail=NO_DESIRED_DETAIL))
         else:
             items.extend(compare_vm(vm_rule, observed))
     return CheckReport(items=items, notes=list(notes or []), source=source, read_path=read_path)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from pvefix.check.compare import NO_DESIRED
 from pvefix.check.report import CheckItem, CheckReport
 
 # Subjects without a problem get one line each up to this many; beyond it only a count.
@@ -34,8 +35,12 @@ def render_text(report: CheckReport, *, verbose: bool = False) -> str:
     ]
     quiet_ok: list[str] = []
     skipped: list[str] = []
+    undesired: list[str] = []
     for subject, items in report.subjects():
         where = f" (node {items[0].node})" if items[0].target == "vm" else ""
+        if [i.property for i in items] == [NO_DESIRED] and items[0].status == "unknown":
+            undesired.append(f"{subject}{where}")
+            continue
         bad = [i for i in items if i.status in ("drift", "unknown")]
         if not bad and not verbose:
             if all(i.status == "skipped" for i in items):
@@ -60,6 +65,14 @@ def render_text(report: CheckReport, *, verbose: bool = False) -> str:
             lines.extend(skipped)
         else:
             lines.append(f"{len(skipped)} VMs skipped: no desired state")
+    if undesired:
+        shown = ", ".join(undesired[:LIST_OK_UP_TO])
+        extra = len(undesired) - LIST_OK_UP_TO
+        more = f" and {extra} more" if extra > 0 else ""
+        lines.append("")
+        lines.append(f"UNKNOWN: {len(undesired)} VM(s) without a desired state: {shown}{more}")
+        lines.append("  write one (pvefix desired VMID -o FILE, or --record), or check only the "
+                     "VMs that have one (--only-desired)")
     for note in report.notes:
         lines.append(f"note: {note}")
     verdict = {0: "no drift", 1: "check incomplete (see UNKNOWN)", 2: "drift found"}

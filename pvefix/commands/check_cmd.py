@@ -56,7 +56,11 @@ def check_command(
         None, help="VMs to check (VMIDs). With --all: every VM.", show_default=False),
     all_vms: bool = typer.Option(
         False, "--all", help="Every VM of every node (with --desired: the VMs the file names; "
-        "without: VMs lacking a recorded desired state are listed as skipped)."),
+        "without: every VM, and one lacking a recorded desired state fails the check, exit 1, "
+        "unless --only-desired)."),
+    only_desired: bool = typer.Option(
+        False, "--only-desired", help="Check only the VMs that have a desired state (recorded, "
+        "or in --desired); name the others on stderr instead of failing."),
     desired: Path | None = typer.Option(
         None, "--desired", "-d", help="Desired-state file (TOML, pvefix.desired/v1). Default: "
         "what `pvefix apply` recorded in the state directory.", show_default=False),
@@ -90,16 +94,25 @@ def check_command(
     ids = list(vmids or [])
     if not ids and not all_vms:
         raise typer.BadParameter("name the VMs to check (VMID ...) or pass --all")
-    loaded = _desired(desired, state_dir, ids if not all_vms else [],
+    loaded = _desired(desired, state_dir, ids if not all_vms and not only_desired else [],
                       None if desired is not None else _cluster(opts))
     assert isinstance(loaded, DesiredState)
+    if only_desired and ids:
+        left_out = sorted(set(ids) - set(loaded.vms))
+        if left_out:
+            print("not checked (no desired state; --only-desired): VM "
+                  + ", ".join(map(str, left_out)), file=sys.stderr)
+        ids = [v for v in ids if v in loaded.vms]
+        if not ids:
+            raise typer.BadParameter("none of the VMs named has a desired state")
+    scoped_by_desired = desired is not None or only_desired
     if opts.bundle is not None:
         report = check_bundle(opts.bundle, loaded, ids, all_vms=all_vms,
-                              from_file=desired is not None)
+                              from_file=scoped_by_desired)
     else:
         bar = ProgressBar.for_terminal("checking VMs")
         report = check_live(resolve_connection_options(opts), loaded, ids, all_vms=all_vms,
-                            from_file=desired is not None, workers=workers, progress=bar)
+                            from_file=scoped_by_desired, workers=workers, progress=bar)
     text = render_text(report, verbose=verbose)
     body = {CheckFormat.text: text, CheckFormat.json: render_json(report)}.get(fmt)
     if fmt is CheckFormat.junit:

@@ -1,5 +1,9 @@
 """Derive a desired state from a HostState: what holds now (after [PENDING]) is what must hold.
 
+`goal_state(state, plan)` is the state the plan reaches once every phase is applied (the VM
+config after all phases, the host files it writes, the guest cmdline it sets): `pvefix desired`
+derives from it by default, so CI guards the fix, not the misconfiguration it replaces.
+
 - the VM: its machine family, each hostpciN's source (mapping or host) and pcie / x-vga, the
   exact value of every other key except the ones that change in normal operation (`FREE`:
   name, memory, disks, NICs, ...), and `closed = true` so a new key (an `args:` line, a ninth
@@ -26,7 +30,8 @@ from pvefix.desired.model import (
 )
 from pvefix.errors import PvefixError
 from pvefix.observed import node_from_state, vm_from_state
-from pvefix.state import HostState
+from pvefix.planner.model import Plan
+from pvefix.state import FileFact, HostState
 from pvefix.vmconfig import HostPci, Machine
 from pvefix.vmconfig.hostpci import HOSTPCI_KEY
 
@@ -128,3 +133,18 @@ def desired_from_state(state: HostState) -> DesiredState:
     if node is not None:
         nodes[state.node.name] = node
     return DesiredState(nodes=nodes, vms={state.vm.vmid: vm_desired(state)})
+
+
+def goal_state(state: HostState, plan: Plan) -> HostState:
+    """`state` as it will be once every phase of `plan` is applied: the VM config after all
+    phases (pending merged), the host files the plan writes, the guest cmdline it sets."""
+    files = dict(state.files)
+    for path, text in plan.host_files_after.items():
+        files[path] = FileFact.of(path, text)
+    guest = state.guest
+    guest_after = [c.after for p in plan.phases for c in p.changes
+                   if c.target == "guest-cmdline" and c.after is not None]
+    if guest is not None and guest_after:
+        guest = guest.model_copy(update={"cmdline": guest_after[-1]})
+    vm = state.vm.model_copy(update={"config_text": plan.config_after})
+    return state.model_copy(update={"files": files, "vm": vm, "guest": guest})

@@ -158,15 +158,25 @@ def test_all_vms_of_a_multi_node_cluster_in_one_pass(
     assert report.exit_code == 0
     assert sorted({i.vmid for i in report.items}) == sorted(chosen)
 
-    # --all without a file: recorded VMs are checked, the rest of the 1,000 listed as skipped.
+    # --all without a file: every VM; the 999 without a recorded desired state fail the
+    # check (exit 1, an error each in JUnit), named, so CI cannot stay green by omission.
     state_dir = tmp_path / "state"
     record(state_dir, read_live(conn, chosen[0]))
     code, out = check(capsys, "--all", "--connection", str(ready), "--state-dir",
                       str(state_dir), "--format", "junit")
     root = ET.fromstring(out.encode())  # noqa: S314 (our own output)
-    assert code == 0
-    assert root.get("skipped") == str(len(listed) - 1)
-    assert root.get("failures") == "0" and root.get("errors") == "0"
+    assert code == 1
+    assert root.get("errors") == str(len(listed) - 1) and root.get("failures") == "0"
+    code, out = check(capsys, "--all", "--connection", str(ready), "--state-dir",
+                      str(state_dir))
+    assert code == 1 and f"UNKNOWN: {len(listed) - 1} VM(s) without a desired state" in out
+    # --only-desired: the recorded one only.
+    code, out = check(capsys, "--all", "--only-desired", "--connection", str(ready),
+                      "--state-dir", str(state_dir), "--format", "junit")
+    root = ET.fromstring(out.encode())  # noqa: S314 (our own output)
+    assert code == 0, out
+    assert root.get("errors") == "0" and root.get("failures") == "0"
+    assert root.get("skipped") == "0"
 
 
 def test_a_node_that_ssh_does_not_reach_is_unknown_and_fails_the_check(

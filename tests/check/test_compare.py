@@ -168,8 +168,9 @@ def test_exit_codes_are_0_without_drift_and_2_with_it() -> None:
     assert build_report(desired, {100: vm({})}, {}).exit_code == 2
 
 
-def test_a_vm_without_desired_state_is_skipped_and_an_unreadable_one_is_unknown() -> None:
+def test_a_vm_without_desired_state_and_an_unreadable_one_are_unknown() -> None:
     desired = DesiredState(vms={100: Q35})
     report = build_report(desired, {101: vm({}).model_copy(update={"vmid": 101}),
                                     100: "not a QEMU VM of this cluster"}, {})
-    assert [(i.vmid, i.status) for i in report.items] == [(100, "unknown"), (101, "skipped")]
+    assert [(i.vmid, i.status) for i in report.items] == [(100, "unknown"), (101, "unknown")]
+    assert "--only-desired" in report.items[1].detail and report.exit_code == 1
