@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from pathlib import Path
 
 from pvefix.check.compare import NO_DESIRED
 from pvefix.check.report import CheckItem, CheckReport
@@ -93,8 +95,38 @@ def _escape_property(text: str) -> str:
     return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
-def github_annotations(report: CheckReport) -> str:
-    """`::error title=...::message` lines for each drifted or unknown property."""
+def rule_location(item: CheckItem) -> tuple[str | int, ...]:
+    """Where in a desired-state file the rule behind `item` is written (for `locate`)."""
+    if item.target == "node":
+        return ("nodes", item.node, "cmdline")
+    base: tuple[str | int, ...] = ("vms", str(item.vmid))
+    prop = item.property.split(" ", 1)[0]
+    if prop.startswith("hostpci"):
+        return (*base, "hostpci", *prop.split(".", 1))
+    if prop in ("machine", "closed", "guest_cmdline"):
+        return (*base, prop)
+    return (*base, "keys", prop)
+
+
+def _file_and_line(item: CheckItem, files: Callable[[CheckItem], Path | None] | None) -> str:
+    """`file=F,line=N,` for an annotation: the desired-state file and the rule's line."""
+    path = files(item) if files is not None else None
+    if path is None:
+        return ""
+    from pvefix.desired.parse import locate
+
+    try:
+        line = locate(path.read_text(encoding="utf-8"), rule_location(item))
+    except (OSError, UnicodeDecodeError):
+        line = None
+    where = f"file={_escape_property(str(path))},"
+    return where + (f"line={line}," if line is not None else "")
+
+
+def github_annotations(report: CheckReport,
+                       files: Callable[[CheckItem], Path | None] | None = None) -> str:
+    """`::error file=...,line=...,title=...::message` lines for each drifted or unknown
+    property; `files(item)` names the desired-state file its rule comes from."""
     out = []
     for item in report.items:
         if item.status not in ("drift", "unknown"):
@@ -107,5 +139,6 @@ def github_annotations(report: CheckReport) -> str:
             message = item.detail or "could not be read"
         if item.when:
             message += f" ({item.when})"
-        out.append(f"::error title={_escape_property(title)}::{_escape_data(message)}")
+        where = _file_and_line(item, files)
+        out.append(f"::error {where}title={_escape_property(title)}::{_escape_data(message)}")
     return "".join(line + "\n" for line in out)

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -48,6 +50,22 @@ def _cluster(opts: ConnectionOptions) -> str | None:
     from pvefix.connection.nodes import cluster_identity
 
     return cluster_identity(resolve_connection_options(opts))
+
+
+def _rule_files(desired: Path | None, state_dir: Path | None) -> Callable[[Any], Path | None]:
+    """The desired-state file each report item's rule comes from (for annotations)."""
+    if desired is not None:
+        return lambda item: desired
+    from pvefix.desired.store import recorded_path
+    from pvefix.executor.statedir import resolve_state_dir
+
+    folder = resolve_state_dir(state_dir)
+
+    def recorded(item: Any) -> Path | None:
+        path = recorded_path(folder, item.vmid) if item.vmid is not None else None
+        return path if path is not None and path.is_file() else None
+
+    return recorded
 
 
 @connection_options
@@ -129,6 +147,6 @@ def check_command(
     if os.environ.get("GITHUB_ACTIONS") == "true":
         # Workflow commands are read from the log; keep machine output on stdout parseable.
         stream = sys.stdout if text_on_stdout else sys.stderr
-        stream.write(github_annotations(report))
+        stream.write(github_annotations(report, _rule_files(desired, state_dir)))
     sys.stdout.flush()
     return report.exit_code

@@ -208,7 +208,11 @@ def test_github_annotations_appear_when_running_in_github_actions(
                       str(tmp_path / "state"), "--format", "junit", "-o",
                       str(tmp_path / "junit.xml"))
     assert code == 2
-    assert "::error title=pvefix drift%3A VM 101 ostype::wanted l26, found win11\n" in out
+    # The annotation points at the rule: the recorded desired-state file and its line.
+    rules = tmp_path / "state" / "desired" / "101.toml"
+    line = rules.read_text().splitlines().index('ostype = "l26"') + 1
+    assert (f"::error file={rules},line={line},title=pvefix drift%3A VM 101 ostype::wanted l26,"
+            " found win11\n") in out
     junit = ET.parse(tmp_path / "junit.xml")  # noqa: S314 (our own output)
     assert junit.getroot().get("failures") == "1"
 

@@ -1,0 +1,102 @@
+"""JSON Schemas of the files pvefix writes: the plan file, the check report, the desired state
+and the snapshot metadata. Generated from the models that write them; shipped in the package
+(`pvefix/schemas/*.schema.json`) and in `docs/schemas/`.
+
+    python -m pvefix.schemas            # rewrite both copies (tests fail when they are stale)
+
+The desired state is TOML; its schema describes the document as TOML parsers read it (VMIDs
+are table keys, hence strings).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from importlib import resources
+from typing import Any
+
+DRAFT = "https://json-schema.org/draft/2020-12/schema"
+BASE_ID = "https://pvefix.invalid/schemas/"  # .invalid: no host; the name identifies the schema
+
+
+def _finish(schema: dict[str, Any], name: str, title: str) -> dict[str, Any]:
+    schema["$schema"] = DRAFT
+    schema["$id"] = BASE_ID + f"{name}.schema.json"
+    schema["title"] = title
+    return schema
+
+
+def plan_schema() -> dict[str, Any]:
+    """`pvefix plan --format json` and the saved plan file (which adds `created_at`)."""
+    from pvefix.planner.model import Plan
+
+    schema = Plan.model_json_schema(by_alias=True, mode="serialization")
+    schema["properties"]["created_at"] = {
+        "type": "string", "format": "date-time",
+        "description": "when `pvefix plan --out` saved the file (UTC, ISO 8601)",
+    }
+    return _finish(schema, "plan", "pvefix.plan/v1: a plan file")
+
+
+def check_schema() -> dict[str, Any]:
+    """`pvefix check --format json` (pvefix.check/v1)."""
+    from pvefix.check.report import REPORT_SCHEMA, CheckItem
+
+    item = CheckItem.model_json_schema(mode="serialization")
+    statuses = ("ok", "drift", "unknown", "skipped")
+    schema: dict[str, Any] = {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["schema", "source", "exit_code", "summary", "items", "notes"],
+        "properties": {
+            "schema": {"const": REPORT_SCHEMA},
+            "source": {"type": "string"},
+            "exit_code": {"enum": [0, 1, 2]},
+            "summary": {
+                "type": "object", "additionalProperties": False, "required": list(statuses),
+                "properties": {s: {"type": "integer", "minimum": 0} for s in statuses},
+            },
+            "items": {"type": "array", "items": {"$ref": "#/$defs/CheckItem"}},
+            "notes": {"type": "array", "items": {"type": "string"}},
+        },
+        "$defs": {**item.pop("$defs", {}), "CheckItem": item},
+    }
+    return _finish(schema, "check", "pvefix.check/v1: a drift check report")
+
+
+def desired_schema() -> dict[str, Any]:
+    """A desired-state file (pvefix.desired/v1, TOML) as a TOML parser reads it."""
+    from pvefix.desired.model import DesiredState
+
+    schema = DesiredState.model_json_schema(by_alias=True, mode="validation")
+    vms = schema["properties"]["vms"]
+    vms["propertyNames"] = {"pattern": "^[1-9][0-9]{2,8}$"}  # VMIDs, as TOML table keys
+    return _finish(schema, "desired", "pvefix.desired/v1: a desired-state file (TOML)")
+
+
+def snapshot_schema() -> dict[str, Any]:
+    """A snapshot's meta.json (pvefix.snapshot/v1)."""
+    from pvefix.executor.snapshot import SnapshotMeta
+
+    schema = SnapshotMeta.model_json_schema(by_alias=True, mode="serialization")
+    return _finish(schema, "snapshot", "pvefix.snapshot/v1: a snapshot's meta.json")
+
+
+SCHEMAS: dict[str, Callable[[], dict[str, Any]]] = {
+    "plan": plan_schema,
+    "check": check_schema,
+    "desired": desired_schema,
+    "snapshot": snapshot_schema,
+}
+
+
+def schema_text(name: str) -> str:
+    """The committed file's exact text for schema `name`."""
+    return json.dumps(SCHEMAS[name](), indent=2, sort_keys=True) + "\n"
+
+
+def shipped(name: str) -> dict[str, Any]:
+    """The schema as shipped in the package (what a consumer of pvefix's files reads)."""
+    text = resources.files("pvefix.schemas").joinpath(f"{name}.schema.json").read_text("utf-8")
+    data: dict[str, Any] = json.loads(text)
+    return data
