@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from pvefix.connection.api import ApiClient
 from pvefix.connection.nodes import open_node_shell
+from pvefix.console.progress import waiting
 from pvefix.errors import PvefixError
 from pvefix.executor.remote import Remote, TaskFailed
 from pvefix.vmconfig.machine import Machine
@@ -50,8 +51,9 @@ def shutdown_vm(remote: Remote, vmid: int, *, timeout: float, force_stop: bool,
     base = f"/nodes/{remote.node}/qemu/{vmid}/status"
     say(f"VM {vmid}: shutting down (clean ACPI shutdown, up to {timeout:g} s)")
     try:
-        remote.run_task(f"{base}/shutdown", {"timeout": str(int(timeout))},
-                        timeout + task_timeout)
+        with waiting(f"VM {vmid}", "the shutdown task", say):
+            remote.run_task(f"{base}/shutdown", {"timeout": str(int(timeout))},
+                            timeout + task_timeout)
     except PvefixError as exc:
         if not force_stop:
             raise ActivationError(
@@ -59,7 +61,8 @@ def shutdown_vm(remote: Remote, vmid: int, *, timeout: float, force_stop: bool,
                 "unless asked: add --force-stop", source=f"VM {vmid}",
             ) from None
         say(f"VM {vmid}: clean shutdown failed ({exc}); stopping it (--force-stop)")
-        remote.run_task(f"{base}/stop", {}, task_timeout)
+        with waiting(f"VM {vmid}", "the stop task", say):
+            remote.run_task(f"{base}/stop", {}, task_timeout)
     return True
 
 
@@ -70,11 +73,16 @@ def start_vm(remote: Remote, vmid: int, *, task_timeout: float, say: Say,
     With `if_stopped`, a VM that already runs (onboot) is only checked."""
     if not (if_stopped and vm_run(remote, vmid).status == "running"):
         say(f"VM {vmid}: starting")
+        warnings: list[str] = []
         try:
-            ended = remote.run_task(f"/nodes/{remote.node}/qemu/{vmid}/status/start", {},
-                                    task_timeout, warn=lambda line: say(f"VM {vmid}: {line}"))
+            with waiting(f"VM {vmid}", "the start task", say) as wait:
+                ended = remote.run_task(f"/nodes/{remote.node}/qemu/{vmid}/status/start", {},
+                                        task_timeout, warn=warnings.append)
+                wait.awaited = "running-machine"
         except TaskFailed as exc:
             raise StartFailed(vmid, exc.exitstatus) from None
+        for line in warnings:
+            say(f"VM {vmid}: {line}")
         if ended != "OK":
             say(f"VM {vmid}: the start task ended with {ended}: it started; the warnings are "
                 "above")
@@ -131,26 +139,24 @@ def reboot_host(remote: Remote, *, timeout: float, say: Say) -> float:
     remote.close()
     start = time.monotonic()
     seen_down = False
-    last = ""
-    while True:
-        elapsed = time.monotonic() - start
-        if elapsed > timeout:
-            raise ActivationError(
-                f"host {remote.node} did not come back within {timeout:g} s "
-                f"(last seen: {last or 'nothing'})"
-            )
-        api_up, ssh_up, uptime = _probe(remote)
-        line = f"api {'up' if api_up else 'down'}, ssh {'up' if ssh_up else 'down'}"
-        if line != last:
-            say(f"host {remote.node}: {line} ({elapsed:.1f} s)")
-            last = line
-        if not (api_up and ssh_up):
-            seen_down = True
-        elif seen_down or (uptime is not None and uptime < uptime_before):
-            say(f"host {remote.node}: back after {elapsed:.1f} s")
-            remote.reconnect()
-            return elapsed
-        time.sleep(POLL_S)
+    with waiting(f"host {remote.node}", "API and SSH to go down and come back", say) as wait:
+        while True:
+            elapsed = time.monotonic() - start
+            if elapsed > timeout:
+                raise ActivationError(
+                    f"host {remote.node} did not come back within {timeout:g} s "
+                    f"(last seen: {wait.state or 'nothing'})"
+                )
+            api_up, ssh_up, uptime = _probe(remote)
+            wait.update(f"api {'up' if api_up else 'down'}, ssh {'up' if ssh_up else 'down'}")
+            if not (api_up and ssh_up):
+                seen_down = True
+            elif seen_down or (uptime is not None and uptime < uptime_before):
+                break
+            time.sleep(POLL_S)
+    say(f"host {remote.node}: back after {elapsed:.1f} s")
+    remote.reconnect()
+    return elapsed
 
 
 def cmdline_problems(proc: str, changes: Iterable[tuple[str | None, str | None]]) -> list[str]:

@@ -227,7 +227,13 @@ def transaction(ctx: StepContext, journal: Journal, console: Console,
     try:
         yield started
     except BaseException as exc:
-        undone, failures = undo_steps(started, ctx, journal, console)
+        try:
+            undone, failures = undo_steps(started, ctx, journal, console)
+        except UndoInterrupted as again:
+            # A second Ctrl-C: stop, but say exactly what is still changed and how to undo it.
+            journal.record("apply-end", status="interrupted-undo", remaining=again.remaining)
+            console.progress(interrupted_undo_report(again, snapshot))
+            raise
         exact = _restore_exact(ctx, snapshot, journal)
         if exact:
             undone.append(exact)
@@ -244,14 +250,36 @@ def transaction(ctx: StepContext, journal: Journal, console: Console,
         raise
 
 
+class UndoInterrupted(KeyboardInterrupt):
+    """Ctrl-C while undoing: `remaining` are the summaries of the steps still in place."""
+
+    def __init__(self, undone: list[str], remaining: list[str]) -> None:
+        self.undone = undone
+        self.remaining = remaining
+        super().__init__("interrupted while undoing")
+
+
+def interrupted_undo_report(again: UndoInterrupted, snapshot: Snapshot) -> str:
+    lines = ["interrupted again while undoing: the undo stopped."]
+    lines.append("undone: " + ("; ".join(again.undone) if again.undone else "nothing yet"))
+    lines.append("STILL CHANGED (not undone): " + "; ".join(again.remaining))
+    lines.append(f"undo them with: pvefix rollback {snapshot.meta.vmid} --snapshot "
+                 f"{snapshot.id}")
+    return "\n".join(lines)
+
+
 def undo_steps(started: list[Step], ctx: StepContext, journal: Journal,
                console: Console) -> tuple[list[str], list[str]]:
     undone: list[str] = []
     failures: list[str] = []
-    for step in reversed(started):
+    todo = list(reversed(started))
+    for index, step in enumerate(todo):
         journal.record("undo-begin", step=step.id, kind=step.kind)
         try:
             what = step.undo(ctx)
+        except KeyboardInterrupt:
+            # This step may or may not be undone: it is listed as still changed.
+            raise UndoInterrupted(undone, [s.summary() for s in todo[index:]]) from None
         except UndoConflict as exc:
             # Another writer's change: stop undoing (earlier steps may depend on it).
             failures.append(f"{step.id}: {exc} [conflict]")

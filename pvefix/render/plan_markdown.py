@@ -5,15 +5,90 @@ from __future__ import annotations
 from pathlib import Path
 
 from pvefix.errors import PvefixError
-from pvefix.planner.model import Plan
+from pvefix.planner.model import Change, Plan
 from pvefix.render.diff import unified
 
 # templates/ at the top of the repository; pvefix/templates links to it, so a wheel carries it.
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 
 
+DEFAULT_SHUTDOWN_S = 120  # apply's --shutdown-timeout default
+DEFAULT_REBOOT_S = 900  # apply's --reboot-timeout default
+
+DISRUPTION_WORDS = {
+    "none": "no downtime",
+    "guest-reboot": "the guest OS reboots",
+    "vm-restart": "the VM stops and starts",
+    "host-reboot": "the host reboots",
+}
+GROUPS = {
+    "vm-config": "VM config",
+    "host-cmdline": "Host kernel command line",
+    "guest-cmdline": "Guest kernel command line",
+    "manual": "Manual steps (pvefix does not do these)",
+}
+
+
 def _md(text: object) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def impact(plan: Plan) -> list[str]:
+    """The ticket's summary: what changes, which VMs stop and for how long, host reboot."""
+    obs = plan.observed
+    changes = [c for p in plan.phases for c in p.changes]
+    lines = [f"{len(changes)} change(s) in {len(plan.phases)} phase(s), each applied on its own "
+             f"(`pvefix apply {obs.vmid} --phase N`), a snapshot first."]
+    if not changes:
+        return ["Nothing to change: no downtime."]
+    by = {d: [p.number for p in plan.phases if p.disruption == d]
+          for d in ("vm-restart", "guest-reboot", "host-reboot")}
+    if by["vm-restart"]:
+        phases = ", ".join(map(str, by["vm-restart"]))
+        if obs.vm_status == "running":
+            lines.append(
+                f"VM {obs.vmid} stops (phase {phases}): a clean ACPI shutdown (up to "
+                f"{DEFAULT_SHUTDOWN_S} s by default, `--shutdown-timeout`) and a start, when "
+                f"applied with `--restart`; the guest's own shutdown and boot time adds to it "
+                "(not known to pvefix: measure it once).")
+        else:
+            lines.append(f"VM {obs.vmid} is stopped: phase {phases} takes effect at its next "
+                         "start; no running VM stops.")
+    if by["guest-reboot"]:
+        lines.append(f"The guest OS of VM {obs.vmid} reboots (phase "
+                     f"{', '.join(map(str, by['guest-reboot']))}).")
+    if by["host-reboot"]:
+        lines.append(
+            f"Host reboot: YES (phase {', '.join(map(str, by['host-reboot']))}). Every VM on "
+            f"node {obs.node} stops while it reboots; `pvefix apply --reboot-host` lists them, "
+            "refuses while another one runs, and with `--stop-others` shuts them down cleanly "
+            "and starts again those that ran. pvefix waits up to "
+            f"{DEFAULT_REBOOT_S} s (`--reboot-timeout`) for the host to come back; the real "
+            "time depends on the hardware (firmware POST of a multi-GPU host can take minutes).")
+    else:
+        lines.append("Host reboot: no.")
+    top = max((c.risk.level for c in changes), key=("low", "medium", "high").index)
+    lines.append(f"Highest risk: {top}.")
+    if any(c.needs_root_pam for c in changes):
+        lines.append("Needs root@pam with a password (a ticket): raw host devices or `args`.")
+    manual = [c for c in changes if c.target == "manual"]
+    if manual:
+        lines.append(f"{len(manual)} manual step(s) listed below: pvefix does not do them.")
+    return lines
+
+
+def groups(plan: Plan) -> dict[int, list[tuple[str, list[Change]]]]:
+    """Each phase's changes grouped by what they change (VM config, host cmdline, ...)."""
+    out: dict[int, list[tuple[str, list[Change]]]] = {}
+    for phase in plan.phases:
+        grouped: list[tuple[str, list[Change]]] = []
+        for target, title in GROUPS.items():
+            members = [c for c in phase.changes if c.target == target]
+            if members:
+                files = sorted({c.file for c in members if c.file})
+                grouped.append((title + (f" ({', '.join(files)})" if files else ""), members))
+        out[phase.number] = grouped
+    return out
 
 
 def render_plan_markdown(plan: Plan, templates: Path = TEMPLATES) -> str:
@@ -57,5 +132,7 @@ def render_plan_markdown(plan: Plan, templates: Path = TEMPLATES) -> str:
     return env.get_template("plan.md.j2").render(
         plan=plan,
         diffs=diffs,
-        changes_count=sum(len(p.changes) for p in plan.phases),
+        impact=impact(plan),
+        groups=groups(plan),
+        disruption_words=DISRUPTION_WORDS,
     )

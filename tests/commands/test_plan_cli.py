@@ -93,8 +93,17 @@ def test_markdown_and_saved_plan(
     code = main(["plan", "100", "--bundle", str(BUNDLE), "--format", "markdown", "--out", "k.json"])
     out = capsys.readouterr().out
     assert code == 2
-    assert out.startswith("# pvefix plan: VM 100 on kpro6")
-    assert "## Phase 1: vm-restart" in out and "```diff" in out
+    assert out.startswith("# Change: GPU passthrough fix for VM 100 on node kpro6")
+    # A change ticket: the impact first, the changes grouped, the way back.
+    impact = out.split("## Impact\n", 1)[1].split("\n## ", 1)[0]
+    assert "VM 100 stops (phase 1): a clean ACPI shutdown (up to 120 s" in impact
+    assert "Host reboot: YES (phase 2). Every VM on node kpro6 stops" in impact
+    assert "### Phase 1: the VM stops and starts" in out and "```diff" in out
+    assert "#### VM config\n" in out
+    assert "#### Host kernel command line (/etc/kernel/cmdline)" in out
+    rollback = out.split("## Rollback\n", 1)[1]
+    assert "pvefix rollback 100 --snapshot ID" in rollback
+    assert "  - `iommu`: remove iommu=pt from /etc/kernel/cmdline" in rollback
     saved = json.loads((tmp_path / "plans" / "k.json").read_text())
     assert saved["schema"] == "pvefix.plan/v1" and "created_at" in saved
 
@@ -113,3 +122,9 @@ def test_unknown_vm_is_an_error_naming_it(capsys: pytest.CaptureFixture[str]) ->
     code = main(["plan", "999", "--bundle", str(BUNDLE)])
     assert code == 1
     assert "999" in capsys.readouterr().err
+
+
+def test_the_ticket_of_a_stopped_vm_says_no_vm_stops(capsys: pytest.CaptureFixture[str]) -> None:
+    main(["plan", "101", "--bundle", str(BUNDLE), "--format", "markdown"])
+    out = capsys.readouterr().out
+    assert "VM 101 stops" not in out and "Host reboot: YES" in out

@@ -1,0 +1,1 @@
+"""Terminal presentation shared by the commands (live wait lines)."""
