@@ -39,10 +39,25 @@ def main(argv: list[str] | None = None) -> int:
             f"\n== pvefix plan exited {code}"
             + {0: " (nothing to do)", 2: " (changes planned; nothing was changed)"}.get(code, "")
         )
-        print(f"   Try: .venv/bin/pvefix plan {args.vmid} --connection {ready} --format markdown")
-        print(f"        .venv/bin/pvefix sim serve --scenario {args.scenario} --root {root}"
-              f" --ready-file {ready}   (keep it running)")
+    for line in try_lines(args.scenario, root, ready, args.vmid):
+        print(line)
     return 0 if code in (0, 2) else code
+
+
+def try_lines(scenario: str, root: Path, ready: Path, vmid: int) -> list[str]:
+    """What to try next. The demo's simulator has stopped by then: the first line reads the
+    node's files it left in ROOT (no simulator needed); the next start it again in the
+    background (it keeps its state) and plan against it live. Each line runs as printed
+    (tests/docs/test_doc_examples.py runs them)."""
+    bin_ = ".venv/bin/pvefix"
+    return [
+        f"   The simulated node has stopped; its state stays in {root}. Try:",
+        f"   {bin_} plan {vmid} --bundle {root} --format markdown",
+        f"   {bin_} sim serve --scenario {scenario} --root {root} --ready-file {ready} &",
+        f"   {bin_} plan {vmid} --connection {ready} --format markdown"
+        "   # once the line above says it is ready",
+        "   kill %1   # stop the simulator again",
+    ]
 
 
 def _show_node(info: object) -> None:
