@@ -3,6 +3,7 @@ command, one meaning per short option, XDG_CONFIG_HOME and the peers' environmen
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -62,10 +63,13 @@ def test_a_short_option_means_one_thing_everywhere() -> None:
 
 
 def test_completion_is_on() -> None:
-    done = subprocess.run([sys.executable, "-m", "pvefix", "--show-completion", "bash"],
-                          capture_output=True, text=True, timeout=60, check=False)
+    # What the installed bash completion function asks pvefix (`--install-completion`).
+    env = {**os.environ, "_PVEFIX_COMPLETE": "complete_bash", "COMP_WORDS": "pvefix pl",
+           "COMP_CWORD": "1"}
+    done = subprocess.run([sys.executable, "-m", "pvefix"], env=env, capture_output=True,
+                          text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
-    assert "_pvefix_completion" in done.stdout and "complete " in done.stdout
+    assert done.stdout.split() == ["plan"]
 
 
 def test_xdg_config_home_is_read(tmp_path: Path) -> None:
