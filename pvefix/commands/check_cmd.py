@@ -57,7 +57,7 @@ def _rule_files(desired: Path | None, state_dir: Path | None) -> Callable[[Any],
     if desired is not None:
         return lambda item: desired
     from pvefix.desired.store import recorded_path
-    from pvefix.executor.statedir import resolve_state_dir
+    from pvefix.store.statedir import resolve_state_dir
 
     folder = resolve_state_dir(state_dir)
 

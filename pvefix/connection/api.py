@@ -254,9 +254,10 @@ class ApiClient:
     def _transport_error(self, exc: requests.exceptions.RequestException) -> PvefixError:
         assert self.conn.host is not None
         if _node_away(exc):
+            reason = unreachable_hint(os_error_in(exc), f"{self.conn.host} port {self.conn.port}")
             return PvefixError(
-                "the node is away: the connection was refused or reset (is it rebooting or "
-                "down?); try again when it is back", source=self.base_url)
+                f"the node is away: {reason} (is it rebooting or down? try again when it is "
+                "back)", source=self.base_url)
         if isinstance(exc, requests.exceptions.SSLError):
             seen = presented_fingerprint(self.conn.host, self.conn.port, self.conn.timeout)
             hint = (

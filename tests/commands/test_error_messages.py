@@ -88,7 +88,8 @@ def test_an_unknown_vmid_names_the_nodes_looked_at(
     ready = tmp_path / "ready.json"
     write_ready_file(kpro6_sim, ready)  # names the node: a different path, the same answer
     code, err = _run(capsys, ["plan", "999", "--connection", str(ready), "--no-ssh"])
-    assert code == EXIT_ERROR and f"no VM 999 on node {kpro6_sim.node}" in err
+    # The node the ready file names does not hold it: the cluster is searched, then named.
+    assert code == EXIT_ERROR and f"nodes looked at: {kpro6_sim.node}" in err
     assert "500" not in err
 
 
