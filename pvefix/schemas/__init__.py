@@ -40,17 +40,19 @@ def plan_schema() -> dict[str, Any]:
 
 def check_schema() -> dict[str, Any]:
     """`pvefix check --format json` (pvefix.check/v1)."""
-    from pvefix.check.report import REPORT_SCHEMA, CheckItem
+    from pvefix.check.report import REPORT_SCHEMA, CheckItem, CheckReport
 
     item = CheckItem.model_json_schema(mode="serialization")
     statuses = ("ok", "drift", "unknown", "skipped")
     schema: dict[str, Any] = {
         "type": "object",
         "additionalProperties": False,
-        "required": ["schema", "source", "exit_code", "summary", "items", "notes"],
+        "required": ["schema", "source", "read_path", "exit_code", "summary", "items", "notes"],
         "properties": {
             "schema": {"const": REPORT_SCHEMA},
             "source": {"type": "string"},
+            "read_path": CheckReport.model_json_schema(mode="serialization")["properties"][
+                "read_path"],
             "exit_code": {"enum": [0, 1, 2]},
             "summary": {
                 "type": "object", "additionalProperties": False, "required": list(statuses),
