@@ -64,13 +64,14 @@ def split_words(args: str) -> list[Word]:
 def _quoted(args: str, i: int, buf: list[str]) -> int:
     """Read a quoted part starting at `i` into `buf`, as Perl's Text::ParseWords does (which
     qemu-server's split_args uses): a backslash never ends the part; inside "..." it escapes any
-    character, inside '...' only `\\\\` becomes one backslash. The index after the closing quote."""
+    character, inside '...' the text is kept as written ($PERL_SINGLE_QUOTE is off). The index
+    after the closing quote."""
     quote, j, raw = args[i], i + 1, list[str]()
     while j < len(args):
         ch = args[j]
         if ch == quote:
             text = "".join(raw)
-            buf.append(_unescape(text) if quote == '"' else text.replace("\\\\", "\\"))
+            buf.append(_unescape(text) if quote == '"' else text)
             return j + 1
         if ch == "\\" and j + 1 < len(args):
             raw.append(args[j : j + 2])
