@@ -15,6 +15,7 @@ it writes is validated by real pydantic on the pvefix side (`Report.model_valida
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import re
@@ -276,12 +277,14 @@ def _scalar(tp: Any, value: Any, loc: str) -> Any:
         if isinstance(value, float) and value.is_integer() and abs(value) < 2**63:
             return int(value)
         if isinstance(value, str) and _INT_TEXT.fullmatch(value):
-            return int(value)
+            with contextlib.suppress(ValueError):  # `\s` takes more than int() strips
+                return int(value)
     elif tp is float:
         if isinstance(value, (int, float)):
             return float(value)
         if isinstance(value, str) and _FLOAT_TEXT.fullmatch(value):
-            return float(value)
+            with contextlib.suppress(ValueError):
+                return float(value)
     elif tp is str:
         if isinstance(value, str):
             return value
