@@ -32,12 +32,13 @@ def _full(address: str) -> str:
     return address if address.count(":") == 2 else f"0000:{address}"
 
 
-def _choose(state: NodeState, vmid: int, cfg: VMConfig, used: dict[str, int],
-            strict: bool) -> dict[str, int]:
-    """Devices this VM takes (address -> vmid), picked as choose_hostpci_devices does: a
-    single alternative as is, else the first one no running VM holds. `strict` raises
-    Proxmox's errors; otherwise conflicts are skipped (for VMs already running)."""
+def choose_per_entry(state: NodeState, vmid: int, cfg: VMConfig, used: dict[str, int],
+                     strict: bool) -> dict[str, list[str]]:
+    """hostpciN -> the addresses it takes, picked as choose_hostpci_devices does: a single
+    alternative as is, else the first one no running VM (nor an earlier entry) holds. `strict`
+    raises Proxmox's errors; otherwise conflicts are skipped (for VMs already running)."""
     taken: dict[str, int] = {}
+    out: dict[str, list[str]] = {}
     for key in sorted(cfg.main.keys(), key=lambda k: (len(k), k)):
         if not HOSTPCI_KEY.match(key):
             continue
@@ -51,16 +52,23 @@ def _choose(state: NodeState, vmid: int, cfg: VMConfig, used: dict[str, int],
                 holder = used.get(addr)
                 if strict and holder is not None and holder != vmid:
                     raise die(f"PCI device '{addr}' already in use by VMID '{holder}'")
-                taken[addr] = vmid
-            continue
-        for alt in alternatives:
-            if not any(a in used or a in taken for a in alt):
-                taken.update(dict.fromkeys(alt, vmid))
-                break
+            pick: list[str] | None = alternatives[0]
         else:
-            if strict and alternatives:
+            pick = next((alt for alt in alternatives
+                         if not any(a in used or a in taken for a in alt)), None)
+            if pick is None and strict and alternatives:
                 raise die(f"could not find a free device for '{key}'")
-    return taken
+        if pick is not None:
+            out[key] = pick
+            taken.update(dict.fromkeys(pick, vmid))
+    return out
+
+
+def _choose(state: NodeState, vmid: int, cfg: VMConfig, used: dict[str, int],
+            strict: bool) -> dict[str, int]:
+    """The addresses this VM takes (address -> vmid)."""
+    chosen = choose_per_entry(state, vmid, cfg, used, strict)
+    return {addr: vmid for pick in chosen.values() for addr in pick}
 
 
 def reserved_by_others(state: NodeState, vmid: int) -> dict[str, int]:

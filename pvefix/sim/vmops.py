@@ -16,7 +16,12 @@ from pvefix.sim.auth import Identity
 from pvefix.sim.errors import ApiError, die, param_error
 from pvefix.sim.guest import guest_boot
 from pvefix.sim.machines import pinned_for_windows, running_machine
-from pvefix.sim.startchecks import candidates, reserved_by_others, start_checks, start_warnings
+from pvefix.sim.startchecks import (
+    choose_per_entry,
+    reserved_by_others,
+    start_checks,
+    start_warnings,
+)
 from pvefix.sim.state import LoadedConfig, NodeState
 from pvefix.sim.tasks import TaskLog
 from pvefix.sim.vmview import (
@@ -201,24 +206,9 @@ def _vfio_name(state: NodeState, dev: HostPci) -> str:
 
 
 def chosen_devices(state: NodeState, vmid: int, cfg: VMConfig) -> dict[str, list[str]]:
-    """hostpciN -> the addresses a running VM got (the running QEMU's devices): the same
-    choice as `_choose`, per entry, against the devices the other running VMs hold."""
-    used = reserved_by_others(state, vmid)
-    out: dict[str, list[str]] = {}
-    for key in sorted(cfg.main.keys(), key=lambda k: (len(k), k)):
-        if not HOSTPCI_KEY.match(key):
-            continue
-        try:
-            dev = HostPci.parse(cfg.main.get(key) or "", key)
-        except ValidationError:
-            continue
-        alternatives = candidates(state, dev)
-        free = [a for a in alternatives if not any(x in used for x in a)]
-        pick = alternatives[0] if len(alternatives) == 1 else (free[0] if free else None)
-        if pick is not None:
-            out[key] = pick
-            used.update(dict.fromkeys(pick, vmid))
-    return out
+    """hostpciN -> the addresses a running VM got (the running QEMU's devices): the start's
+    own choice against the devices the other running VMs hold."""
+    return choose_per_entry(state, vmid, cfg, reserved_by_others(state, vmid), strict=False)
 
 
 def running_cmdline(state: NodeState, pid: int) -> str | None:
