@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 
 from pvefix.cmdline.lint import CpuVendor, Finding, Severity, lint
 from pvefix.cmdline.pci import (
@@ -24,7 +25,7 @@ from pvefix.cmdline.pci import (
     replace_realloc_off,
 )
 from pvefix.cmdline.shell import UnterminatedError, Word, parse_word, quote
-from pvefix.cmdline.tokens import Cmdline
+from pvefix.cmdline.tokens import Cmdline, normalize_name
 from pvefix.errors import ParseError, RefusedError
 
 KERNEL_CMDLINE_PATH = "/etc/kernel/cmdline"
@@ -146,7 +147,9 @@ class KernelCmdlineFile:
 GRUB_LINUX = "GRUB_CMDLINE_LINUX"
 GRUB_LINUX_DEFAULT = "GRUB_CMDLINE_LINUX_DEFAULT"
 
-_ASSIGN = re.compile(r"[ \t]*(?:export[ \t]+)?(GRUB_CMDLINE_LINUX(?:_DEFAULT)?)=")
+_ASSIGN_LINE = re.compile(
+    r"^[ \t]*(?:export[ \t]+)?(GRUB_CMDLINE_LINUX(?:_DEFAULT)?)=", re.MULTILINE
+)
 # What may follow the value on its line: blanks, then a comment or `;` and more commands.
 _SUFFIX = re.compile(r"[ \t]*(?:[#;].*)?")
 
@@ -161,7 +164,17 @@ class GrubAssignment:
     prefix: str  # the line up to and including '='
     word: Word
     suffix: str  # what follows the value on its last line
-    cmdline: Cmdline
+    source: str
+
+    @cached_property
+    def cmdline(self) -> Cmdline:
+        """The value as a kernel command line, parsed on first use: a file of 100k
+        assignments needs only the winners' lines (the rest are read as shell words)."""
+        return Cmdline.parse(self.word.value, source=self.source, line=self.line)
+
+    def holds_name(self, name: str) -> bool:
+        """False when no token of the value can be named `name` (a cheap text test first)."""
+        return normalize_name(name) in normalize_name(self.word.value)
 
     def edit_refusal(self) -> str | None:
         """Why pvefix will not rewrite this value, or None if it can."""
@@ -190,6 +203,7 @@ class GrubDefaultFile:
         self._text = text
         self._assignments = self._scan(text)
         self._winners = {a.variable: a for a in self._assignments}
+        self._cmdline: Cmdline | None = None
 
     @classmethod
     def parse(cls, text: str, source: str = GRUB_DEFAULT_PATH) -> GrubDefaultFile:
@@ -197,28 +211,29 @@ class GrubDefaultFile:
         return cls(text, source)
 
     def _scan(self, text: str) -> list[GrubAssignment]:
-        lines = text.split("\n")
-        offsets = [0]
-        for line in lines:
-            offsets.append(offsets[-1] + len(line) + 1)
+        # The regex engine finds the assignments; Python code runs only for them, and line
+        # numbers are counted between matches, so any file reads in one linear pass.
         found: list[GrubAssignment] = []
-        index = 0
-        while index < len(lines):
-            line = lines[index]
-            match = _ASSIGN.match(line)
-            if match is None or line.lstrip().startswith("#"):
-                index += 1
-                continue
-            start = offsets[index] + match.end()
+        line_no = 1  # the line number at `counted`
+        counted = 0
+        resume = 0  # the text before this was consumed by an earlier value
+        for match in _ASSIGN_LINE.finditer(text):
+            begin = match.start()
+            if begin < resume:
+                continue  # inside the value of the assignment before
+            line_no += text.count("\n", counted, begin)
+            counted = begin
             try:
-                word, end = parse_word(text, start)
+                word, end = parse_word(text, match.end())
             except UnterminatedError as exc:
                 raise ParseError(
                     f"{match.group(1)}: unterminated {exc.what}", source=self.source,
-                    line=index + 1,
+                    line=line_no,
                 ) from None
-            last = index + text.count("\n", offsets[index], end)
-            suffix = lines[last][end - offsets[last] :]
+            last = line_no + text.count("\n", begin, end)
+            eol = text.find("\n", end)
+            eol = len(text) if eol < 0 else eol
+            suffix = text[end:eol]
             if _SUFFIX.fullmatch(suffix) is None or (
                 suffix.lstrip().startswith(";") and "GRUB_CMDLINE_LINUX" in suffix
             ):
@@ -226,16 +241,14 @@ class GrubDefaultFile:
                     f"{match.group(1)}: pvefix does not understand {suffix.strip()!r} after "
                     "the value",
                     source=self.source,
-                    line=last + 1,
+                    line=last,
                 )
-            cmdline = Cmdline.parse(word.value, source=self.source, line=index + 1)
             found.append(
                 GrubAssignment(
-                    match.group(1), index + 1, last + 1, line[: match.end()], word, suffix,
-                    cmdline,
+                    match.group(1), line_no, last, match.group(0), word, suffix, self.source,
                 )
             )
-            index = last + 1
+            resume = eol + 1
         return found
 
     @property
@@ -262,14 +275,22 @@ class GrubDefaultFile:
     @property
     def cmdline(self) -> Cmdline:
         """What normal boot entries get: GRUB_CMDLINE_LINUX, then GRUB_CMDLINE_LINUX_DEFAULT."""
-        return self._effective({})
+        if self._cmdline is None:  # parsed once per version of the file
+            self._cmdline = self._effective({})
+        return self._cmdline.copy()
 
     def _effective(self, edits: dict[int, Cmdline]) -> Cmdline:
-        parts = []
+        lines = []
         for variable in (GRUB_LINUX, GRUB_LINUX_DEFAULT):
             a = self.assignment(variable)
             if a is not None:
-                parts.append(edits.get(a.line, a.cmdline).render())
+                lines.append(edits.get(a.line, a.cmdline))
+        parts = [c.render() for c in lines]
+        if len([p for p in parts if p]) == 1:
+            # One non-empty value: the effective line is that text, already parsed.
+            one = lines[[bool(p) for p in parts].index(True)].copy()
+            one.source, one.line = self.source, None
+            return one
         return Cmdline.parse(" ".join(p for p in parts if p), source=self.source)
 
     def findings(
@@ -304,8 +325,11 @@ class GrubDefaultFile:
     def _finding(
         self, code: str, severity: Severity, a: GrubAssignment, message: str
     ) -> Finding:
-        return Finding(
-            code=code, severity=severity, message=message, source=self.source, line=a.line
+        # Built without re-validation: every field is already a checked value here, and a file
+        # of 100k overridden assignments has as many findings.
+        return Finding.model_construct(
+            code=code, severity=severity, message=message, token=None, source=self.source,
+            line=a.line,
         )
 
     def _token_lines(self) -> dict[str, int]:
@@ -396,7 +420,7 @@ class GrubDefaultFile:
         if not edits and append is None:
             return
         lines = self._text.split("\n")
-        expected = {a.line: a.cmdline.render() for a in self._assignments}
+        expected = {a.line: a.word.value for a in self._assignments}
         for a in self._assignments:
             if a.line in edits:
                 lines[a.line - 1] = self._rewrite(a, edits[a.line].render())
@@ -411,18 +435,20 @@ class GrubDefaultFile:
                 expected[len(lines) - 1] = append.render()
         text = "\n".join(lines)
         # Never write what would not read back as intended (a trailing backslash, say, would
-        # join an appended line to the one before it).
+        # join an appended line to the one before it). A value renders back byte-identical
+        # from its command line, so the shell words' values are compared, parsed once.
         try:
-            got = {a.line: a.cmdline.render() for a in self._scan(text)}
+            scanned = self._scan(text)
         except ParseError:
-            got = {}
-        if got != expected:
+            scanned = []
+        if {a.line: a.word.value for a in scanned} != expected:
             raise RefusedError(
                 "the edited file would not read back as intended; edit it by hand",
                 source=self.source,
             )
-        self._assignments = self._scan(text)
+        self._assignments = scanned
         self._winners = {a.variable: a for a in self._assignments}
+        self._cmdline = None
         self._text = text
 
     def _rewrite(self, a: GrubAssignment, value: str) -> str:

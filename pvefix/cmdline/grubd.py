@@ -151,7 +151,7 @@ class GrubConfig:
         found: list[Source] = []
         for path in self.paths:
             for a in self.files[path].assignments:
-                if a.cmdline.has(name, value):
+                if a.holds_name(name) and a.cmdline.has(name, value):
                     found.append(Source(path, a.line))
         return found
 

@@ -244,19 +244,26 @@ def _check_repeats(cmdline: Cmdline) -> list[Finding]:
     for name, tokens in by_name.items():
         if len(tokens) < 2:
             continue
-        seen: set[str | None] = set()
+        counts: dict[str | None, int] = {}
+        first_repeat: dict[str | None, Token] = {}
         for token in tokens:
-            if token.value in seen:
-                findings.append(
-                    Finding(
-                        code="duplicate-parameter",
-                        severity="info",
-                        message=f"{_show(token)} appears more than once; the repeat is "
-                        "redundant",
-                        token=token.raw,
-                    )
+            counts[token.value] = counts.get(token.value, 0) + 1
+            if counts[token.value] == 2:
+                first_repeat[token.value] = token
+        seen = set(counts)
+        # One finding per repeated parameter (not one per repeat), so a line that says
+        # `quiet` 100k times gets one finding, in the order the first repeats appear.
+        for value, token in first_repeat.items():
+            n = counts[value]
+            repeats = "twice; the repeat is" if n == 2 else f"{n} times; the repeats are"
+            findings.append(
+                Finding(
+                    code="duplicate-parameter",
+                    severity="info",
+                    message=f"{_show(token)} appears {repeats} redundant",
+                    token=token.raw,
                 )
-            seen.add(token.value)
+            )
         if len(seen) > 1 and name not in ACCUMULATING:
             last = tokens[-1]
             values = ", ".join(_show(t) for t in tokens)

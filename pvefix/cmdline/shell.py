@@ -24,6 +24,11 @@ _DQ_ESCAPABLE = '$`"\\\n'
 # Runs of plain characters, taken in one step so a long value parses in linear, fast time.
 _BARE_RUN = re.compile(r"[^ \t\n;&|<>()'\"\\$`]+")
 _DQ_RUN = re.compile(r'[^"\\$`]+')
+# A whole word in one of the two plain shapes: nothing after it but the end of the word.
+_SIMPLE_DOUBLE = re.compile(r'"([^"\\$`]*)"(?=[ \t\n;&|<>()]|\Z)')
+_SIMPLE_BARE = re.compile(r"[^ \t\n;&|<>()'\"\\$`]+(?=[ \t\n;&|<>()]|\Z)")
+# What `quote(..., "double")` escapes: every `"`, and a backslash before an escapable or at the end.
+_DQ_NEEDS_ESCAPE = re.compile(r'"|\\(?=[$`"\\\n]|\Z)')
 
 
 class UnterminatedError(Exception):
@@ -50,6 +55,14 @@ class Word:
 
 def parse_word(text: str, pos: int = 0) -> tuple[Word, int]:
     """Parse the shell word starting at `pos`; returns it and the position after it."""
+    # Fast path: the shapes nearly every file uses, a double-quoted or a bare value without
+    # escapes or expansions, ending where the word ends. Anything else takes the full loop.
+    simple = _SIMPLE_DOUBLE.match(text, pos)
+    if simple is not None:
+        return Word(simple.group(0), simple.group(1), "double"), simple.end()
+    simple = _SIMPLE_BARE.match(text, pos)
+    if simple is not None:
+        return Word(simple.group(0), simple.group(0), "bare"), simple.end()
     start = pos
     out: list[str] = []
     kinds: set[str] = set()
@@ -176,14 +189,7 @@ def quote(value: str, style: Style) -> str | None:
             return None
         return value
     if style == "double":
-        parts = []
-        for i, c in enumerate(value):
-            if c == '"':
-                parts.append('\\"')
-            elif c == "\\":
-                nxt = value[i + 1] if i + 1 < len(value) else ""
-                parts.append("\\\\" if (nxt == "" or nxt in _DQ_ESCAPABLE) else "\\")
-            else:
-                parts.append(c)
-        return '"' + "".join(parts) + '"'
+        # `"` always takes a backslash; a backslash takes another one where the shell would
+        # otherwise read it as an escape (before one of _DQ_ESCAPABLE, or at the very end).
+        return '"' + _DQ_NEEDS_ESCAPE.sub(r"\\\g<0>", value) + '"'
     return None

@@ -95,6 +95,13 @@ def test_the_same_parameter_twice_is_a_redundant_duplicate() -> None:
     f = only("quiet iommu=pt quiet", "duplicate-parameter")
     assert f.severity == "info"
     assert f.token == "quiet"
+    assert "appears twice" in f.message
+
+
+def test_many_repeats_are_one_finding_with_the_count() -> None:
+    f = only("quiet " * 5 + "iommu=pt", "duplicate-parameter")
+    assert f.token == "quiet"
+    assert "appears 5 times" in f.message
 
 
 def test_different_values_say_which_one_wins() -> None:
