@@ -47,7 +47,7 @@ def test_each_setting_comes_from_the_first_place_that_gives_it(
 
 
 def test_a_clique_map_flag_while_p2p_is_off_is_refused_naming_why() -> None:
-    with pytest.raises(PvefixError, match="needs --p2p .P2P is off: desired state"):
+    with pytest.raises(PvefixError, match=r"needs --p2p \(P2P is off: desired state"):
         resolve_plan_options(P2PAsk(clique_map="hostpci0=0"), desired=P2PRule(wanted=False))
 
 

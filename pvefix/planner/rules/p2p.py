@@ -77,6 +77,7 @@ class Assessment:
     basis: str = ""
     must_measure: bool = True
     unsettled: str | None = None
+    numa: dict[str, int] = field(default_factory=dict)  # key -> the NUMA node its clique is
 
     def value(self, key: str) -> str | None:
         return self.values.get(key)
@@ -206,6 +207,7 @@ def _decide_cliques(ctx: Context, a: Assessment) -> None:
         return
     order = sorted(set(numa.values()))
     a.cliques = {k: order.index(n) for k, n in numa.items()}
+    a.numa = numa
     a.basis = (
         f"one clique per NUMA node ({node.cpu_vendor or 'unknown vendor'}"
         f" {node.cpu_model or ''}".rstrip()
@@ -426,7 +428,9 @@ def _cliques_finding(ctx: Context, a: Assessment, cliques: dict[str, int]) -> Fi
     return Finding(
         id="p2p.cliques", rule=NAME, severity="warning" if a.must_measure else "info",
         title="P2P cliques: " + "; ".join(f"{c}: {', '.join(ks)}" for c, ks in groups.items()),
-        detail=detail, evidence=[f"{k}: clique {c}" for k, c in sorted(cliques.items())])
+        detail=detail, evidence=[f"{k}: clique {c}" + (
+            f" (NUMA node {a.numa[k]})" if k in a.numa else "")
+            for k, c in sorted(cliques.items())])
 
 
 def _proof_commands(ctx: Context, gpus: int) -> Finding:
