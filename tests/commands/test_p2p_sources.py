@@ -107,7 +107,7 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]
 def _asked(plan: dict[str, object]) -> str:
     findings = plan["findings"]
     assert isinstance(findings, list)
-    return next(f["title"] for f in findings if f["id"] == "p2p.asked")
+    return str(next(f["title"] for f in findings if f["id"] == "p2p.asked"))
 
 
 def test_plan_takes_p2p_from_the_profile_then_the_desired_state_and_the_flag_overrides(
