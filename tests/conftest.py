@@ -21,6 +21,16 @@ for _name, _examples in (("default", 200), ("quick", 30), ("thorough", 2000)):
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
+@pytest.fixture(autouse=True)
+def _private_state_dir(monkeypatch: pytest.MonkeyPatch,
+                       tmp_path_factory: pytest.TempPathFactory) -> None:
+    """pvefix's default state directory is the user's own (~/.local/state/pvefix), and `plan`
+    reads recorded desired states there (a VM's may ask for the P2P phase): every test gets an
+    empty one of its own, so nothing of the user's or of another test leaks in."""
+    monkeypatch.delenv("PVEFIX_STATE_DIR", raising=False)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("xdg-state")))
+
+
 class SimLauncher:
     """Starts in-process simulators in temporary directories and stops them all at the end."""
 

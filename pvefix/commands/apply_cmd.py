@@ -14,9 +14,8 @@ import typer
 
 from pvefix.commands.guest_options import GuestOptions, guest_options, optional_guest
 from pvefix.commands.options import ConnectionOptions, connection_options
-from pvefix.commands.p2p_options import p2p_options
+from pvefix.commands.p2p_options import P2PAsk, p2p_options, plan_options
 from pvefix.errors import EXIT_ERROR, EXIT_OK, PvefixError
-from pvefix.planner.model import PlanOptions
 
 
 def state_dir_option() -> Any:
@@ -97,7 +96,7 @@ def apply_command(
     *,
     opts: ConnectionOptions,
     guest: GuestOptions,
-    p2p: PlanOptions,
+    p2p: P2PAsk,
 ) -> int:
     """Apply phase N of a plan to a live target: snapshot, write, verify, (activate).
 
@@ -117,6 +116,8 @@ def apply_command(
     else:
         plan = load_plan_file(Path(target))
         vmid = plan.observed.vmid
+    # A plan file carries the options it was made with; by VMID they are resolved afresh.
+    asked = plan_options(p2p, opts, vmid, state_dir) if plan is None else plan.options
     conn = resolve_connection_options(opts)
     access = optional_guest(guest)
     options = ApplyOptions(
@@ -129,7 +130,7 @@ def apply_command(
             f" --guest-ssh-host {shlex.quote(access.ssh_host or '')}"
             if access is not None and access.method == "ssh" else ""),
         verify=verify, verify_quick=not full_probe, guest_wait=guest_wait,
-        plan_options=p2p,
+        plan_options=asked,
     )
     console = Console()
     try:

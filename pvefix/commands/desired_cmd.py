@@ -12,6 +12,7 @@ from pathlib import Path
 import typer
 
 from pvefix.commands.options import ConnectionOptions, connection_options, resolve_state
+from pvefix.commands.p2p_options import P2PAsk, p2p_options, plan_options
 
 
 class DesiredFrom(StrEnum):
@@ -20,6 +21,7 @@ class DesiredFrom(StrEnum):
 
 
 @connection_options
+@p2p_options
 def desired_command(
     vmid: int = typer.Argument(..., help="The VM (its VMID)."),
     out: Path | None = typer.Option(
@@ -31,21 +33,27 @@ def desired_command(
         False, "--record", help="Record it in the state directory, where `pvefix check VMID` "
         "finds it without --desired."),
     state_dir: Path | None = typer.Option(
-        None, "--state-dir", help="State directory for --record (env PVEFIX_STATE_DIR).",
+        None, "--state-dir", help="State directory for --record, and where a recorded desired"
+        " state's P2P request is read (env PVEFIX_STATE_DIR).",
         show_default=False),
     *,
     opts: ConnectionOptions,
+    p2p: P2PAsk,
 ) -> int:
     """Write the desired state of VM VMID and its node: by default the goal, what `pvefix
-    plan` reaches once every phase is applied; --from current for the state as it is now."""
+    plan` reaches once every phase is applied; --from current for the state as it is now.
+    With --p2p the goal includes the P2P phase and the file records that the VM wants it
+    (`[vms.VMID.p2p]`), so `plan` and `apply` plan phase 3 for it without the flag."""
     from pvefix.desired import desired_from_state, dumps_desired, record
-    from pvefix.desired.derive import goal_state
+    from pvefix.desired.derive import goal_state, p2p_rule
     from pvefix.planner import plan as make_plan
     from pvefix.store.statedir import resolve_state_dir
 
+    options = plan_options(p2p, opts, vmid, state_dir)
+    wants = p2p_rule(options)
     state = resolve_state(opts, vmid)
     if source is DesiredFrom.goal:
-        plan = make_plan(state)
+        plan = make_plan(state, options)
         changes = sum(len(p.changes) for p in plan.phases)
         state = goal_state(state, plan)
         what = (f"the goal: the state the plan reaches after all its phases ({changes} change(s)"
@@ -58,10 +66,10 @@ def desired_command(
         from pvefix.commands.check_cmd import _cluster
 
         path = record(resolve_state_dir(state_dir), state, note=f"pvefix desired --record: {what}",
-                      cluster=_cluster(opts))
+                      cluster=_cluster(opts), p2p=wants)
         print(f"desired state recorded in {path}", file=sys.stderr)
         return 0
-    desired = desired_from_state(state)
+    desired = desired_from_state(state, wants)
     header = (
         f"Desired state of VM {vmid} (node {state.vm.node}), written by `pvefix desired`:\n"
         f"{textwrap.fill(what, 96)}\nCheck with: pvefix check --desired THIS_FILE {vmid}"

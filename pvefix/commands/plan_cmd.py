@@ -12,9 +12,8 @@ import typer
 
 from pvefix.commands.guest_options import GuestOptions, guest_options, optional_guest
 from pvefix.commands.options import ConnectionOptions, connection_options, resolve_state
-from pvefix.commands.p2p_options import p2p_options
+from pvefix.commands.p2p_options import P2PAsk, p2p_options, plan_options
 from pvefix.errors import EXIT_CHANGES, EXIT_OK
-from pvefix.planner.model import PlanOptions
 
 PLANS_DIR = Path("plans")
 
@@ -76,22 +75,28 @@ def plan_command(
         help="Save the plan file (JSON, whatever --format shows) here; a bare name goes into "
         "plans/.",
     ),
+    state_dir: Path | None = typer.Option(
+        None, "--state-dir", help="Where recorded desired states are read (a VM's may ask for"
+        " the P2P phase) (env PVEFIX_STATE_DIR; default $XDG_STATE_HOME/pvefix).",
+        show_default=False),
     *,
     opts: ConnectionOptions,
     guest: GuestOptions,
-    p2p: PlanOptions,
+    p2p: P2PAsk,
 ) -> int:
     """Plan the changes that make GPU passthrough right for VM VMID, as a dry run.
 
     Reads a live host (API + SSH), the local host (--local) or a host tree (--bundle), and
     changes nothing. With a way into the guest (--guest-agent, --guest-ssh-host) it reads the
     guest's cmdline, GRUB defaults and BAR errors too, and plans guest changes pvefix can
-    apply. With --p2p it also plans the P2P clique phase (phase 3, docs/p2p.md). Exit codes:
-    0 nothing to do, 2 changes planned, 1 error.
+    apply. With --p2p (or `p2p` in the VM's desired state or the profile) it also plans the
+    P2P clique phase (phase 3, docs/p2p.md). Exit codes: 0 nothing to do, 2 changes planned,
+    1 error.
     """
     from pvefix.planner import plan as make_plan
 
+    options = plan_options(p2p, opts, vmid, state_dir)
     state = resolve_state(opts, vmid, optional_guest(guest))
     for note in state.notes:
         print(f"note: {note}", file=sys.stderr)
-    return emit_plan(make_plan(state, p2p), fmt, out)
+    return emit_plan(make_plan(state, options), fmt, out)

@@ -271,10 +271,9 @@ def _secret_from(name: str, kind: str, ref: str, source: str, env: Mapping[str, 
     return first_line(out, where, source)
 
 
-def profile_layer(
-    path: Path, profile: str | None, env: Mapping[str, str], *, required: bool
-) -> tuple[dict[str, Any], str | None]:
-    """The settings of one profile of a TOML config file, and the profile's name."""
+def _profile_table(path: Path, profile: str | None, *,
+                   required: bool) -> tuple[dict[str, Any], str | None]:
+    """The `[profiles.NAME]` table of a TOML config file, and the profile's name."""
     source = str(path)
     raw = _read_settings_file(path)
     if raw is None:
@@ -307,6 +306,15 @@ def profile_layer(
     table = profiles[name]
     if not isinstance(table, dict):
         raise ParseError(f"profiles.{name}: expected a table", source=source)
+    return table, str(name)
+
+
+def profile_layer(
+    path: Path, profile: str | None, env: Mapping[str, str], *, required: bool
+) -> tuple[dict[str, Any], str | None]:
+    """The settings of one profile of a TOML config file, and the profile's name."""
+    source = str(path)
+    table, name = _profile_table(path, profile, required=required)
     out: dict[str, Any] = {}
     for key, value in table.items():
         field = f"profiles.{name}.{key}"
@@ -315,11 +323,60 @@ def profile_layer(
             out[base] = _secret_from(base, kind, str(value), f"{source}: {field}", env)
         elif key == "ssh" and isinstance(value, dict):
             out["ssh_nodes"] = _ssh_nodes(value, field, source)
+        elif key in PLAN_KEYS:
+            _plan_value(key, value, f"{source}: {field}")  # checked here, used by plan_defaults
         elif key in _FIELDS and key not in ("profile", "ssh_nodes"):
             out[key] = value
         else:
             raise ParseError(f"unknown key '{field}'", source=source)
-    return out, str(name)
+    return out, name
+
+
+# -- what a profile asks the planner for ------------------------------------------------------
+
+# Keys of a profile that are not about reaching the target but about what to plan for it.
+PLAN_KEYS = ("p2p", "clique_map")
+
+
+class PlanDefaults(BaseModel):
+    """What a profile asks the planner for (`p2p = true`, `clique_map = "hostpci0=0,..."`):
+    defaults below a command's flags and a VM's desired state (docs/p2p.md)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    profile: str | None = None
+    source: str = Field(default="", description="the config file it was read from")
+    p2p: bool | None = None
+    clique_map: str | None = Field(default=None, description="hostpciN=C,... as --clique-map")
+
+
+def _plan_value(key: str, value: object, source: str) -> bool | str:
+    if key == "p2p":
+        return _as_bool(key, value, source)
+    if not isinstance(value, str):
+        raise ParseError(f"{key}: expected text like \"hostpci0=0,hostpci1=0\"", source=source)
+    return value
+
+
+def _config_choice(config: Path | None, profile: str | None,
+                   environ: Mapping[str, str]) -> tuple[Path, str | None, bool]:
+    """The config file, the profile asked for and whether both must exist (named ones)."""
+    profile = profile or environ.get(ENV_PROFILE) or None
+    explicit = config or (Path(environ[ENV_CONFIG]) if environ.get(ENV_CONFIG) else None)
+    path = Path(os.path.expanduser(str(explicit or default_config(environ))))
+    return path, profile, explicit is not None or profile is not None
+
+
+def plan_defaults(config: Path | None = None, profile: str | None = None,
+                  env: Mapping[str, str] | None = None) -> PlanDefaults:
+    """The profile's `p2p` and `clique_map`, chosen as `resolve_connection` chooses the
+    profile; no secret is resolved for it (no password command runs)."""
+    environ = dict(os.environ if env is None else env)
+    path, asked, required = _config_choice(config, profile, environ)
+    table, name = _profile_table(path, asked, required=required)
+    found = {k: _plan_value(k, table[k], f"{path}: profiles.{name}.{k}")
+             for k in PLAN_KEYS if k in table}
+    return PlanDefaults(profile=name, source=str(path), **found)
 
 
 def _ssh_nodes(table: dict[str, Any], field: str, source: str) -> dict[str, str]:
@@ -489,9 +546,7 @@ def resolve_connection(
     Connection. `flags` holds only the options given on the command line (None = not given).
     """
     environ = dict(os.environ if env is None else env)
-    profile = profile or environ.get(ENV_PROFILE) or None
-    explicit = config or (Path(environ[ENV_CONFIG]) if environ.get(ENV_CONFIG) else None)
-    config_path = Path(os.path.expanduser(str(explicit or default_config(environ))))
+    config_path, profile, required = _config_choice(config, profile, environ)
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
 
@@ -501,9 +556,7 @@ def resolve_connection(
                 values[key] = value
                 sources[key] = name
 
-    file_values, chosen = profile_layer(
-        config_path, profile, environ, required=explicit is not None or profile is not None
-    )
+    file_values, chosen = profile_layer(config_path, profile, environ, required=required)
     layer(file_values, str(config_path))
     layer(peer_env_layer(environ), "environment")
     layer(env_layer(environ), "environment")

@@ -13,6 +13,7 @@ from pvefix.desired.model import (
     HostPciRule,
     MachineRule,
     NodeDesired,
+    P2PRule,
     VmDesired,
 )
 from pvefix.desired.parse import load_desired, loads_desired
@@ -26,6 +27,7 @@ __all__ = [
     "HostPciRule",
     "MachineRule",
     "NodeDesired",
+    "P2PRule",
     "VmDesired",
     "desired_from_state",
     "dumps_desired",

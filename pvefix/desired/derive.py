@@ -26,11 +26,12 @@ from pvefix.desired.model import (
     HostPciRule,
     MachineRule,
     NodeDesired,
+    P2PRule,
     VmDesired,
 )
 from pvefix.errors import PvefixError
 from pvefix.observed import node_from_state, vm_from_state
-from pvefix.planner.model import Plan
+from pvefix.planner.model import Plan, PlanOptions
 from pvefix.state import FileFact, HostState
 from pvefix.vmconfig import HostPci, Machine
 from pvefix.vmconfig.hostpci import HOSTPCI_KEY
@@ -84,8 +85,20 @@ def node_desired(state: HostState) -> NodeDesired | None:
     return NodeDesired(cmdline=CmdlineRules(required=required, forbidden=forbidden))
 
 
-def vm_desired(state: HostState) -> VmDesired:
-    """The VM's rules from its config after [PENDING]."""
+def p2p_rule(options: PlanOptions) -> P2PRule | None:
+    """What a desired state records of the P2P request the plan was made with: wanted (with
+    the clique map used, if any) when P2P was on; not wanted when a flag turned it off (the
+    admin's word for this VM); nothing when nobody said anything."""
+    if options.p2p:
+        cliques = ",".join(f"{k}={v}" for k, v in options.clique_map.items())
+        return P2PRule(wanted=True, clique_map=cliques or None)
+    if options.p2p_from is not None and options.p2p_from.startswith("flag"):
+        return P2PRule(wanted=False)
+    return None
+
+
+def vm_desired(state: HostState, p2p: P2PRule | None = None) -> VmDesired:
+    """The VM's rules from its config after [PENDING] (and the P2P request, if any)."""
     observed = vm_from_state(state)
     config = observed.next
     probe = VmDesired(free=FREE)
@@ -120,19 +133,20 @@ def vm_desired(state: HostState) -> VmDesired:
         guest = CmdlineRules(required=relevant_parameters(Cmdline.parse(observed.guest_cmdline)))
     return VmDesired(
         node=state.vm.node, closed=True, machine=machine, hostpci=hostpci, keys=keys,
-        free=FREE, guest_cmdline=guest,
+        free=FREE, guest_cmdline=guest, p2p=p2p,
     )
 
 
-def desired_from_state(state: HostState) -> DesiredState:
-    """The desired state that holds for `state` (its VM, and its node when readable)."""
+def desired_from_state(state: HostState, p2p: P2PRule | None = None) -> DesiredState:
+    """The desired state that holds for `state` (its VM, and its node when readable); `p2p`:
+    whether the VM wants the P2P phase (`p2p_rule`)."""
     nodes: dict[str, NodeDesired] = {}
     # The host files describe the node pvefix read them on; attach them only when that is the
     # VM's own node (a bundle of a cluster holds the files of its local node only).
     node = node_desired(state) if state.node.name == state.vm.node else None
     if node is not None:
         nodes[state.node.name] = node
-    return DesiredState(nodes=nodes, vms={state.vm.vmid: vm_desired(state)})
+    return DesiredState(nodes=nodes, vms={state.vm.vmid: vm_desired(state, p2p)})
 
 
 def goal_state(state: HostState, plan: Plan) -> HostState:

@@ -159,6 +159,37 @@ class HostPciRule(_Strict):
         return out
 
 
+class P2PRule(_Strict):
+    """Whether the VM wants the P2P clique phase (`[vms.VMID.p2p]`): `plan` and `apply` plan
+    phase 3 for it without `--p2p` (a flag still overrides); `clique_map` is --clique-map's text.
+    """
+
+    wanted: bool = True
+    clique_map: str | None = Field(default=None, description="hostpciN=C,... as --clique-map")
+
+    @field_validator("clique_map")
+    @classmethod
+    def _clique_map(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        from pvefix.planner.rules.p2p import parse_clique_map
+
+        try:
+            parsed = parse_clique_map(value)
+        except PvefixError as exc:
+            raise ValueError(exc.message.removeprefix("--clique-map: ")) from None
+        if not parsed:
+            raise ValueError("empty clique map (leave `clique_map` out instead)")
+        return ",".join(f"{k}={v}" for k, v in parsed.items())
+
+    @model_validator(mode="after")
+    def _map_needs_p2p(self) -> P2PRule:
+        if self.clique_map is not None and not self.wanted:
+            raise ValueError("a clique_map with wanted = false (it says which GPUs share a"
+                             " clique, so it needs wanted = true)")
+        return self
+
+
 class VmDesired(_Strict):
     """What must hold for one VM's config (and its guest)."""
 
@@ -170,6 +201,7 @@ class VmDesired(_Strict):
     absent: tuple[str, ...] = ()
     free: tuple[str, ...] = ()
     guest_cmdline: CmdlineRules | None = None
+    p2p: P2PRule | None = None
 
     @field_validator("hostpci")
     @classmethod

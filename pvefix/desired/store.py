@@ -9,13 +9,14 @@ reads them when no `--desired` file is given.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pydantic
 
 from pvefix.desired.derive import desired_from_state
-from pvefix.desired.model import CmdlineRules, DesiredState, NodeDesired, VmDesired
+from pvefix.desired.model import CmdlineRules, DesiredState, NodeDesired, P2PRule, VmDesired
 from pvefix.desired.parse import load_desired
 from pvefix.desired.writer import dumps_desired
 from pvefix.errors import ParseError, PvefixError
@@ -43,10 +44,10 @@ def write_desired(path: Path, desired: DesiredState, header: str | None = None) 
 
 
 def record(state_dir: Path, state: HostState, *, note: str | None = None,
-           cluster: str | None = None) -> Path:
-    """Record the desired state `state` reached (apply calls this, with the cluster's identity);
-    returns the file's path."""
-    desired = desired_from_state(state)
+           cluster: str | None = None, p2p: P2PRule | None = None) -> Path:
+    """Record the desired state `state` reached (apply calls this, with the cluster's identity
+    and the P2P request it planned with); returns the file's path."""
+    desired = desired_from_state(state, p2p)
     stamp = datetime.now(UTC).isoformat(timespec="seconds")
     header = (
         f"Desired state of VM {state.vm.vmid} on node {state.vm.node}, recorded {stamp}"
@@ -55,6 +56,20 @@ def record(state_dir: Path, state: HostState, *, note: str | None = None,
     )
     folder = state_dir / DESIRED_DIR / cluster if cluster else state_dir / DESIRED_DIR
     return write_desired(folder / f"{state.vm.vmid}.toml", desired, header)
+
+
+def recorded_p2p(state_dir: Path, vmid: int,
+                 cluster: Callable[[], str | None]) -> tuple[P2PRule | None, Path | None]:
+    """The P2P request of VM `vmid`'s recorded desired state, and its file. `cluster` is asked
+    only when some cluster's folder holds a file for this VMID (it may cost an API call)."""
+    folder = state_dir / DESIRED_DIR
+    if not (folder / f"{vmid}.toml").is_file() and not any(folder.glob(f"*/{vmid}.toml")):
+        return None, None
+    path = recorded_path(state_dir, vmid, cluster())
+    if not path.is_file():
+        return None, None
+    vm = load_desired(path).vms.get(vmid)
+    return (vm.p2p if vm is not None else None), path
 
 
 def recorded_vmids(state_dir: Path, cluster: str | None = None) -> list[int]:

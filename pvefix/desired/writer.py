@@ -107,6 +107,12 @@ def _vm(lines: list[str], vmid: int, vm: VmDesired) -> None:
         lines.append("")
     if vm.guest_cmdline is not None:
         _cmdline(lines, f"{base}.guest_cmdline", vm.guest_cmdline)
+    if vm.p2p is not None:
+        lines.append(f"[{base}.p2p]")
+        lines.append(f"wanted = {'true' if vm.p2p.wanted else 'false'}")
+        if vm.p2p.clique_map is not None:
+            lines.append(f"clique_map = {string(vm.p2p.clique_map)}")
+        lines.append("")
 
 
 def dumps_desired(state: DesiredState, *, header: str | None = None) -> str:

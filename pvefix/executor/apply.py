@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict
 
 from pvefix.connection.settings import Connection
 from pvefix.desired import record as record_desired
+from pvefix.desired.derive import p2p_rule
 from pvefix.digest import sha1_text
 from pvefix.errors import PvefixError, RefusedError
 from pvefix.executor import checks
@@ -609,7 +610,7 @@ def _apply(remote: Remote, conn: Connection, live: HostState, plan: Plan, phase:
         )
     journal.record("apply-end", status="applied")
     desired = record_desired(options.state_dir, after, note=f"apply phase {phase.number}",
-                             cluster=remote.identity())
+                             cluster=remote.identity(), p2p=p2p_rule(plan.options))
     console.progress(f"desired state recorded in {desired} (pvefix check {vmid} uses it)")
     return ApplyResult(
         vmid=vmid, phase=phase.number, snapshot_id=snapshot.id, done=done, manual=manual,

@@ -98,6 +98,11 @@ class PlanOptions(_Frozen):
     clique_map: dict[str, int] = Field(
         default_factory=dict, description="hostpciN -> clique, given by the admin (--clique-map)"
     )
+    p2p_from: str | None = Field(
+        default=None, description="where `p2p` came from: the flag (--p2p, --no-p2p), the VM's"
+        " desired state (its file) or a connection profile (its name); None: not said")
+    clique_map_from: str | None = Field(
+        default=None, description="where `clique_map` came from, said the same way")
 
 
 class Observed(_Frozen):

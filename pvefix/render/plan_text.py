@@ -5,6 +5,7 @@ from __future__ import annotations
 import textwrap
 
 from pvefix.planner.model import Change, Finding, Plan
+from pvefix.planner.rules.p2p import PHASE as P2P_PHASE
 from pvefix.render.diff import unified
 
 _COLORS = {"red": "31", "yellow": "33", "green": "32", "cyan": "36", "bold": "1", "dim": "2"}
@@ -197,7 +198,8 @@ def render_plan_text(plan: Plan, *, color: bool = False, config_path: str | None
                 "bold",
             )
         )
-        lines.append(f"Next: pvefix apply {obs.vmid} --phase {plan.phases[0].number}")
+        lines.append(f"Next: pvefix apply {obs.vmid} --phase {plan.phases[0].number}"
+                     + _p2p_flags(plan, plan.phases[0].number))
     elif any(f.id == "devices.unknown-here" for f in plan.findings):
         lines.append(
             s(
@@ -209,3 +211,14 @@ def render_plan_text(plan: Plan, *, color: bool = False, config_path: str | None
     else:
         lines.append(s("Nothing to change: this VM and host already follow every rule.", "green"))
     return "\n".join(lines) + "\n"
+
+
+def _p2p_flags(plan: Plan, number: int) -> str:
+    """The flags an apply of phase 3 needs to re-derive it: none when the desired state or the
+    profile asks for P2P (apply reads them too), else --p2p (and the clique map) again."""
+    o = plan.options
+    if number != P2P_PHASE or not o.p2p or (o.p2p_from and not o.p2p_from.startswith("flag")):
+        return ""
+    flag_map = o.clique_map and (o.clique_map_from or "").startswith("flag")
+    return " --p2p" + (" --clique-map " + ",".join(f"{k}={v}" for k, v in o.clique_map.items())
+                       if flag_map or (o.clique_map and o.clique_map_from is None) else "")

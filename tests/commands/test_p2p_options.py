@@ -23,7 +23,8 @@ def test_p2p_adds_phase_3_and_the_plan_file_remembers_the_options(
     plan = json.loads(out)
     assert code == 2
     assert [p["number"] for p in plan["phases"]] == [1, 2, 3]
-    assert plan["options"] == {"p2p": True, "clique_map": {"hostpci0": 0, "hostpci1": 0}}
+    assert plan["options"] == {"p2p": True, "clique_map": {"hostpci0": 0, "hostpci1": 0},
+                               "p2p_from": "flag --p2p", "clique_map_from": "flag --clique-map"}
     args = next(c for c in plan["phases"][2]["changes"] if c["key"] == "args")
     assert args["after"] == ("-set device.hostpci0.x-nv-gpudirect-clique=0"
                              " -set device.hostpci1.x-nv-gpudirect-clique=0")

@@ -86,7 +86,9 @@ def _sandbox(tmp_path: Path, info: ReadyInfo, page_examples: list[Example]) -> d
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy(ready, target)
             if flag == "--bundle" and not target.exists():
-                materialize_scenario("kpro6", target)
+                # pvefix/scenarios/NAME names a built-in scenario; any other path gets kpro6.
+                named = Path(value).name if value.startswith("pvefix/scenarios/") else "kpro6"
+                materialize_scenario(named, target)
         if any(a.startswith("bundle/") for a in argv) and not (tmp_path / "bundle").exists():
             materialize_scenario("kpro6", tmp_path / "bundle")
     (tmp_path / "tmp").mkdir(exist_ok=True)

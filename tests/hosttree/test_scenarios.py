@@ -17,7 +17,8 @@ from pvefix.hosttree import (
 from pvefix.hosttree.large import generate_large
 
 SHIPPED = [
-    "genoa-l40s-pool", "grub-dropin", "intel-grub", "kpro6", "windows-igd", "xeon-seabios-h200"
+    "genoa-l40s-pool", "grub-dropin", "intel-grub", "kpro6", "sapphire-2s", "windows-igd",
+    "xeon-seabios-h200",
 ]
 GIB = 1024**3
 MIB = 1024**2
@@ -128,6 +129,29 @@ def test_intel_grub_has_plain_grub_and_a_shared_iommu_group() -> None:
     config = tree.read_vm_config(200)
     assert "machine: pc-i440fx-8.1\n" in config and "x-vga=1" in config
     assert "hostpci0: 0000:17:00\n" in config  # no function: all functions
+
+
+def test_sapphire_2s_has_two_gpus_with_audio_on_each_socket_and_a_mapping_per_socket() -> None:
+    tree = load_tree(resolve_scenario("sapphire-2s"))
+    assert tree.meta.cpu.vendor == "GenuineIntel" and tree.meta.cpu.sockets == 2
+    gpus = _gpus(tree.pci_devices())
+    assert [(g.address, g.numa_node, g.class_) for g in gpus] == [
+        ("0000:16:00.0", 0, "0x030000"), ("0000:38:00.0", 0, "0x030000"),
+        ("0000:98:00.0", 1, "0x030000"), ("0000:b8:00.0", 1, "0x030000")]
+    audio = {d.address: d.iommu_group for d in tree.pci_devices() if d.class_ == "0x040300"}
+    assert audio == {g.address[:-1] + "1": g.iommu_group for g in gpus}  # same group as its GPU
+    assert len({tuple(g.parent_path) for g in gpus}) == 4  # each behind its own root port
+    mappings = tree.pci_mappings()
+    assert mappings is not None
+    numa = {g.address: g.numa_node for g in gpus}
+    for name, node in (("ada-s0", 0), ("ada-s1", 1)):
+        paths = [e.path for e in mappings.mappings[name].for_node("spr2")]
+        assert len(paths) == 2 and {numa[p] for p in paths} == {node}
+    assert "iommu=pt" in (tree.read_text("/proc/cmdline") or "")
+    vm500, vm501 = tree.read_vm_config(500), tree.read_vm_config(501)
+    assert "args: -set device.net0.rombar=0\n" in vm500 and "mapping=ada-s1" in vm500
+    assert "hostpci0: 0000:16:00,pcie=1\n" in vm501  # no function: GPU and audio
+    assert tree.vm_state(500).running_machine == "pc-q35-10.1+pve0"
 
 
 def test_windows_igd_has_a_pinned_windows_vm_and_a_legacy_igd_vm() -> None:

@@ -77,6 +77,7 @@ class Assessment:
     basis: str = ""
     must_measure: bool = True
     unsettled: str | None = None
+    numa: dict[str, int] = field(default_factory=dict)  # key -> the NUMA node its clique is
 
     def value(self, key: str) -> str | None:
         return self.values.get(key)
@@ -206,6 +207,7 @@ def _decide_cliques(ctx: Context, a: Assessment) -> None:
         return
     order = sorted(set(numa.values()))
     a.cliques = {k: order.index(n) for k, n in numa.items()}
+    a.numa = numa
     a.basis = (
         f"one clique per NUMA node ({node.cpu_vendor or 'unknown vendor'}"
         f" {node.cpu_model or ''}".rstrip()
@@ -233,7 +235,36 @@ def _free_keys(a: Assessment, taken: set[str]) -> list[str]:
 
 
 def phase(ctx: Context, earlier: list[Change]) -> RuleResult:
-    """The P2P phase's changes (called by the planner after the other rules)."""
+    """The P2P phase's changes (called by the planner after the other rules), and where the
+    request came from when the command said (`p2p.asked`)."""
+    result = _phase(ctx, earlier)
+    asked = _asked(ctx)
+    if asked is None:
+        return result
+    return result.model_copy(update={"findings": [asked, *result.findings]})
+
+
+def _asked(ctx: Context) -> Finding | None:
+    """Where `p2p` (and the clique map) came from: flag > desired state > profile."""
+    o = ctx.options
+    if o.p2p_from is None:
+        return None
+    evidence = [f"p2p: {'on' if o.p2p else 'off'}, from {o.p2p_from}"]
+    if o.p2p and o.clique_map:
+        evidence.append("clique map: " + ",".join(f"{k}={v}" for k, v in o.clique_map.items())
+                        + f", from {o.clique_map_from or o.p2p_from}")
+    elif o.p2p:
+        evidence.append("clique map: none given; the cliques come from the host's facts")
+    return Finding(
+        id="p2p.asked", rule=NAME, severity="info",
+        title=("P2P phase asked for by " if o.p2p else "P2P phase not asked for: ") + o.p2p_from,
+        detail="Precedence: the command's flag (--p2p, --no-p2p, --clique-map), else the VM's"
+               " desired state (`[vms.VMID.p2p]`), else the connection profile (`p2p`,"
+               " `clique_map`); each setting from the first that gives it (docs/p2p.md).",
+        evidence=evidence)
+
+
+def _phase(ctx: Context, earlier: list[Change]) -> RuleResult:
     if not ctx.options.p2p:
         return RuleResult(rule=NAME)  # topology's clique finding says how to ask for it
     a = assess(ctx, earlier)
@@ -397,7 +428,9 @@ def _cliques_finding(ctx: Context, a: Assessment, cliques: dict[str, int]) -> Fi
     return Finding(
         id="p2p.cliques", rule=NAME, severity="warning" if a.must_measure else "info",
         title="P2P cliques: " + "; ".join(f"{c}: {', '.join(ks)}" for c, ks in groups.items()),
-        detail=detail, evidence=[f"{k}: clique {c}" for k, c in sorted(cliques.items())])
+        detail=detail, evidence=[f"{k}: clique {c}" + (
+            f" (NUMA node {a.numa[k]})" if k in a.numa else "")
+            for k, c in sorted(cliques.items())])
 
 
 def _proof_commands(ctx: Context, gpus: int) -> Finding:
