@@ -147,16 +147,27 @@ class KernelCmdlineFile:
 GRUB_LINUX = "GRUB_CMDLINE_LINUX"
 GRUB_LINUX_DEFAULT = "GRUB_CMDLINE_LINUX_DEFAULT"
 
+# An assignment at the start of a line. When the whole rest of the line is in a plain shape
+# (a double-quoted value without escapes or expansions, a bare word, or nothing, then blanks
+# and maybe a comment), the optional group reads it too: groups 2-5 are the quoted raw text,
+# its inside, the bare word and what follows. Other lines take the shell-word parser.
 _ASSIGN_LINE = re.compile(
-    r"^[ \t]*(?:export[ \t]+)?(GRUB_CMDLINE_LINUX(?:_DEFAULT)?)=", re.MULTILINE
+    r"^[ \t]*(?:export[ \t]+)?(GRUB_CMDLINE_LINUX(?:_DEFAULT)?)="
+    r'(?:(?:("([^"\\$`\n]*)")|([^ \t\n;&|<>()\'"\\$`]*))((?:[ \t]+#[^\n]*|[ \t]*))$)?',
+    re.MULTILINE,
 )
+
 # What may follow the value on its line: blanks, then a comment or `;` and more commands.
 _SUFFIX = re.compile(r"[ \t]*(?:[#;].*)?")
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class GrubAssignment:
-    """One `GRUB_CMDLINE_LINUX[_DEFAULT]=` assignment as written in the file."""
+    """One `GRUB_CMDLINE_LINUX[_DEFAULT]=` assignment as written in the file.
+
+    Read-only by convention (nothing assigns to it after the scan); not a frozen dataclass only
+    because a frozen one costs four times as much to build, and a file may hold 100k of them.
+    """
 
     variable: str
     line: int  # 1-based line of the assignment
@@ -223,8 +234,22 @@ class GrubDefaultFile:
                 continue  # inside the value of the assignment before
             line_no += text.count("\n", counted, begin)
             counted = begin
+            prefix_end = match.end(1) + 1
+            suffix = match.group(5)
+            if suffix is not None:  # the plain shape, read by the regex engine alone
+                quoted, inner, bare = match.group(2, 3, 4)
+                word = (
+                    Word(quoted, inner, "double") if quoted is not None
+                    else Word(bare, bare, "bare" if bare else "empty")
+                )
+                found.append(GrubAssignment(
+                    match.group(1), line_no, line_no, text[begin:prefix_end], word, suffix,
+                    self.source,
+                ))
+                resume = match.end() + 1
+                continue
             try:
-                word, end = parse_word(text, match.end())
+                word, end = parse_word(text, prefix_end)
             except UnterminatedError as exc:
                 raise ParseError(
                     f"{match.group(1)}: unterminated {exc.what}", source=self.source,
@@ -245,7 +270,8 @@ class GrubDefaultFile:
                 )
             found.append(
                 GrubAssignment(
-                    match.group(1), line_no, last, match.group(0), word, suffix, self.source,
+                    match.group(1), line_no, last, text[begin:prefix_end], word, suffix,
+                    self.source,
                 )
             )
             resume = eol + 1
@@ -302,34 +328,41 @@ class GrubDefaultFile:
             f.model_copy(update={"source": self.source, "line": lines.get(f.token or "")})
             for f in lint(self.cmdline, kernel_version=kernel_version, cpu_vendor=cpu_vendor)
         ]
+        overridden: dict[str, list[int]] = {}
         for a in self._assignments:
-            winner = self.assignment(a.variable)
-            if winner is not None and winner.line != a.line:
-                found.append(self._finding(
-                    "grub-overridden-assignment", "info", a,
-                    f"{a.variable} is assigned again on line {winner.line}, which wins",
-                ))
-            elif a.word.expansions:
+            winner = self._winners[a.variable]
+            if winner is not a:
+                overridden.setdefault(a.variable, []).append(a.line)
+                continue
+            if a.word.expansions:
                 found.append(self._finding(
                     "grub-variable-expansion", "warning", a,
                     f"{a.variable} uses {', '.join(a.word.expansions)}: pvefix keeps it "
                     "verbatim and does not expand it, so the real command line may differ",
                 ))
-            if winner is a and a.variable == GRUB_LINUX_DEFAULT and a.edit_refusal():
+            if a.variable == GRUB_LINUX_DEFAULT and a.edit_refusal():
                 found.append(self._finding(
                     "grub-value-not-editable", "info", a,
                     f"pvefix will not rewrite {a.variable}: {a.edit_refusal()}",
                 ))
+        # One finding per variable, at its first overridden line (a file may hold 100k).
+        for variable, numbers in overridden.items():
+            shown = ", ".join(str(n) for n in numbers[:5])
+            if len(numbers) > 5:
+                shown += f" and {len(numbers) - 5:,} more"
+            found.append(Finding(
+                code="grub-overridden-assignment", severity="info", source=self.source,
+                line=numbers[0],
+                message=f"{variable} is assigned again on line {self._winners[variable].line},"
+                f" which wins (overridden: line{'s' if len(numbers) > 1 else ''} {shown})",
+            ))
         return found
 
     def _finding(
         self, code: str, severity: Severity, a: GrubAssignment, message: str
     ) -> Finding:
-        # Built without re-validation: every field is already a checked value here, and a file
-        # of 100k overridden assignments has as many findings.
-        return Finding.model_construct(
-            code=code, severity=severity, message=message, token=None, source=self.source,
-            line=a.line,
+        return Finding(
+            code=code, severity=severity, message=message, source=self.source, line=a.line
         )
 
     def _token_lines(self) -> dict[str, int]:

@@ -18,6 +18,7 @@ append still append after it).
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from pvefix.cmdline.files import (
@@ -88,13 +89,22 @@ class Source:
 class GrubConfig:
     """The main file and its drop-ins, in the order update-grub sources them."""
 
-    def __init__(self, files: dict[str, str]) -> None:
+    def __init__(
+        self, files: dict[str, str], parsed: Mapping[str, GrubDefaultFile] | None = None
+    ) -> None:
+        """`parsed`: files already read (say, an editor after its edit), reused where their
+        text is exactly the text given, so evaluating an edited file does not read it again."""
         main = files.get(GRUB_DEFAULT_PATH)
         self.paths = ([GRUB_DEFAULT_PATH] if main is not None else []) + dropin_order(
             list(files)
         )
         self.texts = {p: files[p] for p in self.paths}
-        self.files = {p: GrubDefaultFile.parse(files[p], p) for p in self.paths}
+        known = parsed or {}
+        self.files = {
+            p: known[p] if p in known and known[p].render() == files[p]
+            else GrubDefaultFile.parse(files[p], p)
+            for p in self.paths
+        }
         self.unknown: list[str] = []  # why a value could not be evaluated
         self.values: dict[str, str] = {}
         self.sources: dict[str, list[Source]] = {GRUB_LINUX: [], GRUB_LINUX_DEFAULT: []}
@@ -106,11 +116,17 @@ class GrubConfig:
 
     def _evaluate(self) -> None:
         values = {GRUB_LINUX: "", GRUB_LINUX_DEFAULT: ""}
+        chains: dict[str, list[tuple[str, int]]] = {GRUB_LINUX: [], GRUB_LINUX_DEFAULT: []}
         for path in self.paths:
             beyond = _beyond(path, self.texts[path], self.files[path])
             if beyond is not None:
                 self.unknown.append(beyond)
             for a in self.files[path].assignments:
+                if not a.word.expansions and not a.word.literal_specials:
+                    # The common case, kept cheap: a plain value replaces the variable.
+                    values[a.variable] = a.word.value
+                    chains[a.variable] = [(path, a.line)]
+                    continue
                 others = [e for e in a.word.expansions if not _SELF_REF.fullmatch(e)]
                 if others:
                     self.unknown.append(
@@ -126,9 +142,10 @@ class GrubConfig:
                     )
                 values[a.variable] = _expand(a.word.value, a.word.expansions, values)
                 if not any(_SELF_REF.fullmatch(e) for e in a.word.expansions):
-                    self.sources[a.variable] = []
-                self.sources[a.variable].append(Source(path, a.line))
+                    chains[a.variable] = []
+                chains[a.variable].append((path, a.line))
         self.values = values
+        self.sources = {v: [Source(p, n) for p, n in chain] for v, chain in chains.items()}
 
     @property
     def cmdline(self) -> Cmdline:

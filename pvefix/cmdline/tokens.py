@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import NamedTuple
 
 from pvefix.errors import ParseError, ValidationError
@@ -28,6 +27,10 @@ WHITESPACE = " \t\n\v\f\r"
 # next `"` (or to the end: an unterminated quote swallows the rest). Matched by the regex
 # engine in one pass, so a 100k-token line parses in linear, fast time.
 _TOKEN_WS = re.compile(r'((?:[^ \t\n\v\f\r"]+|"[^"]*"?)+)([ \t\n\v\f\r]*)')
+# The same, for a line without any `"`: name (a leading `=` belongs to it), `=value`, spaces.
+_UNQUOTED = re.compile(
+    r"(?=[^ \t\n\v\f\r])(=?[^ \t\n\v\f\r=]*)(=[^ \t\n\v\f\r]*)?([ \t\n\v\f\r]*)"
+)
 _LEADING_WS = re.compile(r"[ \t\n\v\f\r]*")
 
 
@@ -138,12 +141,6 @@ def _scan(text: str, pos: int) -> tuple[int, bool]:
     return i, in_quote
 
 
-@dataclass(slots=True)
-class _Item:
-    token: Token
-    after: str  # the whitespace that follows the token
-
-
 class Cmdline:
     """A kernel command line: parameter tokens in order, then an optional `--` init tail.
 
@@ -154,7 +151,8 @@ class Cmdline:
     def __init__(
         self,
         leading: str,
-        items: list[_Item],
+        tokens: list[Token],
+        afters: list[str],
         tail: str,
         *,
         unterminated_quote: bool = False,
@@ -162,7 +160,9 @@ class Cmdline:
         line: int | None = None,
     ) -> None:
         self._leading = leading
-        self._items = items
+        # Parallel lists: token k and the whitespace that follows it.
+        self._tokens = tokens
+        self._afters = afters
         self._tail = tail
         self.unterminated_quote = unterminated_quote
         self.source = source
@@ -178,7 +178,10 @@ class Cmdline:
         """
         pos = _LEADING_WS.match(text).end()  # type: ignore[union-attr]  # always matches
         leading = text[:pos]
-        items: list[_Item] = []
+        if '"' not in text:
+            return cls._parse_unquoted(text, pos, source=source, line=line)
+        tokens: list[Token] = []
+        afters: list[str] = []
         tail = ""
         open_quote = False
         from_raw = Token.from_raw
@@ -189,20 +192,42 @@ class Cmdline:
                 tail = text[match.start() :]
                 open_quote = raw.count('"') % 2 == 1  # `"--` at the very end
                 break
-            items.append(_Item(token, match.group(2)))
+            tokens.append(token)
+            afters.append(match.group(2))
         else:
             # Only the last token can hold an open quote: it swallows the rest of the line.
-            open_quote = bool(items) and items[-1].token.raw.count('"') % 2 == 1
+            open_quote = bool(tokens) and tokens[-1].raw.count('"') % 2 == 1
         return cls(
-            leading, items, tail, unterminated_quote=open_quote, source=source, line=line
+            leading, tokens, afters, tail, unterminated_quote=open_quote, source=source,
+            line=line,
         )
+
+    @classmethod
+    def _parse_unquoted(
+        cls, text: str, pos: int, *, source: str | None, line: int | None
+    ) -> Cmdline:
+        # Without a quote a token is a run of non-space characters whose name ends at the first
+        # `=` after its first character; the regex engine splits all of them in one call.
+        found = _UNQUOTED.findall(text, pos)
+        make = tuple.__new__
+        tokens = [make(Token, (n + v, n, v[1:] if v else None)) for n, v, _ in found]
+        afters = [after for _, _, after in found]
+        tail = ""
+        for k, token in enumerate(tokens):
+            if token.raw == "--":  # the init separator: the rest is kept verbatim
+                at = pos + sum(len(t.raw) + len(a) for t, a in zip(tokens[:k], afters[:k],
+                                                                   strict=True))
+                tail = text[at:]
+                del tokens[k:], afters[k:]
+                break
+        return cls(text[:pos], tokens, afters, tail, source=source, line=line)
 
     def copy(self) -> Cmdline:
         """An independent copy (edits to one do not show in the other)."""
-        items = [_Item(i.token, i.after) for i in self._items]
         return Cmdline(
             self._leading,
-            items,
+            self._tokens.copy(),
+            self._afters.copy(),
             self._tail,
             unterminated_quote=self.unterminated_quote,
             source=self.source,
@@ -214,13 +239,13 @@ class Cmdline:
     @property
     def tokens(self) -> tuple[Token, ...]:
         """The kernel parameters, in order (nothing from `--` on)."""
-        return tuple(i.token for i in self._items)
+        return tuple(self._tokens)
 
     def __iter__(self) -> Iterator[Token]:
         return iter(self.tokens)
 
     def __len__(self) -> int:
-        return len(self._items)
+        return len(self._tokens)
 
     @property
     def has_init_separator(self) -> bool:
@@ -244,18 +269,22 @@ class Cmdline:
 
     def get(self, name: str) -> list[str | None]:
         """Values of every token named `name`, in order (None for a bare flag)."""
-        return [i.token.value for i in self._items if i.token.matches(name)]
+        return [t.value for t in self._tokens if t.matches(name)]
 
     def has(self, name: str, value: str | None = None) -> bool:
         """True if a token has this name and, when `value` is given, this value."""
-        return any(i.token.matches(name, value) for i in self._items)
+        wanted = normalize_name(name)
+        return any(
+            normalize_name(t.name) == wanted and (value is None or t.value == value)
+            for t in self._tokens
+        )
 
     def render(self) -> str:
         """The command line text; byte-identical to the parsed text when nothing changed."""
         parts = [self._leading]
-        for item in self._items:
-            parts.append(item.token.raw)
-            parts.append(item.after)
+        for raw, after in zip((t.raw for t in self._tokens), self._afters, strict=True):
+            parts.append(raw)
+            parts.append(after)
         parts.append(self._tail)
         return "".join(parts)
 
@@ -287,12 +316,13 @@ class Cmdline:
     def append(self, token: Token) -> None:
         """Add a token after the last parameter (before `--`), separated by one space."""
         self._check_editable()
-        if self._items:
-            last = self._items[-1]
-            self._items.append(_Item(token, last.after))
-            last.after = " "
+        if self._tokens:
+            self._tokens.append(token)
+            self._afters.append(self._afters[-1])
+            self._afters[-2] = " "
         else:
-            self._items.append(_Item(token, " " if self._tail else ""))
+            self._tokens.append(token)
+            self._afters.append(" " if self._tail else "")
 
     def dedupe(self) -> bool:
         """Remove tokens whose exact text already appeared earlier; True if any went.
@@ -301,8 +331,8 @@ class Cmdline:
         the last `a=1` decides what the kernel keeps, so none of them is dropped."""
         self._check_editable()
         values: dict[str, set[str | None]] = {}
-        for item in self._items:
-            values.setdefault(normalize_name(item.token.name), set()).add(item.token.value)
+        for token in self._tokens:
+            values.setdefault(normalize_name(token.name), set()).add(token.value)
         seen: set[str] = set()
 
         def repeat(token: Token) -> bool:
@@ -320,7 +350,7 @@ class Cmdline:
     def replace(self, index: int, token: Token) -> None:
         """Put `token` in place of the parameter at `index`; the whitespace stays."""
         self._check_editable()
-        self._items[index].token = token
+        self._tokens[index] = token
 
     def without(self, names: tuple[str, ...]) -> Cmdline:
         """A copy without the tokens named in `names` (a view, allowed on any line)."""
@@ -332,14 +362,16 @@ class Cmdline:
         # One pass, linear in the number of tokens. A removed token takes the separator before
         # it along, so "a b c" minus b is "a c" and removing a token that was just appended
         # restores the original text exactly (a removed first token takes the one after it).
-        kept: list[_Item] = []
+        tokens: list[Token] = []
+        afters: list[str] = []
         changed = False
-        for item in self._items:
-            if not doomed(item.token):
-                kept.append(item)
+        for token, after in zip(self._tokens, self._afters, strict=True):
+            if not doomed(token):
+                tokens.append(token)
+                afters.append(after)
                 continue
             changed = True
-            if kept:
-                kept[-1].after = item.after
-        self._items = kept
+            if afters:
+                afters[-1] = after
+        self._tokens, self._afters = tokens, afters
         return changed

@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 
 from pvefix.cmdline import GrubDefaultFile
+from pvefix.cmdline.files import GRUB_DEFAULT_PATH
+from pvefix.cmdline.grubd import GrubConfig
 from pvefix.errors import ParseError, RefusedError
 
 CASES = sorted((Path(__file__).parent / "grub_cases").glob("*.json"))
@@ -192,3 +194,23 @@ def test_export_and_indentation_are_understood() -> None:
     grub = GrubDefaultFile.parse(text)
     assert grub.ensure("iommu", "pt")
     assert grub.render() == '  export GRUB_CMDLINE_LINUX_DEFAULT="quiet iommu=pt"\n'
+
+
+def test_an_evaluation_reuses_a_file_read_only_when_its_text_is_the_same() -> None:
+    text = 'GRUB_CMDLINE_LINUX_DEFAULT="quiet"\n'
+    editor = GrubDefaultFile.parse(text)
+    assert GrubConfig({GRUB_DEFAULT_PATH: text}, parsed={GRUB_DEFAULT_PATH: editor}).files[
+        GRUB_DEFAULT_PATH] is editor
+    other = 'GRUB_CMDLINE_LINUX_DEFAULT="quiet iommu=pt"\n'
+    config = GrubConfig({GRUB_DEFAULT_PATH: other}, parsed={GRUB_DEFAULT_PATH: editor})
+    assert config.files[GRUB_DEFAULT_PATH] is not editor
+    assert config.cmdline.render() == "quiet iommu=pt"
+
+
+def test_many_overridden_assignments_are_one_finding_with_the_first_lines() -> None:
+    text = "".join(f'GRUB_CMDLINE_LINUX_DEFAULT="x{i}"\n' for i in range(8))
+    found = [f for f in GrubDefaultFile.parse(text).findings()
+             if f.code == "grub-overridden-assignment"]
+    assert len(found) == 1 and found[0].line == 1
+    assert "lines 1, 2, 3, 4, 5 and 2 more" in found[0].message
+    assert "again on line 8" in found[0].message

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from unittest import mock
+
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
@@ -11,6 +14,7 @@ from pvefix.cmdline import (
     KernelCmdlineFile,
     ProcCmdline,
     ensure_pci_option,
+    files,
     lint,
     pci_realloc_state,
 )
@@ -239,3 +243,28 @@ def test_a_grub_edit_changes_exactly_one_line(
         assert reread.cmdline.has(n, v)
     if op == "remove":
         assert not reread.cmdline.has(n, v)
+
+
+def _scanned(text: str) -> list[tuple[object, ...]] | str:
+    try:
+        grub = GrubDefaultFile.parse(text)
+    except ParseError as exc:
+        return f"{exc.line}: {exc}"
+    return [(a.variable, a.line, a.end_line, a.prefix, a.suffix, a.word.raw, a.word.value,
+             a.word.style, a.word.expansions, a.word.literal_specials) for a in grub.assignments]
+
+
+@given(st.lists(grub_line, max_size=5), st.sampled_from(["", "\n"]))
+def test_the_plain_assignment_fast_path_reads_what_the_shell_word_parser_reads(
+    lines: list[str], end: str
+) -> None:
+    text = "\n".join(lines) + end
+    fast = _scanned(text)
+    # The same regex with its optional plain-shape group made unmatchable, so every
+    # assignment goes through the shell-word parser:
+    pattern = files._ASSIGN_LINE.pattern
+    assert pattern.count("(?:(?:") == 1
+    slow_only = re.compile(pattern.replace("(?:(?:", "(?:(?!)(?:"), re.MULTILINE)
+    with mock.patch.object(files, "_ASSIGN_LINE", slow_only):
+        slow = _scanned(text)
+    assert fast == slow

@@ -300,4 +300,6 @@ def _effective_after(
         return " ".join(t.raw for t in editor.cmdline.tokens)
     texts = {p: f.render() for p, f in grub.files.items()}
     texts[path] = editor.render()
-    return " ".join(t.raw for t in GrubConfig(texts).cmdline.tokens)
+    # The editor already read its edited text back (it refuses what would not read back as
+    # intended), so the files are reused rather than parsed again.
+    return " ".join(t.raw for t in GrubConfig(texts, parsed=grub.files).cmdline.tokens)
