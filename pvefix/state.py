@@ -108,6 +108,11 @@ class VmFacts(_Frozen):
     status: Literal["running", "stopped"]
     running_machine: str | None = None
     lock: str | None = None
+    ha_state: str | None = Field(
+        default=None,
+        description="the HA resource's state (started, stopped, ignored, ...) when the VM is an"
+        " HA resource; None when HA does not manage it",
+    )
 
 
 class AccessFacts(_Frozen):

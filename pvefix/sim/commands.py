@@ -486,7 +486,28 @@ def _false(sh: Shell, argv: list[str]) -> Result:
     return Result(code=1)
 
 
+HA_STATES = ("started", "stopped", "enabled", "disabled", "ignored")
+
+
+def _ha_manager(sh: Shell, argv: list[str]) -> Result:
+    """`ha-manager set vm:N --state STATE`, the one form pvefix's docs tell admins to run."""
+    if len(argv) != 5 or argv[1] != "set" or argv[3] != "--state":
+        return Result(stderr="the simulator knows only: ha-manager set vm:N --state STATE\n",
+                      code=255)
+    sid, wanted = argv[2], argv[4]
+    vmid = sid[3:] if sid.startswith("vm:") else ""
+    if not vmid.isdigit() or wanted not in HA_STATES:
+        return Result(stderr=f"400 Parameter verification failed.\nsid or state: {sid} "
+                      f"{wanted}\n", code=255)
+    with sh.state.lock:
+        if sh.state.run_state(int(vmid)).ha_state is None:
+            return Result(stderr=f"resource '{sid}' is not HA managed\n", code=255)
+        vmops.ha_request(sh.state, int(vmid), "started" if wanted == "enabled" else wanted)
+    return Result()
+
+
 _COMMANDS: dict[str, Command] = {
+    "ha-manager": _ha_manager,
     "cat": _cat,
     "find": _find,
     "test": _test,

@@ -178,6 +178,18 @@ class NodeState:
         self._started_at[vmid] = time.monotonic()
         self.tree.save_meta()
 
+    def set_ha_state(self, vmid: int, ha_state: str) -> None:
+        """The HA resource's requested state (`ha-manager set vm:N --state ...`)."""
+        current = self.run_state(vmid)
+        self.tree.meta.vms[str(vmid)] = current.model_copy(update={"ha_state": ha_state})
+        self.tree.save_meta()
+
+    def ha_routed(self, vmid: int) -> bool:
+        """PVE::HA::Config::vm_is_ha_managed: an HA resource whose state is not `ignored`
+        (ignored resources behave as if HA did not manage them)."""
+        ha = self.run_state(vmid).ha_state
+        return ha is not None and ha != "ignored"
+
     def set_stopped(self, vmid: int) -> None:
         self.tree.meta.vms[str(vmid)] = VmState(
             status="stopped", qmpstatus="stopped", ha_state=self.run_state(vmid).ha_state

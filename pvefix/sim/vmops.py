@@ -8,6 +8,7 @@ keep working.
 from __future__ import annotations
 
 import re
+import threading
 import time
 
 from pvefix.errors import ValidationError
@@ -294,10 +295,64 @@ def power(
             stop(log)
             state.tasks.run("qmstart", str(vmid), "root@pam", start)
 
+        if action in ("start", "stop", "shutdown") and state.ha_routed(vmid):
+            return _through_ha(state, ident, vmid, action)
         work = {"start": start, "stop": stop, "shutdown": shutdown, "reboot": reboot}[action]
         kind = {"start": "qmstart", "stop": "qmstop", "shutdown": "qmshutdown",
                 "reboot": "qmreboot"}[action]
         return state.tasks.run(kind, str(vmid), ident.authuser, work)
+
+
+#: How long the simulated HA stack (CRM, then the node's LRM) takes to act on a request.
+HA_DELAY_S = 0.5
+
+
+def _through_ha(state: NodeState, ident: Identity, vmid: int, action: str) -> str:
+    """An HA-managed VM: qemu-server's vm_start/vm_stop/vm_shutdown only ask the HA manager
+    (`ha-manager set vm:N --state started`, `ha-manager crm-command stop vm:N TIMEOUT`) in an
+    `hastart`/`hastop` task that ends at once; the node's LRM starts or stops the VM later,
+    in a `qmstart`/`qmshutdown` task of its own (API2/Qemu.pm, pve-ha-manager)."""
+    starting = action == "start"
+
+    def request(log: TaskLog) -> None:
+        log(f"Requesting HA {'start' if starting else 'stop'} for VM {vmid}")
+        ha_request(state, vmid, "started" if starting else "stopped",
+                   shutdown=action == "shutdown")
+
+    return state.tasks.run("hastart" if starting else "hastop", str(vmid), ident.authuser,
+                           request)
+
+
+def ha_request(state: NodeState, vmid: int, wanted: str, *, shutdown: bool = True) -> None:
+    """Set the HA resource's state; the simulated LRM acts on it after HA_DELAY_S. A start it
+    cannot make leaves the resource in `error` here (the real CRM would first retry and may
+    relocate the VM to another node: max_restart, max_relocate)."""
+    state.set_ha_state(vmid, wanted)
+    node = state.vms().get(vmid, state.node)
+
+    def start(log: TaskLog) -> None:
+        _start_now(state, vmid, node, False, log)
+
+    def stop(log: TaskLog) -> None:
+        _stop_now(state, vmid, node)
+
+    def lrm() -> None:
+        with state.lock:
+            if state.run_state(vmid).ha_state != wanted:
+                return  # asked otherwise since
+            running = state.run_state(vmid).status == "running"
+            if wanted == "started" and not running:
+                upid = state.tasks.run("qmstart", str(vmid), "root@pam", start)
+                ended = state.tasks.get(upid).exitstatus
+                if ended != "OK" and not ended.startswith("WARNINGS"):
+                    state.set_ha_state(vmid, "error")
+            elif wanted in ("stopped", "disabled") and running:
+                state.tasks.run("qmshutdown" if shutdown else "qmstop", str(vmid), "root@pam",
+                                stop)
+
+    timer = threading.Timer(HA_DELAY_S, lrm)
+    timer.daemon = True
+    timer.start()
 
 
 def start_on_boot(state: NodeState) -> None:

@@ -64,6 +64,7 @@ def vm_facts(tree: HostTree, vmid: int) -> VmFacts:
         status=run.status,
         running_machine=run.running_machine,
         lock=run.lock,
+        ha_state=run.ha_state,
     )
 
 

@@ -398,7 +398,16 @@ def _vm_facts(
         status="running" if run == "running" else "stopped",
         running_machine=status.get("running-machine") if run == "running" else None,
         lock=status.get("lock") or None,
+        ha_state=ha_state(status),
     )
+
+
+def ha_state(status: dict[str, Any]) -> str | None:
+    """status/current's `ha` (PVE::HA::Config::get_service_status): its state when managed."""
+    ha = status.get("ha")
+    if not isinstance(ha, dict) or not ha.get("managed"):
+        return None
+    return str(ha.get("state") or "started")
 
 
 def _pci_devices(

@@ -250,3 +250,17 @@ def test_a_node_that_goes_away_mid_task_is_said_so_with_the_next_step(cluster: N
             remote.write("POST", "/nodes/cygnus/qemu/310/status/start", {})
     finally:
         remote.close()
+
+
+def _finding_ids(n: Node, vmid: int) -> set[str]:
+    return {f.id for f in make_plan(read_live(_conn(n), vmid)).findings}
+
+
+def test_an_ha_managed_vm_is_said_in_the_plan_and_an_ignored_one_is_not(cluster: Node) -> None:
+    live = read_live(_conn(cluster), 312)
+    assert live.vm.ha_state == "started"
+    assert "vm.ha-managed" in _finding_ids(cluster, 312)
+    assert read_live(_conn(cluster), 310).vm.ha_state is None
+    cluster.sim.state.set_ha_state(312, "ignored")  # as `ha-manager set vm:312 --state ignored`
+    assert read_live(_conn(cluster), 312).vm.ha_state == "ignored"
+    assert "vm.ha-managed" not in _finding_ids(cluster, 312)

@@ -158,3 +158,50 @@ def test_a_bundle_reads_a_far_vm_from_its_own_nodes_files_when_it_has_them(tmp_p
     shutil.rmtree(root / "nodes" / "cygnus")
     far = read_bundle(root, 310)  # no cygnus files: read as atlas's, which the planner knows
     assert far.node.name == "atlas" and far.vm.node == "cygnus"
+
+
+def _until(check: object, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():  # type: ignore[operator]
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_an_ha_managed_vm_is_stopped_and_started_by_the_ha_manager_later(
+    tmp_path: Path,
+) -> None:
+    # qemu-server's vm_shutdown/vm_start only ask HA (hastop/hastart tasks that end at once);
+    # the node's LRM acts afterwards in a task of its own.
+    with running_simulator("cluster3", tmp_path / "c3", task_seconds=0.01) as info:
+        vm = api(info).nodes("cygnus").qemu(312)
+        upid = vm.status.shutdown.post()
+        assert ":hastop:312:" in upid and wait_task(api(info), upid)["exitstatus"] == "OK"
+        assert "Requesting HA stop for VM 312" in [
+            line["t"] for line in api(info).nodes("cygnus").tasks(upid).log.get()]
+        assert vm.status.current.get()["ha"] == {"managed": 1, "state": "stopped"}
+        assert _until(lambda: vm.status.current.get()["status"] == "stopped")
+        upid = vm.status.start.post()
+        assert ":hastart:312:" in upid and wait_task(api(info), upid)["exitstatus"] == "OK"
+        assert vm.status.current.get()["status"] == "stopped"  # not yet: HA acts later
+        assert _until(lambda: vm.status.current.get()["status"] == "running")
+        tasks = [t["type"] for t in api(info).nodes("cygnus").tasks.get(vmid=312)]
+        assert "qmstart" in tasks and "qmshutdown" in tasks
+
+
+def test_an_ignored_ha_resource_is_stopped_and_started_directly(tmp_path: Path) -> None:
+    # pve-ha-manager: "ignored service behave as if they were not managed by HA".
+    with running_simulator("cluster3", tmp_path / "c3", task_seconds=0.01) as info:
+        client = _ssh(info, "cygnus")
+        assert run(client, "ha-manager set vm:312 --state ignored")[0] == 0
+        assert run(client, "ha-manager set vm:310 --state ignored")[0] != 0  # not an HA resource
+        client.close()
+        vm = api(info).nodes("cygnus").qemu(312)
+        assert vm.status.current.get()["ha"] == {"managed": 1, "state": "ignored"}
+        upid = vm.status.shutdown.post()
+        assert ":qmshutdown:312:" in upid and wait_task(api(info), upid)["exitstatus"] == "OK"
+        assert vm.status.current.get()["status"] == "stopped"
+        upid = vm.status.start.post()
+        assert ":qmstart:312:" in upid and wait_task(api(info), upid)["exitstatus"] == "OK"
+        assert vm.status.current.get()["status"] == "running"

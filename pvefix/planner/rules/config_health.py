@@ -42,6 +42,23 @@ def rule(ctx: Context) -> RuleResult:
                 + [f"delete: {d}" for d in pend.deletes],
             )
         )
+    if vm.ha_state and vm.ha_state != "ignored":
+        findings.append(
+            Finding(
+                id="vm.ha-managed",
+                rule=NAME,
+                severity="warning",
+                title=f"VM {vm.vmid} is managed by HA (state {vm.ha_state})",
+                detail="Proxmox hands a shutdown or a start of an HA-managed VM to the HA manager"
+                " (qemu-server API2/Qemu.pm: `ha-manager crm-command stop`, `ha-manager set"
+                " --state started`), which acts later on its own and, when a start fails, may"
+                " retry it or start the VM on another node (max_restart, max_relocate). `pvefix"
+                " apply --restart` refuses such a VM. To restart it with pvefix: `ha-manager set"
+                f" vm:{vm.vmid} --state ignored` (HA then leaves it alone), apply with"
+                f" --restart, then `ha-manager set vm:{vm.vmid} --state started`. Or apply"
+                " without --restart and restart it through HA yourself.",
+            )
+        )
     for problem in ctx.cfg.problems:
         findings.append(
             Finding(
