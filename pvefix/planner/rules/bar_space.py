@@ -174,6 +174,17 @@ def _unknown_finding(ctx: Context) -> Finding:
     )
 
 
+def _too_small(window: mmio.Window, setting: str, evidence: list[str], more: str = "") -> Finding:
+    """No cpu line pvefix can write makes RAM and BARs fit: what remains is said."""
+    return Finding(
+        id="bar.window-too-small", rule=NAME, severity="error",
+        title=f"The GPUs' BARs do not fit even with {setting}",
+        detail=f"With {_describe(window)} RAM plus BARs do not fit{more}. Fewer GPUs or less RAM"
+        " in this VM is what remains.",
+        evidence=evidence,
+    )
+
+
 def _window_change(
     ctx: Context,
     cpu: mmio.CpuLine,
@@ -204,17 +215,8 @@ def _window_change(
             )
         )
     if cpu.host_like and cpu.phys in (None, "host"):
-        findings.append(
-            Finding(
-                id="bar.window-too-small", rule=NAME, severity="error",
-                title="The GPUs' BARs do not fit even with the host's phys-bits",
-                detail=(
-                    f"With {_describe(now)} RAM plus BARs do not fit; no cpu setting can widen"
-                    " it further. Fewer GPUs or less RAM in this VM is what remains."
-                ),
-                evidence=evidence,
-            )
-        )
+        findings.append(_too_small(now, "the host's phys-bits", evidence,
+                                   "; no cpu setting can widen it further"))
         return None, findings
     prop = mmio.read_cpu(cpu.raw).prop
     prop.set("phys-bits", "host")
@@ -239,17 +241,7 @@ def _window_change(
         )
         return None, findings
     if new.fits is False:
-        findings.append(
-            Finding(
-                id="bar.window-too-small", rule=NAME, severity="error",
-                title="The GPUs' BARs do not fit even with phys-bits=host",
-                detail=(
-                    f"With {_describe(new)} RAM plus BARs still do not fit; fewer GPUs or less"
-                    " RAM in this VM is what remains."
-                ),
-                evidence=evidence,
-            )
-        )
+        findings.append(_too_small(new, "phys-bits=host", evidence))
         return None, findings
     why = (
         f"With {_describe(now)} the guest cannot hold {fmt(common.ram)} of RAM and"
