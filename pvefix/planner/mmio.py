@@ -103,6 +103,19 @@ class CpuLine:
         return self.cputype in HOST_MODELS
 
 
+def proxmox_warns_40_bits(firmware: Firmware, cpu: CpuLine, host_bits: int | None) -> bool:
+    """qemu-server CPUConfig.pm check_phys_bits_above_40_compat: Proxmox logs "OVMF firmware
+    might limit CPU 'phys-bits' to 40" at every start of a qemu64/kvm64-based model (x86-64-v*
+    included) on OVMF with phys-bits above 40 (`host` on a host wider than 40 bits) and no
+    `+pdpe1gb`. With the host's width unknown, `host` is taken to be wider (every CPU that
+    passes GPUs with large BARs is)."""
+    if firmware != "ovmf" or not cpu.qemu64_family or cpu.flag("pdpe1gb") == "+":
+        return False
+    if cpu.phys == "host":
+        return host_bits is None or host_bits > 40
+    return cpu.phys is not None and cpu.phys.isdigit() and int(cpu.phys) > 40
+
+
 def read_cpu(raw: str | None) -> CpuLine:
     prop = PropertyString.parse(raw or "kvm64", default_key="cputype")
     cputype = prop.get("cputype") or "kvm64"

@@ -24,8 +24,22 @@ def candidates(state: NodeState, dev: HostPci) -> list[list[str]]:
         mappings = state.tree.pci_mappings()
         mapping = mappings.get(dev.mapping) if mappings else None
         entries = mapping.for_node(state.node) if mapping else []
-        return [[_full(p) for p in e.paths] for e in entries]
-    return [[_full(h) for h in dev.hosts]]
+        return [_functions(state, [_full(p) for p in e.paths]) for e in entries]
+    return [_functions(state, [_full(h) for h in dev.hosts])]
+
+
+def _functions(state: NodeState, addresses: list[str]) -> list[str]:
+    """A slot (`0000:16:00`) stands for all its functions, as parse_hostpci expands it from
+    the host's devices; an address with a function stays as it is."""
+    out: list[str] = []
+    for addr in addresses:
+        if addr.count(".") == 0:
+            found = sorted(d.address for d in state.tree.pci_devices()
+                           if d.address.startswith(addr + "."))
+            out.extend(found or [addr])
+        else:
+            out.append(addr)
+    return out
 
 
 def _full(address: str) -> str:
@@ -49,6 +63,8 @@ def choose_per_entry(state: NodeState, vmid: int, cfg: VMConfig, used: dict[str,
         alternatives = candidates(state, dev)
         if len(alternatives) == 1:
             for addr in alternatives[0]:
+                if strict and addr in taken:  # an earlier entry of this VM has it
+                    raise die(f"device '{addr}' assigned more than once")
                 holder = used.get(addr)
                 if strict and holder is not None and holder != vmid:
                     raise die(f"PCI device '{addr}' already in use by VMID '{holder}'")

@@ -144,6 +144,15 @@ def unexplained_warnings(result: OracleResult, plan: Plan, upto: int | None = No
     return bad
 
 
+def refusal_explained(error: str | None, plan: Plan) -> bool:
+    """Does an error finding of the plan carry Proxmox's own refusal message? (A VM pvefix
+    cannot fix must say why, in Proxmox's words, not only that something is wrong.)"""
+    message = re.sub(r" at /\S+ line \d+\.?$", "", (error or "").strip())
+    return bool(message) and any(
+        message in f.detail or message in f.title for f in plan.findings if f.severity == "error"
+    )
+
+
 def ask(oracle: Oracle, text: str, inputs: Inputs, vmid: int) -> OracleResult:
     return oracle.cmd(
         text,

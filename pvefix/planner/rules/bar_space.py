@@ -8,7 +8,9 @@ has the rules and their sources):
   `X-PciMmio64Mb`, above RAM); it caps phys-bits at 46 with 4-level paging, and at 40 when the
   vCPU has no 1 GiB pages, which is the case for Proxmox's qemu64/kvm64 models (x86-64-v2,
   -v2-AES, -v3, -v4, kvm64, qemu64, no cpu line) unless `flags=+pdpe1gb` is set. Proxmox's own
-  code warns of it: "OVMF firmware might limit CPU 'phys-bits' to 40".
+  code warns of it: "OVMF firmware might limit CPU 'phys-bits' to 40", at every start of such a
+  model with phys-bits above 40 and no +pdpe1gb; where the cpu line pvefix leaves (or writes)
+  still draws that warning, the plan says so and whether the cap matters for this VM.
 - SeaBIOS places a window the size of all 64-bit BARs at the top of the address space; only
   phys-bits matter, and X-PciMmio64Mb does not exist there.
 - QEMU refuses to start a VM whose RAM does not fit under phys-bits ("phys-bits too low").
@@ -55,6 +57,27 @@ def _describe(w: mmio.Window) -> str:
 
 
 def rule(ctx: Context) -> RuleResult:
+    result = _rule(ctx)
+    planned = next((c.after for c in result.changes
+                    if c.target == "vm-config" and c.key == "cpu"), ctx.cfg.main.get("cpu"))
+    cpu = mmio.read_cpu(planned)
+    if not mmio.proxmox_warns_40_bits(_firmware(ctx), cpu, ctx.state.node.cpu_phys_bits):
+        return result
+    warning = Finding(
+        id="bar.ovmf-40-bit-warning", rule=NAME, severity="info",
+        title="Proxmox warns at each start: OVMF might limit phys-bits to 40",
+        detail=f"With cpu: {planned} on OVMF, qemu-server logs \"OVMF firmware might limit CPU"
+        " 'phys-bits' to 40 - enable the 'pdpe1gb' CPU flag\" at every start (CPUConfig.pm"
+        " check_phys_bits_above_40_compat: a qemu64/kvm64-based model, phys-bits above 40, no"
+        " +pdpe1gb). OVMF does cap the guest's address space at 40 bits (1 TiB) without 1 GiB"
+        " pages; that matters only when RAM plus the GPUs' BARs need more, which this rule"
+        " checks. Adding +pdpe1gb to the cpu flags silences it where the host CPU has pdpe1gb.",
+        evidence=[f"cpu: {planned}", "bios: ovmf"],
+    )
+    return result.model_copy(update={"findings": [*result.findings, warning]})
+
+
+def _rule(ctx: Context) -> RuleResult:
     if not ctx.passed:
         return RuleResult(rule=NAME, noop="no hostpci entries")
     entries = ctx.gpu_entries

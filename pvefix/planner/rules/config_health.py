@@ -3,14 +3,22 @@
 pvefix refuses to plan on top of surprises: a locked VM cannot be changed (Proxmox answers
 `VM is locked`); existing [PENDING] changes would be applied by the same restart pvefix needs,
 so they are shown; config lines Proxmox would drop are reported; a machine that runs something
-else than its config says (pending chipset change) is reported.
+else than its config says (pending chipset change) is reported. Two things that decide whether
+and how the VM starts again are said before anything is written: a device passed by two
+hostpci entries (PCI.pm choose_hostpci_devices takes the entries in index order, a mapping its
+first device no earlier entry took, and refuses the start with "device ... assigned more than
+once"), and an HA-managed VM, whose shutdown and start Proxmox hands to the HA manager
+(API2/Qemu.pm: `ha-manager crm-command stop`, `ha-manager set --state started`), which acts
+later and may start it on another node; `apply --restart` refuses it until its HA state is
+`ignored`.
 """
 
 from __future__ import annotations
 
 from pvefix.errors import PvefixError
-from pvefix.planner.context import Context
+from pvefix.planner.context import Context, Passed, full_address
 from pvefix.planner.model import Finding, RuleResult
+from pvefix.state import HostState
 
 NAME = "vm-state"
 
@@ -97,6 +105,7 @@ def rule(ctx: Context) -> RuleResult:
                     evidence=[f"{p.key}: {p.entry.raw}", f"machine: {ctx.machine.type}"],
                 )
             )
+    findings.extend(_assigned_twice(ctx))
     if vm.status == "running" and vm.running_machine:
         from pvefix.vmconfig import Machine
 
@@ -118,3 +127,61 @@ def rule(ctx: Context) -> RuleResult:
     if not findings:
         return RuleResult(rule=NAME, noop="no lock, no pending changes, config clean")
     return RuleResult(rule=NAME, findings=findings)
+
+
+def _alternatives(state: HostState, p: Passed) -> list[list[str]]:
+    """The entry's alternatives as PCI.pm's parse_hostpci lists them: one for a raw entry (a
+    slot stands for all its functions), one per map entry of the VM's node for a mapping."""
+    known = sorted(d.address for d in p.devices)
+
+    def functions(addresses: list[str]) -> list[str]:
+        out: list[str] = []
+        for addr in addresses:
+            slot = [a for a in known if a.startswith(addr + ".")] if "." not in addr else []
+            out.extend(slot or [addr])
+        return out
+
+    if p.entry.mapping:
+        mapping = state.mapping(p.entry.mapping)
+        entries = mapping.for_node(state.vm.node) if mapping else []
+        return [functions([full_address(x) for x in m.paths]) for m in entries]
+    return [functions(list(p.addresses))]
+
+
+def _assigned_twice(ctx: Context) -> list[Finding]:
+    """qemu-server PCI.pm choose_hostpci_devices, as `qm showcmd` runs it: entries in index
+    order; a single alternative is taken as is and dies "device 'X' assigned more than once"
+    when an earlier entry took X; a mapping takes its first alternative no earlier entry took."""
+    used: dict[str, str] = {}
+    findings: list[Finding] = []
+    for p in sorted(ctx.passed, key=lambda q: int(q.key[len("hostpci"):])):
+        alternatives = _alternatives(ctx.state, p)
+        if not alternatives:
+            continue
+        if len(alternatives) == 1:
+            pick = alternatives[0]
+            twice = [a for a in pick if a in used]
+            if twice:
+                first = used[twice[0]]
+                findings.append(
+                    Finding(
+                        id=f"vm.{p.key}.assigned-twice",
+                        rule=NAME,
+                        severity="error",
+                        title=f"{p.key} passes {twice[0]}, which {first} already passes",
+                        detail=f"Proxmox picks the devices of the hostpci entries in index order"
+                        " (qemu-server PCI.pm choose_hostpci_devices) and refuses the start:"
+                        f" device '{twice[0]}' assigned more than once. A mapping entry takes"
+                        " the first of its devices that no earlier entry took, so an address"
+                        " given after it can collide with its pick. Remove the duplicate entry,"
+                        " or give the address before the mapping entry. pvefix does not choose"
+                        " which one goes.",
+                        evidence=[f"{first}: {ctx.cfg.main.get(first)}",
+                                  f"{p.key}: {p.entry.raw}"],
+                    )
+                )
+        else:
+            pick = next((alt for alt in alternatives if not any(a in used for a in alt)), [])
+        for addr in pick:
+            used.setdefault(addr, p.key)
+    return findings
