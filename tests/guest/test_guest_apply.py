@@ -47,6 +47,25 @@ def test_plan_with_the_guest_agent_plans_the_guest_cmdline_from_the_real_guest(
     assert any("can't assign; no space" in e for e in guest["evidence"])
 
 
+def test_plan_shows_the_guest_grub_diff_in_text_markdown_and_json(
+    shared_node: Node, capsys: pytest.CaptureFixture[str]
+) -> None:
+    grub = (guest_root(shared_node) / "etc/default/grub").read_text()
+    args = ["plan", str(VMID), "--guest-agent", "--connection", str(shared_node.ready_file)]
+    main([*args, "--format", "json"])
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["guest_files_before"] == {"/etc/default/grub": grub}
+    after = plan["guest_files_after"]["/etc/default/grub"]
+    assert 'GRUB_CMDLINE_LINUX_DEFAULT="quiet pci=realloc"' in after
+    assert after.replace(" pci=realloc", "") == grub  # only the one option, the rest kept
+    for fmt in ("text", "markdown"):
+        main([*args, "--format", fmt])
+        out = capsys.readouterr().out
+        assert "--- a/etc/default/grub (in the guest)" in out, out
+        assert '+GRUB_CMDLINE_LINUX_DEFAULT="quiet pci=realloc"' in out, out
+        assert '-GRUB_CMDLINE_LINUX_DEFAULT="quiet"' in out, out
+
+
 def test_plan_without_guest_access_leaves_the_guest_to_the_admin(
     shared_node: Node, capsys: pytest.CaptureFixture[str]
 ) -> None:
