@@ -21,6 +21,7 @@ import shlex
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import assert_never
 
 from pydantic import BaseModel, ConfigDict
 
@@ -39,7 +40,7 @@ from pvefix.executor.activation import (
     vm_run,
 )
 from pvefix.executor.console import Console
-from pvefix.executor.guest_steps import GUEST_GRUB
+from pvefix.executor.filetarget import GuestFiles, NodeFiles
 from pvefix.executor.guest_verify import probe_after, probe_before
 from pvefix.executor.journal import Hook, Journal
 from pvefix.executor.locks import vm_lock
@@ -57,6 +58,7 @@ from pvefix.executor.rollback import (
     backup_stamp,
     restore_files,
     restore_vm_config,
+    rollback_context,
     run_rollback,
 )
 from pvefix.executor.snapshot import Snapshot, take_snapshot
@@ -70,7 +72,7 @@ from pvefix.executor.vmwrite import (
 )
 from pvefix.planner.model import PLAN_SCHEMA, Phase, Plan, PlanOptions
 from pvefix.probe.report import Report
-from pvefix.state import PROC_CMDLINE, HostState
+from pvefix.state import GRUB_DEFAULT, PROC_CMDLINE, HostState
 from pvefix.verify.channel import GuestChannel
 from pvefix.verify.guest import GuestAccess
 from pvefix.verify.p2p_verdict import judge as judge_p2p
@@ -187,10 +189,12 @@ def render_phase(plan: Plan, phase: Phase) -> list[str]:
             lines.append(f"  {c.id}: in the guest: {c.file}: {c.before!r} -> {c.after!r}")
             if c.refresh_command:
                 lines.append(f"      then, in the guest: {shlex.join(c.refresh_command)}")
-        else:
+        elif c.target == "manual":
             lines.append(f"  {c.id}: by hand ({c.target}): {c.key} -> {c.after}"
                          " (best done before the activation below; otherwise reboot once more)")
             lines += [f"      {cmd}" for cmd in c.commands]
+        else:
+            assert_never(c)
     lines.append(f"Activation: {phase.activation}")
     return lines
 
@@ -487,10 +491,10 @@ def _refuse_guest_without_access(phase: Phase, live: HostState,
             "does through a way into the guest: give --guest-agent or --guest-ssh-host HOST "
             "(the plan was made with one), or plan again without guest access to get the "
             "steps to run by hand; nothing was written", source=f"VM {live.vm.vmid}")
-    grub = live.guest.files.get(GUEST_GRUB) if live.guest is not None else None
+    grub = live.guest.files.get(GRUB_DEFAULT) if live.guest is not None else None
     if grub is None or grub.text is None:
         raise RefusedError(
-            f"the guest has no {GUEST_GRUB}, so pvefix cannot change its kernel cmdline "
+            f"the guest has no {GRUB_DEFAULT}, so pvefix cannot change its kernel cmdline "
             f"({ids}); plan again without guest access to get the steps to run by hand; "
             "nothing was written", source=f"VM {live.vm.vmid}")
 
@@ -531,8 +535,9 @@ def _apply(remote: Remote, conn: Connection, live: HostState, plan: Plan, phase:
     journal = snapshot.journal(hook)
     writer: VmWriter = QmVmWriter(remote, vmid) if use_qm else ApiVmWriter(
         remote, vmid, options.task_timeout)
-    ctx = StepContext(remote=remote, vmid=vmid, writer=writer, snapshot=snapshot,
-                      vm_digest=live.vm.digest, backup_suffix=backup_stamp(), guest=channel)
+    ctx = StepContext(remote=remote, vmid=vmid, writer=writer, vm_digest=live.vm.digest,
+                      backup_suffix=backup_stamp(), node=NodeFiles(remote),
+                      guest=None if channel is None else GuestFiles(channel))
     steps = build_steps(plan, phase, snapshot, guest=channel is not None)
     restarting = options.restart and any(c.target == "vm-config" for c in phase.changes)
     rollback_cmd = rollback_command(vmid, snapshot.id, options, restarting)
@@ -716,7 +721,8 @@ def _after_start_failure(remote: Remote, conn: Connection, snapshot: Snapshot,
     writer = ApiVmWriter(remote, vmid, options.task_timeout)
     journal.record("rollback-begin", automatic=True)
     restored = [r for r in [restore_vm_config(remote, snapshot, live, journal, writer)] if r]
-    restored += restore_files(remote, snapshot, live, journal, backup_stamp())
+    restored += restore_files(rollback_context(remote, snapshot, writer, live.vm.digest),
+                              snapshot, live, journal)
     machine = _parse(snapshot.vm_config_text()).main.get("machine")
     if snapshot.meta.vm.status == "running":
         start_vm(remote, vmid, task_timeout=options.task_timeout, say=console.progress,

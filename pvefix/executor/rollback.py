@@ -19,10 +19,12 @@ from pvefix.errors import PvefixError, RefusedError
 from pvefix.executor.activation import shutdown_vm, start_vm
 from pvefix.executor.checks import config_diff, effective_values, moved_since
 from pvefix.executor.console import Console
+from pvefix.executor.filetarget import GuestFiles, NodeFiles
 from pvefix.executor.journal import Journal
 from pvefix.executor.locks import vm_lock
 from pvefix.executor.remote import Remote, vm_conf_path
 from pvefix.executor.snapshot import Snapshot, find_snapshot
+from pvefix.executor.steps import FileStep, RefreshStep, StepContext
 from pvefix.executor.vmwrite import ApiVmWriter, VmWriter, read_vm
 from pvefix.state import HostState
 from pvefix.verify.channel import GuestChannel
@@ -142,35 +144,48 @@ def _restore_via_api(remote: Remote, snapshot: Snapshot, journal: Journal,
             f"digest now {view.digest})")
 
 
-def restore_files(remote: Remote, snapshot: Snapshot, live: HostState, journal: Journal,
-                  stamp: str) -> list[str]:
+def rollback_context(remote: Remote, snapshot: Snapshot, writer: VmWriter, vm_digest: str,
+                     guest: GuestChannel | None = None) -> StepContext:
+    """The steps' context for a rollback: the same node and guest targets apply writes
+    through, and a fresh backup stamp for the copies of what is replaced."""
+    return StepContext(remote=remote, vmid=snapshot.meta.vmid, writer=writer,
+                       vm_digest=vm_digest, backup_suffix=backup_stamp(),
+                       node=NodeFiles(remote),
+                       guest=None if guest is None else GuestFiles(guest))
+
+
+def _restore(ctx: StepContext, journal: Journal, step: FileStep, sha256: str | None) -> str:
+    """One file back through FileStep: refused when it moved since it was read and shown,
+    the current text kept beside it as a dated copy."""
+    journal.record("restore-begin", kind=step.kind, path=step.path, sha256=sha256)
+    step.do(ctx)
+    journal.record("restore-end", kind=step.kind, path=step.path)
+    return f"{step.label} restored"
+
+
+def _refresh_again(ctx: StepContext, journal: Journal, step: RefreshStep) -> str:
+    journal.record("restore-begin", kind=step.kind, argv=step.argv)
+    step.do(ctx)
+    journal.record("restore-end", kind=step.kind, argv=step.argv)
+    where = "boot loader" if step.side == "host" else "guest boot loader"
+    return f"{where} refreshed again: {' '.join(step.argv)}"
+
+
+def restore_files(ctx: StepContext, snapshot: Snapshot, live: HostState,
+                  journal: Journal) -> list[str]:
     """Host files back as the snapshot holds them (the current one kept as a dated copy),
-    then the boot loader refresh the apply ran, again."""
+    then the boot loader refresh the apply ran, again: through FileStep and RefreshStep."""
     done: list[str] = []
     for record in snapshot.meta.files:
         if not record.restorable or record.path not in live.files:
             continue
         if live.file(record.path).sha256 == record.sha256:
             continue
-        text = snapshot.file_text(record.path)
-        now = remote.read_file(record.path)
-        if (None if now is None else sha256_text(now)) != live.file(record.path).sha256:
-            raise RefusedError(MOVED_WHILE_ROLLING_BACK, source=record.path)
-        journal.record("restore-begin", kind="host-file", path=record.path,
-                       sha256=record.sha256)
-        if live.file(record.path).exists:
-            remote.check(["cp", "-p", record.path, f"{record.path}.pvefix-{stamp}"])
-        if text is None:
-            remote.check(["rm", "-f", record.path])
-        else:
-            remote.write_file(record.path, text)
-        journal.record("restore-end", kind="host-file", path=record.path)
-        done.append(f"{record.path} restored")
+        step = FileStep("host", record.path, live.file(record.path).text,
+                        snapshot.file_text(record.path), [], moved=MOVED_WHILE_ROLLING_BACK)
+        done.append(_restore(ctx, journal, step, record.sha256))
     for argv in refresh_commands(snapshot):
-        journal.record("restore-begin", kind="refresh", argv=argv)
-        remote.check(argv)
-        journal.record("restore-end", kind="refresh", argv=argv)
-        done.append(f"boot loader refreshed again: {' '.join(argv)}")
+        done.append(_refresh_again(ctx, journal, RefreshStep("host", argv, [])))
     return done
 
 
@@ -218,37 +233,21 @@ def guest_moved(snapshot: Snapshot, current: dict[str, str | None]) -> list[str]
     return moved
 
 
-def restore_guest_files(channel: GuestChannel, snapshot: Snapshot, current: dict[str,
-                        str | None], journal: Journal, stamp: str) -> list[str]:
+def restore_guest_files(ctx: StepContext, snapshot: Snapshot,
+                        current: dict[str, str | None], journal: Journal) -> list[str]:
     """The guest files back as the snapshot holds them (the current text kept as a dated copy
-    in the guest), then the guest refresh the apply ran, again."""
-    from pvefix.verify.guest_files import (
-        REFRESH_TIMEOUT_S,
-        guest_check,
-        read_guest_file,
-        replace_guest_file,
-    )
-
+    in the guest), then the guest refresh the apply ran, again: through FileStep and
+    RefreshStep."""
     _, refresh = guest_changes(snapshot)
     done: list[str] = []
     for path, text in current.items():
         before = snapshot.guest_file_text(path)
         if text == before or before is None:
             continue
-        if read_guest_file(channel, path) != text:
-            raise RefusedError(MOVED_WHILE_ROLLING_BACK, source=f"guest {path}")
-        journal.record("restore-begin", kind="guest-file", path=path,
-                       sha256=sha256_text(before))
-        if text is not None:
-            guest_check(channel, ["cp", "-p", path, f"{path}.pvefix-{stamp}"])
-        replace_guest_file(channel, path, before)
-        journal.record("restore-end", kind="guest-file", path=path)
-        done.append(f"guest {path} restored")
+        step = FileStep("guest", path, text, before, [], moved=MOVED_WHILE_ROLLING_BACK)
+        done.append(_restore(ctx, journal, step, sha256_text(before)))
     for argv in refresh:
-        journal.record("restore-begin", kind="guest-refresh", argv=argv)
-        guest_check(channel, argv, REFRESH_TIMEOUT_S)
-        journal.record("restore-end", kind="guest-refresh", argv=argv)
-        done.append(f"guest boot loader refreshed again: {' '.join(argv)}")
+        done.append(_refresh_again(ctx, journal, RefreshStep("guest", argv, [])))
     return done
 
 
@@ -283,12 +282,12 @@ def run_rollback(conn: Connection, state_dir: Path, vmid: int | None, snapshot_i
     touched, _ = guest_changes(snapshot)
     if not touched:
         return _run_rollback(target, snapshot, options, console, None, state_dir)
-    from pvefix.verify.guest_files import read_guest_file
     from pvefix.verify.take import open_channel
 
     channel = open_channel(target, guest_for(snapshot, guest), meta.vmid)
     try:
-        current = {path: read_guest_file(channel, path) for path in sorted(touched)}
+        files = GuestFiles(channel)
+        current = {path: files.read_file(path) for path in sorted(touched)}
         return _run_rollback(target, snapshot, options, console, (channel, current),
                              state_dir)
     finally:
@@ -345,14 +344,15 @@ def _run_rollback(conn: Connection, snapshot: Snapshot, options: RollbackOptions
                                    console.progress))
         journal.record("rollback-begin", forced=bool(moved))
         writer = ApiVmWriter(remote, meta.vmid, options.task_timeout)
+        ctx = rollback_context(remote, snapshot, writer, live.vm.digest,
+                               None if guest is None else guest[0])
         restored: list[str] = []
         vm_done = restore_vm_config(remote, snapshot, live, journal, writer)
         if vm_done:
             restored.append(vm_done)
-        restored += restore_files(remote, snapshot, live, journal, backup_stamp())
+        restored += restore_files(ctx, snapshot, live, journal)
         if guest is not None and guest_differs:
-            restored += restore_guest_files(guest[0], snapshot, guest[1], journal,
-                                            backup_stamp())
+            restored += restore_guest_files(ctx, snapshot, guest[1], journal)
         if options.restart:
             was_running = shutdown_vm(remote, meta.vmid, timeout=options.shutdown_timeout,
                                       force_stop=options.force_stop,
