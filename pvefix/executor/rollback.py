@@ -44,12 +44,16 @@ class RollbackOptions:
 
 
 class RollbackResult(BaseModel):
+    """What a rollback did (frozen; rendered by the command): what it restored, and notes for
+    the admin. `already`: the target matched the snapshot, nothing was written."""
+
     model_config = ConfigDict(frozen=True)
 
     snapshot_id: str
     vmid: int
     restored: list[str]
     notes: list[str]
+    already: bool = False
 
 
 # The only boot loader refreshes pvefix ever runs (host and guest). A journal naming anything
@@ -309,9 +313,8 @@ def _run_rollback(conn: Connection, snapshot: Snapshot, options: RollbackOptions
                 f"{snapshot.status()})")
     if (not differs.vm_differs and not differs.files and not guest_differs
             and not options.restart):
-        console.say("the target already matches the snapshot: nothing to roll back")
         return RollbackResult(snapshot_id=meta.id, vmid=meta.vmid, restored=[],
-                              notes=["already as the snapshot"])
+                              notes=["already as the snapshot"], already=True)
     moved = moved_since(snapshot, live) + ([] if guest is None else
                                            guest_moved(snapshot, guest[1]))
     diff = config_diff(live.vm.config_text, snapshot.vm_config_text(),
@@ -376,8 +379,4 @@ def _run_rollback(conn: Connection, snapshot: Snapshot, options: RollbackOptions
     finally:
         held.close()
         remote.close()
-    for line in restored:
-        console.say(f"restored: {line}")
-    for line in notes:
-        console.say(f"note: {line}")
     return RollbackResult(snapshot_id=meta.id, vmid=meta.vmid, restored=restored, notes=notes)

@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from pvefix.executor.apply import ApplyFailed, ApplyOptions, apply_phase
+from pvefix.executor.apply import ApplyOptions
 from pvefix.executor.rollback import RollbackOptions, run_rollback
 from pvefix.executor.snapshot import list_snapshots
+from pvefix.executor.transaction import ApplyFailed
+from pvefix.flow.apply import apply_phase
 from pvefix.main import main
 from pvefix.sim.guest_tree import FAIL_UPDATE_GRUB
 from tests.executor.conftest import Captured, Node
