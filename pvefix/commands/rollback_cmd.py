@@ -55,7 +55,8 @@ def rollback_command(
     unless --force."""
     from pvefix.commands.options import resolve_connection_options
     from pvefix.executor.console import Console
-    from pvefix.executor.rollback import RollbackOptions, run_rollback
+    from pvefix.executor.rollback import RollbackOptions
+    from pvefix.flow.rollback import run_rollback
     from pvefix.store.statedir import resolve_state_dir
 
     if vmid is None and snapshot is None:

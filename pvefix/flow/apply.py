@@ -30,10 +30,11 @@ from pvefix.executor.neighbours import (
     node_vms,
 )
 from pvefix.executor.remote import Remote
-from pvefix.executor.rollback import RollbackOptions, run_rollback
+from pvefix.executor.rollback import RollbackOptions
 from pvefix.executor.transaction import ApplyFailed
 from pvefix.executor.vmwrite import qm_set_command
 from pvefix.flow.guest_verify import probe_after, probe_before
+from pvefix.flow.rollback import run_rollback
 from pvefix.planner.model import Phase, Plan
 from pvefix.probe.report import Report
 from pvefix.state import GRUB_DEFAULT, HostState

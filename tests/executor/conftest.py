@@ -16,8 +16,9 @@ from pvefix.connection.settings import Connection
 from pvefix.executor.apply import ApplyOptions
 from pvefix.executor.console import Console
 from pvefix.executor.journal import Hook
-from pvefix.executor.rollback import RollbackOptions, RollbackResult, run_rollback
+from pvefix.executor.rollback import RollbackOptions, RollbackResult
 from pvefix.flow.apply import ApplyResult, apply_phase
+from pvefix.flow.rollback import run_rollback
 from pvefix.planner.model import Plan
 from pvefix.sim.serve import ReadyInfo, Simulator, write_ready_file
 

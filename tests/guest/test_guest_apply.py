@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 
 from pvefix.executor.apply import ApplyOptions
-from pvefix.executor.rollback import RollbackOptions, run_rollback
+from pvefix.executor.rollback import RollbackOptions
 from pvefix.executor.snapshot import list_snapshots
 from pvefix.executor.transaction import ApplyFailed
 from pvefix.flow.apply import apply_phase
+from pvefix.flow.rollback import run_rollback
 from pvefix.main import main
 from pvefix.sim.guest_tree import FAIL_UPDATE_GRUB
 from tests.executor.conftest import Captured, Node
