@@ -104,8 +104,10 @@ def apply_command(
     the credentials cannot make, and anything not confirmed. A failure undoes what was done.
     """
     from pvefix.commands.options import resolve_connection_options
-    from pvefix.executor.apply import ApplyOptions, NothingToDo, apply_phase, load_plan_file
+    from pvefix.executor.apply import ApplyOptions
     from pvefix.executor.console import Console
+    from pvefix.flow.apply import NothingToDo, apply_phase
+    from pvefix.flow.planfile import load_plan_file
     from pvefix.store.statedir import resolve_state_dir
 
     if opts.bundle is not None:

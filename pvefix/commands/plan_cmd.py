@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 
@@ -15,28 +14,11 @@ from pvefix.commands.options import ConnectionOptions, connection_options, resol
 from pvefix.commands.p2p_options import P2PAsk, p2p_options, plan_options
 from pvefix.errors import EXIT_CHANGES, EXIT_OK
 
-PLANS_DIR = Path("plans")
-
 
 class PlanFormat(StrEnum):
     text = "text"
     json = "json"
     markdown = "markdown"
-
-
-def plan_file_path(out: str) -> Path:
-    """A bare file name goes into plans/; a path with a directory is used as given."""
-    p = Path(out)
-    return p if p.parent != Path(".") or out.startswith("./") else PLANS_DIR / p
-
-
-def save_plan(plan_dict: dict[str, object], out: str) -> Path:
-    path = plan_file_path(out)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    data = dict(plan_dict)
-    data["created_at"] = datetime.now(UTC).isoformat(timespec="seconds")
-    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-    return path
 
 
 def emit_plan(plan: object, fmt: PlanFormat, out: str | None) -> int:
@@ -52,6 +34,8 @@ def emit_plan(plan: object, fmt: PlanFormat, out: str | None) -> int:
     else:
         sys.stdout.write(render_plan_text(plan, color=sys.stdout.isatty()))
     if out:
+        from pvefix.flow.planfile import save_plan
+
         path = save_plan(plan.to_json_dict(), out)
         print(f"plan saved to {path}", file=sys.stderr)
     return EXIT_CHANGES if plan.has_changes else EXIT_OK

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -10,6 +11,17 @@ from pvefix.commands.apply_cmd import state_dir_option
 from pvefix.commands.guest_options import GuestOptions, guest_options, optional_guest
 from pvefix.commands.options import ConnectionOptions, connection_options
 from pvefix.errors import EXIT_OK, PvefixError
+
+if TYPE_CHECKING:
+    from pvefix.executor.rollback import RollbackResult
+
+
+def render_rollback(result: RollbackResult) -> list[str]:
+    """What `pvefix rollback` prints once it is done."""
+    if result.already:
+        return ["the target already matches the snapshot: nothing to roll back"]
+    return [*(f"restored: {line}" for line in result.restored),
+            *(f"note: {line}" for line in result.notes)]
 
 
 @connection_options
@@ -43,7 +55,8 @@ def rollback_command(
     unless --force."""
     from pvefix.commands.options import resolve_connection_options
     from pvefix.executor.console import Console
-    from pvefix.executor.rollback import RollbackOptions, run_rollback
+    from pvefix.executor.rollback import RollbackOptions
+    from pvefix.flow.rollback import run_rollback
     from pvefix.store.statedir import resolve_state_dir
 
     if vmid is None and snapshot is None:
@@ -53,6 +66,9 @@ def rollback_command(
     options = RollbackOptions(yes=yes, force=force, restart=restart, start=start,
                               force_stop=force_stop,
                               shutdown_timeout=shutdown_timeout, task_timeout=task_timeout)
-    run_rollback(resolve_connection_options(opts), resolve_state_dir(state_dir), vmid,
-                 snapshot, options, Console(), optional_guest(guest))
+    console = Console()
+    result = run_rollback(resolve_connection_options(opts), resolve_state_dir(state_dir), vmid,
+                          snapshot, options, console, optional_guest(guest))
+    for line in render_rollback(result):
+        console.say(line)
     return EXIT_OK

@@ -1,34 +1,29 @@
-"""`pvefix apply`: one phase of a plan, as a transaction.
+"""The executor's half of `pvefix apply`: one phase, already refused or allowed by the flow
+(pvefix.flow.apply), applied as a transaction under the VM lock:
 
-    read live -> refuse a stale plan, a missing prerequisite, a write the credentials cannot
-    make -> show the phase -> confirm -> (Proxmox snapshot) -> pvefix snapshot -> steps, each
-    journaled before and after -> verify -> activate (restart / host reboot) -> verify again
+    (Proxmox snapshot) -> pvefix snapshot -> steps, each journaled before and after -> verify
+    -> activate (restart / host reboot) -> verify again -> what it reached (PhaseReached)
 
-With a way into the guest (`guest`), guest-cmdline changes are steps too (the guest's
-/etc/default/grub and update-grub, pvefix.executor.guest_steps), and `--verify` probes the
-guest before the first write and after activation (pvefix.executor.guest_verify).
+With a way into the guest, guest-cmdline changes are steps too (the guest's /etc/default/grub
+and update-grub: FileStep and RefreshStep over the guest channel).
 
 Any failure before activation undoes the steps already done, in reverse, through the same
-guarded paths, and says what was undone. A VM that fails to start after the change is rolled
-back and started again with --auto-rollback; otherwise the exact rollback command is printed.
+guarded paths, and says what was undone (pvefix.executor.transaction). A VM that fails to start
+after the change is rolled back and started again with --auto-rollback; otherwise the exact
+rollback command is given.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
 import shlex
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
 from pvefix.connection.settings import Connection
-from pvefix.desired import record as record_desired
-from pvefix.desired.derive import p2p_rule
-from pvefix.digest import sha1_text
-from pvefix.errors import PvefixError, RefusedError
+from pvefix.errors import PvefixError
 from pvefix.executor import checks
 from pvefix.executor.activation import (
     StartFailed,
@@ -39,44 +34,25 @@ from pvefix.executor.activation import (
     vm_run,
 )
 from pvefix.executor.console import Console
-from pvefix.executor.guest_steps import GUEST_GRUB
-from pvefix.executor.guest_verify import probe_after, probe_before
+from pvefix.executor.filetarget import GuestFiles, NodeFiles
 from pvefix.executor.journal import Hook, Journal
-from pvefix.executor.locks import vm_lock
-from pvefix.executor.neighbours import (
-    NodeVm,
-    check_after_boot,
-    check_host_reboot,
-    check_start,
-    node_vms,
-    startup_sorted,
-)
-from pvefix.executor.remote import Remote, vm_conf_path
+from pvefix.executor.neighbours import NodeVm, startup_sorted
+from pvefix.executor.remote import Remote
 from pvefix.executor.rollback import (
-    RollbackOptions,
     backup_stamp,
     restore_files,
     restore_vm_config,
-    run_rollback,
+    rollback_context,
 )
 from pvefix.executor.snapshot import Snapshot, take_snapshot
-from pvefix.executor.steps import ManualStep, Step, StepContext, UndoConflict, build_steps
-from pvefix.executor.vmwrite import (
-    ApiVmWriter,
-    QmVmWriter,
-    VmWriter,
-    qm_set_command,
-    read_vm,
-)
-from pvefix.planner.model import PLAN_SCHEMA, Phase, Plan, PlanOptions
-from pvefix.probe.report import Report
+from pvefix.executor.steps import ManualStep, StepContext, build_steps
+from pvefix.executor.transaction import ApplyFailed, transaction
+from pvefix.executor.vmwrite import ApiVmWriter, QmVmWriter, VmWriter, read_vm
+from pvefix.planner.model import Phase, Plan, PlanOptions
 from pvefix.state import PROC_CMDLINE, HostState
 from pvefix.verify.channel import GuestChannel
 from pvefix.verify.guest import GuestAccess
-from pvefix.verify.p2p_verdict import judge as judge_p2p
 from pvefix.verify.qemu_proof import prove as prove_cmdline
-from pvefix.verify.take import open_channel
-from pvefix.vmconfig.args import clique_map
 from pvefix.vmconfig.config import VMConfig
 
 StateReader = Callable[[Connection, int], HostState]
@@ -108,229 +84,6 @@ class ApplyOptions:
     plan_options: PlanOptions = field(default_factory=PlanOptions)  # --p2p, --clique-map
 
 
-class NothingToDo(PvefixError):
-    """The plan is empty: there is no phase to apply (exit 0)."""
-
-    exit_code = 0
-
-
-class ApplyResult(BaseModel):
-    """What an apply did (frozen; rendered by the command)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    vmid: int
-    phase: int
-    snapshot_id: str
-    done: list[str]
-    manual: list[str]
-    activated: list[str]
-    pending: list[str]
-    rollback_command: str
-    desired_path: str | None = None
-    not_running: list[str] = []  # VMs that ran before a host reboot and are not up again
-    verify_worse: bool | None = None  # --verify: P2P got worse (None: not verified)
-    verify_reports: list[str] = []  # --verify: the kept reports, before then after
-
-
-class ApplyFailed(PvefixError):
-    """A step failed; the steps done were undone (the message lists them)."""
-
-
-PLAN_FILE_MAX = 16 << 20  # a plan of a VM is kilobytes; anything this large is not one
-
-
-def load_plan_file(path: Path) -> Plan:
-    """A plan file (pvefix.plan/v1) as `pvefix plan --out` writes it."""
-    try:
-        with path.open("rb") as fh:
-            raw = fh.read(PLAN_FILE_MAX + 1)
-    except FileNotFoundError:
-        raise PvefixError("plan file not found", source=str(path)) from None
-    except OSError as exc:
-        raise PvefixError(f"cannot read the plan file: {exc.strerror}", source=str(path)) from None
-    if len(raw) > PLAN_FILE_MAX:
-        raise PvefixError(f"larger than {PLAN_FILE_MAX >> 20} MiB: not a plan file",
-                          source=str(path))
-    try:
-        data = json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise PvefixError(f"not UTF-8 text (byte {exc.start})", source=str(path)) from None
-    except json.JSONDecodeError as exc:
-        raise PvefixError(f"not JSON: {exc.msg}", source=str(path), line=exc.lineno) from None
-    except RecursionError:
-        raise PvefixError("not a plan file: JSON nested too deeply", source=str(path)) from None
-    except ValueError as exc:  # e.g. an integer longer than Python converts
-        raise PvefixError(f"not a plan file: {exc}", source=str(path)) from None
-    if not isinstance(data, dict) or data.get("schema") != PLAN_SCHEMA:
-        raise PvefixError(f"not a {PLAN_SCHEMA} plan file", source=str(path))
-    data.pop("created_at", None)
-    try:
-        return Plan.model_validate(data)
-    except ValueError as exc:
-        raise PvefixError(f"invalid plan: {exc}", source=str(path)) from None
-
-
-def render_phase(plan: Plan, phase: Phase) -> list[str]:
-    lines = [f"Phase {phase.number} for VM {plan.observed.vmid} on "
-             f"{plan.observed.node} ({phase.disruption}):"]
-    for c in phase.changes:
-        if c.target == "vm-config":
-            lines.append(f"  {c.id}: VM config {c.key}: {c.before or '(absent)'} -> "
-                         f"{c.after or '(deleted)'}" + ("  [root@pam]" if c.needs_root_pam
-                                                        else ""))
-        elif c.target == "host-cmdline":
-            lines.append(f"  {c.id}: {c.file}: {c.before!r} -> {c.after!r}")
-            if c.refresh_command:
-                lines.append(f"      then: {shlex.join(c.refresh_command)}")
-        elif c.target == "guest-cmdline":
-            lines.append(f"  {c.id}: in the guest: {c.file}: {c.before!r} -> {c.after!r}")
-            if c.refresh_command:
-                lines.append(f"      then, in the guest: {shlex.join(c.refresh_command)}")
-        else:
-            lines.append(f"  {c.id}: by hand ({c.target}): {c.key} -> {c.after}"
-                         " (best done before the activation below; otherwise reboot once more)")
-            lines += [f"      {cmd}" for cmd in c.commands]
-    lines.append(f"Activation: {phase.activation}")
-    return lines
-
-
-def _refuse_root_only(phase: Phase, live: HostState, options: ApplyOptions) -> bool:
-    """True when `qm set` over SSH is to be used; raises before any write when nothing can."""
-    needing = checks.root_only(phase)
-    access = live.access
-    if not needing or access.method != "api" or access.is_root_pam_ticket:
-        return False
-    if options.qm_set and access.ssh:
-        return True
-    commands = [qm_set_command(live.vm.vmid, {c.key: c.after} if c.after else
-                               {"delete": c.key}) for c in needing]
-    paths = ["log in as root@pam with a password (a ticket): --user root@pam --auth password"]
-    if access.ssh:
-        paths.append("or let pvefix run `qm set` as root over SSH: --qm-set; it runs:\n    "
-                     + "\n    ".join(commands))
-    else:
-        paths.append("or, as root on the node:\n    " + "\n    ".join(commands))
-    raise RefusedError(
-        f"{', '.join(c.key for c in needing)}: only root@pam with a password ticket may set "
-        f"raw host devices, and this connection is {access.user} ({access.auth}); nothing was "
-        "written. Ways that work: " + "; ".join(paths),
-        source=f"VM {live.vm.vmid}",
-    )
-
-
-@contextlib.contextmanager
-def transaction(ctx: StepContext, journal: Journal, console: Console,
-                snapshot: Snapshot) -> Iterator[list[Step]]:
-    """Yield the list of started steps; on ANY exception undo them in reverse and re-raise
-    (RefusedError stays a refusal, Ctrl-C stays Ctrl-C) with the undo report."""
-    started: list[Step] = []
-    try:
-        yield started
-    except BaseException as exc:
-        try:
-            undone, failures = undo_steps(started, ctx, journal, console)
-        except UndoInterrupted as again:
-            # A second Ctrl-C: stop, but say exactly what is still changed and how to undo it.
-            journal.record("apply-end", status="interrupted-undo", remaining=again.remaining)
-            console.progress(interrupted_undo_report(again, snapshot))
-            raise
-        exact = _restore_exact(ctx, snapshot, journal)
-        if exact:
-            undone.append(exact)
-        status = "failed" if failures else "undone"
-        journal.record("apply-end", status=status, error=str(exc))
-        report = _undo_report(exc, undone, failures, snapshot)
-        console.progress(report)
-        if isinstance(exc, RefusedError) or any(f.endswith("[conflict]") for f in failures):
-            raise RefusedError(f"{exc}\n{report}") from exc
-        if isinstance(exc, PvefixError):
-            raise ApplyFailed(f"{exc}\n{report}") from exc
-        if isinstance(exc, Exception):
-            raise ApplyFailed(f"{type(exc).__name__}: {exc}\n{report}") from exc
-        raise
-
-
-class UndoInterrupted(KeyboardInterrupt):
-    """Ctrl-C while undoing: `remaining` are the summaries of the steps still in place."""
-
-    def __init__(self, undone: list[str], remaining: list[str]) -> None:
-        self.undone = undone
-        self.remaining = remaining
-        super().__init__("interrupted while undoing")
-
-
-def interrupted_undo_report(again: UndoInterrupted, snapshot: Snapshot) -> str:
-    lines = ["interrupted again while undoing: the undo stopped."]
-    lines.append("undone: " + ("; ".join(again.undone) if again.undone else "nothing yet"))
-    lines.append("STILL CHANGED (not undone): " + "; ".join(again.remaining))
-    lines.append(f"undo them with: pvefix rollback {snapshot.meta.vmid} --snapshot "
-                 f"{snapshot.id}")
-    return "\n".join(lines)
-
-
-def undo_steps(started: list[Step], ctx: StepContext, journal: Journal,
-               console: Console) -> tuple[list[str], list[str]]:
-    undone: list[str] = []
-    failures: list[str] = []
-    todo = list(reversed(started))
-    for index, step in enumerate(todo):
-        journal.record("undo-begin", step=step.id, kind=step.kind)
-        try:
-            what = step.undo(ctx)
-        except KeyboardInterrupt:
-            # This step may or may not be undone: it is listed as still changed.
-            raise UndoInterrupted(undone, [s.summary() for s in todo[index:]]) from None
-        except UndoConflict as exc:
-            # Another writer's change: stop undoing (earlier steps may depend on it).
-            failures.append(f"{step.id}: {exc} [conflict]")
-            journal.record("undo-failed", step=step.id, error=str(exc), conflict=True)
-            break
-        except Exception as exc:  # keep undoing the rest; report what could not be
-            failures.append(f"{step.id}: {exc}")
-            journal.record("undo-failed", step=step.id, error=str(exc))
-            continue
-        journal.record("undo-end", step=step.id, undone=what)
-        if what:
-            undone.append(what)
-            console.progress(f"undone: {what}")
-    return undone, failures
-
-
-def _restore_exact(ctx: StepContext, snapshot: Snapshot, journal: Journal) -> str | None:
-    """After undoing through the API the values are back; put back the exact bytes too when
-    the file differs only in form (never over someone else's edit)."""
-    if not ctx.remote.has_ssh or snapshot.meta.vm.config_source != "file":
-        return None
-    try:
-        path = vm_conf_path(snapshot.meta.node, snapshot.meta.vmid)
-        raw = ctx.remote.read_file(path)
-        text = snapshot.vm_config_text()
-        if raw is None or raw == text or not checks.same_content(raw, text):
-            return None
-        journal.record("restore-begin", kind="vm-config", method="file", path=path,
-                       digest=snapshot.meta.vm.digest)
-        ctx.remote.write_file(path, text)
-        journal.record("restore-end", kind="vm-config", digest=sha1_text(text))
-        return f"VM {snapshot.meta.vmid} config bytes restored (digest {sha1_text(text)})"
-    except PvefixError:
-        return None
-
-
-def _undo_report(exc: BaseException, undone: list[str], failures: list[str],
-                 snapshot: Snapshot) -> str:
-    lines = [f"apply stopped: {exc}" if not isinstance(exc, KeyboardInterrupt)
-             else "apply interrupted"]
-    lines.append("undone, in reverse order: " + ("; ".join(undone) if undone else
-                                                  "nothing had been written"))
-    if failures:
-        lines.append("COULD NOT UNDO: " + "; ".join(failures))
-        lines.append(f"restore by hand or with: pvefix rollback {snapshot.meta.vmid} "
-                     f"--snapshot {snapshot.id}"
-                     + (" --force (it overwrites the other writer's change)"
-                        if any(f.endswith("[conflict]") for f in failures) else ""))
-    return "\n".join(lines)
-
 
 def rollback_command(vmid: int, snapshot_id: str, options: ApplyOptions, restart: bool) -> str:
     parts = ["pvefix", "rollback", str(vmid), "--snapshot", snapshot_id]
@@ -340,159 +93,30 @@ def rollback_command(vmid: int, snapshot_id: str, options: ApplyOptions, restart
     return f"{command} {options.rollback_hint}".strip()
 
 
-def apply_phase(
-    conn: Connection,
-    vmid: int,
-    options: ApplyOptions,
-    console: Console,
-    *,
-    plan: Plan | None = None,
-    hook: Hook | None = None,
-    read: StateReader | None = None,
-    guest: GuestAccess | None = None,
-) -> ApplyResult:
-    """Apply phase `options.phase` of `plan` (or of a fresh plan) to VM `vmid`; `guest` is
-    the way into its guest (for guest-cmdline changes and --verify), if any."""
-    from pvefix.planner import plan as make_plan
-    from pvefix.sources.live import read_live
 
-    if options.verify and guest is None:
-        raise PvefixError("--verify runs the probe inside the guest: give a way into it "
-                          "(--guest-agent, or --guest-ssh-host HOST); nothing was written")
-    reader: StateReader = read or (lambda c, v: read_live(c, v, guest=guest))
-    live = reader(conn, vmid)
-    conn = conn.model_copy(update={"node": live.vm.node})
-    planned_with = plan
-    if plan is not None:
-        stale = checks.stale_reasons(plan, live, plan.phase(options.phase))
-        if stale and not options.replan:
-            raise RefusedError(
-                "the plan is stale: the target changed since it was made:\n  "
-                + "\n  ".join(stale)
-                + "\nnothing was written; re-run with --replan to plan afresh (and review it)",
-                source=f"VM {vmid}",
-            )
-        if stale:
-            console.progress("the plan was stale (" + "; ".join(stale) + "): planning afresh")
-            plan = None
-    asked = planned_with.options if planned_with is not None else options.plan_options
-    fresh = make_plan(live, asked)
-    saved_phase = plan.phase(options.phase) if plan is not None else None
-    if saved_phase is not None:
-        # A guest change needs the way into the guest it was planned with: say that first.
-        _refuse_guest_without_access(saved_phase, live, guest)
-    if plan is not None:
-        # A plan file is data, never authority: what runs is derived here from the live
-        # target, and the file must say exactly that.
-        differs = checks.plan_differences(plan, fresh, options.phase)
-        if differs:
-            raise RefusedError(
-                "the saved plan does not match what pvefix derives from the target now:\n  "
-                + "\n  ".join(differs)
-                + "\nnothing was written; plan again (pvefix plan) and review it",
-                source=f"VM {vmid}",
-            )
-    plan = fresh
-    if not plan.has_changes:
-        raise NothingToDo(f"VM {vmid}: the plan has nothing to change; nothing was written")
-    phase = plan.phase(options.phase)
-    if phase is None:
-        have = ", ".join(str(p.number) for p in plan.phases) or "none"
-        raise PvefixError(f"the plan has no phase {options.phase} (phases: {have})",
-                          source=f"VM {vmid}")
-    missing = checks.missing_prerequisites(plan, phase, live)
-    if missing:
-        raise RefusedError(
-            "a prerequisite phase is not in effect:\n  " + "\n  ".join(missing)
-            + "\napply (and activate) the earlier phase first; nothing was written",
-            source=f"VM {vmid}",
-        )
-    use_qm = _refuse_root_only(phase, live, options)
-    if live.vm.lock:
-        raise RefusedError(f"VM {vmid} is locked ({live.vm.lock}); nothing was written")
-    wants_host = any(c.target == "host-cmdline" for c in phase.changes)
-    if wants_host and not live.access.ssh:
-        raise RefusedError("this phase changes host files, which needs SSH to the node")
-    _refuse_guest_without_access(phase, live, guest)
-    others: list[NodeVm] = []
-    reboots = options.reboot_host and wants_host
-    starts = options.start or (options.restart and live.vm.status == "running" and any(
-        c.target == "vm-config" for c in phase.changes))
-    if reboots or starts:
-        probe = Remote(conn, live.vm.node)
-        try:
-            vms = node_vms(probe)
-        finally:
-            probe.close()
-        if starts:
-            check_start(vms, vmid)
-    if reboots:
-        console.say(f"A host reboot stops every VM on {live.vm.node}:")
-        for v in vms:
-            console.say(f"  {v.describe()}")
-        others = check_host_reboot(vms, vmid, options.stop_others)
-        back = [v.vmid for v in others]
-        if live.vm.status == "running" or options.start:
-            back.append(vmid)
-        check_after_boot(vms, back)
-    for line in render_phase(plan, phase):
-        console.say(line)
-    if not options.yes and not console.confirm(f"Apply phase {phase.number} to VM {vmid}?"):
-        raise RefusedError("not confirmed: nothing was written (dry run; --yes to apply)")
+class PhaseReached(BaseModel):
+    """What `apply_steps` reached (frozen): the steps done, what is left to the admin, what was
+    activated and what still waits, the way back, and the target as read afterwards."""
 
-    baseline = None
-    if options.verify and guest is not None:
-        baseline = probe_before(conn, guest, vmid, options.state_dir, options.verify_quick,
-                                console)
-    remote = Remote(conn, live.vm.node)
-    remote.on_warning = console.progress
-    channel = open_channel(conn, guest, vmid) if guest is not None and _wants_guest(
-        phase) else None
-    try:
-        with vm_lock(options.state_dir, remote, vmid, f"apply phase {phase.number}",
-                     console.progress):
-            result = _apply(remote, conn, live, plan, phase, options, console, hook, reader,
-                            use_qm, channel, guest, others)
-    finally:
-        if channel is not None:
-            channel.close()
-        remote.close()
-    if baseline is None or guest is None:
-        return result
-    outcome = probe_after(conn, guest, vmid, options.state_dir, options.verify_quick, console,
-                          baseline, wait_s=options.guest_wait,
-                          rollback_cmd=result.rollback_command)
-    clique = next((c for c in phase.changes if c.rule == "p2p" and c.key == "args"), None)
-    if clique is not None and options.restart:
-        _p2p_verdict(conn, vmid, options, console, baseline[1], outcome.report, clique.after,
-                     result)
-    return result.model_copy(update={"verify_worse": outcome.worse,
-                                     "verify_reports": [baseline[0], Path(outcome.stored).stem]})
+    model_config = ConfigDict(frozen=True)
+
+    snapshot_id: str
+    done: list[str]
+    manual: list[str]
+    activated: list[str]
+    pending: list[str]
+    rollback_command: str
+    after: HostState
+
+    @property
+    def not_running(self) -> list[str]:
+        """VMs that ran before a host reboot and are not up again."""
+        return [line for line in self.activated if " NOT up: " in line]
 
 
-def _wants_guest(phase: Phase) -> bool:
+def wants_guest(phase: Phase) -> bool:
     return any(c.target == "guest-cmdline" for c in phase.changes)
 
-
-def _refuse_guest_without_access(phase: Phase, live: HostState,
-                                 guest: GuestAccess | None) -> None:
-    """A guest-cmdline change is applied through the guest channel: refuse, before any write,
-    when there is none or the guest has no GRUB defaults file to edit."""
-    ids = ", ".join(c.id for c in phase.changes if c.target == "guest-cmdline")
-    if not ids:
-        return
-    if guest is None:
-        raise RefusedError(
-            f"phase {phase.number} changes the guest's kernel cmdline ({ids}), which pvefix "
-            "does through a way into the guest: give --guest-agent or --guest-ssh-host HOST "
-            "(the plan was made with one), or plan again without guest access to get the "
-            "steps to run by hand; nothing was written", source=f"VM {live.vm.vmid}")
-    grub = live.guest.files.get(GUEST_GRUB) if live.guest is not None else None
-    if grub is None or grub.text is None:
-        raise RefusedError(
-            f"the guest has no {GUEST_GRUB}, so pvefix cannot change its kernel cmdline "
-            f"({ids}); plan again without guest access to get the steps to run by hand; "
-            "nothing was written", source=f"VM {live.vm.vmid}")
 
 
 def _take_pve_snapshot(remote: Remote, vmid: int, options: ApplyOptions,
@@ -510,10 +134,15 @@ def _take_pve_snapshot(remote: Remote, vmid: int, options: ApplyOptions,
     return name
 
 
-def _apply(remote: Remote, conn: Connection, live: HostState, plan: Plan, phase: Phase,
-           options: ApplyOptions, console: Console, hook: Hook | None,
-           reader: StateReader, use_qm: bool, channel: GuestChannel | None,
-           guest: GuestAccess | None, others: list[NodeVm] | None = None) -> ApplyResult:
+
+def apply_steps(remote: Remote, conn: Connection, live: HostState, plan: Plan, phase: Phase,
+                options: ApplyOptions, console: Console, hook: Hook | None,
+                reader: StateReader, use_qm: bool, channel: GuestChannel | None,
+                guest: GuestAccess | None, others: list[NodeVm] | None = None) -> PhaseReached:
+    """Apply one phase whose refusals are already passed, under the VM lock the caller holds:
+    (Proxmox snapshot) -> pvefix snapshot -> steps, journaled -> verify -> activate -> verify
+    again. Returns what it reached; raises (after undoing what it did) when it fails.
+    """
     vmid = live.vm.vmid
     was_running = live.vm.status == "running"
     pve_snap = None
@@ -531,8 +160,9 @@ def _apply(remote: Remote, conn: Connection, live: HostState, plan: Plan, phase:
     journal = snapshot.journal(hook)
     writer: VmWriter = QmVmWriter(remote, vmid) if use_qm else ApiVmWriter(
         remote, vmid, options.task_timeout)
-    ctx = StepContext(remote=remote, vmid=vmid, writer=writer, snapshot=snapshot,
-                      vm_digest=live.vm.digest, backup_suffix=backup_stamp(), guest=channel)
+    ctx = StepContext(remote=remote, vmid=vmid, writer=writer, vm_digest=live.vm.digest,
+                      backup_suffix=backup_stamp(), node=NodeFiles(remote),
+                      guest=None if channel is None else GuestFiles(channel))
     steps = build_steps(plan, phase, snapshot, guest=channel is not None)
     restarting = options.restart and any(c.target == "vm-config" for c in phase.changes)
     rollback_cmd = rollback_command(vmid, snapshot.id, options, restarting)
@@ -609,16 +239,10 @@ def _apply(remote: Remote, conn: Connection, live: HostState, plan: Plan, phase:
             + f"\nto put everything back: {rollback_cmd}"
         )
     journal.record("apply-end", status="applied")
-    desired = record_desired(options.state_dir, after, note=f"apply phase {phase.number}",
-                             cluster=remote.identity(), p2p=p2p_rule(plan.options))
-    console.progress(f"desired state recorded in {desired} (pvefix check {vmid} uses it)")
-    return ApplyResult(
-        vmid=vmid, phase=phase.number, snapshot_id=snapshot.id, done=done, manual=manual,
-        activated=activated, pending=_pending_text(phase, after, restarting,
-                                                   options.reboot_host),
-        rollback_command=rollback_cmd,
-        desired_path=str(desired),
-        not_running=[line for line in activated if " NOT up: " in line],
+    return PhaseReached(
+        snapshot_id=snapshot.id, done=done, manual=manual, activated=activated,
+        pending=_pending_text(phase, after, restarting, options.reboot_host),
+        rollback_command=rollback_cmd, after=after,
     )
 
 
@@ -676,30 +300,6 @@ def _machine_now(remote: Remote, vmid: int) -> str | None:
     return read_vm(remote, vmid).effective("machine")
 
 
-def _p2p_verdict(conn: Connection, vmid: int, options: ApplyOptions, console: Console,
-                 before: Report, after: Report, args: str | None, result: ApplyResult) -> None:
-    """The P2P phase proven by moving data, or failed (and, with --auto-rollback, reverted
-    alone: the snapshot taken for this phase)."""
-    verdict = judge_p2p(before, after, clique_map(args))
-    for line in verdict.unmeasured:
-        console.say(f"P2P phase, not measured (not counted as a pass): {line}")
-    if not verdict.failed:
-        console.say("P2P phase proven in the guest: every granted pair reports OK"
-                    + ("" if verdict.unmeasured else ", data delivered, no slowdown, no hang"))
-        return
-    why = "\n  ".join(verdict.failures)
-    if not options.auto_rollback:
-        raise ApplyFailed(f"the P2P phase failed in the guest:\n  {why}\nthe clique is in "
-                          f"place; to put it back: {result.rollback_command}")
-    console.progress("the P2P phase failed in the guest; rolling this phase back "
-                     f"(--auto-rollback, snapshot {result.snapshot_id})")
-    undone = run_rollback(conn, options.state_dir, vmid, result.snapshot_id,
-                          RollbackOptions(yes=True, restart=True, force_stop=options.force_stop,
-                                          shutdown_timeout=options.shutdown_timeout,
-                                          task_timeout=options.task_timeout), console)
-    raise ApplyFailed(f"the P2P phase failed in the guest:\n  {why}\nrolled back "
-                      f"(--auto-rollback): " + "; ".join(undone.restored))
-
 
 def _after_start_failure(remote: Remote, conn: Connection, snapshot: Snapshot,
                          journal: Journal, options: ApplyOptions, console: Console,
@@ -716,7 +316,8 @@ def _after_start_failure(remote: Remote, conn: Connection, snapshot: Snapshot,
     writer = ApiVmWriter(remote, vmid, options.task_timeout)
     journal.record("rollback-begin", automatic=True)
     restored = [r for r in [restore_vm_config(remote, snapshot, live, journal, writer)] if r]
-    restored += restore_files(remote, snapshot, live, journal, backup_stamp())
+    restored += restore_files(rollback_context(remote, snapshot, writer, live.vm.digest),
+                              snapshot, live, journal)
     machine = _parse(snapshot.vm_config_text()).main.get("machine")
     if snapshot.meta.vm.status == "running":
         start_vm(remote, vmid, task_timeout=options.task_timeout, say=console.progress,
@@ -743,7 +344,8 @@ def _pending_text(phase: Phase, after: HostState, restarted: bool,
     if any(c.target == "host-cmdline" for c in phase.changes) and not rebooted:
         out.append("host: the boot loader holds the new kernel cmdline; it takes effect at the "
                    "next host reboot (or --reboot-host)")
-    if _wants_guest(phase) and not restarted:
+    if wants_guest(phase) and not restarted:
         out.append(f"guest: its boot loader holds the new kernel cmdline; it takes effect at "
                    f"the guest's next boot (reboot it, or restart VM {vmid})")
     return out
+

@@ -1,4 +1,5 @@
-"""Roll a snapshot back: the VM config (byte for byte over SSH, with the same digest as
+"""Roll a snapshot back (the executor's half; pvefix.flow.rollback picks, checks and confirms):
+the VM config (byte for byte over SSH, with the same digest as
 before; else the same keys and values through the API, with the digest), the host files, and
 the boot loader refresh run again, and the guest's files the apply changed (through the guest
 channel: --guest-agent / --guest-ssh-host, or the agent when the apply used it). Refuses,
@@ -6,23 +7,21 @@ showing the diff, when the target has moved in ways the apply did not make, unle
 
 from __future__ import annotations
 
-import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from pvefix.connection.settings import Connection
 from pvefix.digest import sha1_text, sha256_text
 from pvefix.errors import PvefixError, RefusedError
 from pvefix.executor.activation import shutdown_vm, start_vm
-from pvefix.executor.checks import config_diff, effective_values, moved_since
-from pvefix.executor.console import Console
+from pvefix.executor.checks import effective_values
+from pvefix.executor.filetarget import GuestFiles, NodeFiles
 from pvefix.executor.journal import Journal
-from pvefix.executor.locks import vm_lock
 from pvefix.executor.remote import Remote, vm_conf_path
-from pvefix.executor.snapshot import Snapshot, find_snapshot
+from pvefix.executor.snapshot import Snapshot
+from pvefix.executor.steps import FileStep, RefreshStep, StepContext
 from pvefix.executor.vmwrite import ApiVmWriter, VmWriter, read_vm
 from pvefix.state import HostState
 from pvefix.verify.channel import GuestChannel
@@ -42,12 +41,16 @@ class RollbackOptions:
 
 
 class RollbackResult(BaseModel):
+    """What a rollback did (frozen; rendered by the command): what it restored, and notes for
+    the admin. `already`: the target matched the snapshot, nothing was written."""
+
     model_config = ConfigDict(frozen=True)
 
     snapshot_id: str
     vmid: int
     restored: list[str]
     notes: list[str]
+    already: bool = False
 
 
 # The only boot loader refreshes pvefix ever runs (host and guest). A journal naming anything
@@ -142,35 +145,48 @@ def _restore_via_api(remote: Remote, snapshot: Snapshot, journal: Journal,
             f"digest now {view.digest})")
 
 
-def restore_files(remote: Remote, snapshot: Snapshot, live: HostState, journal: Journal,
-                  stamp: str) -> list[str]:
+def rollback_context(remote: Remote, snapshot: Snapshot, writer: VmWriter, vm_digest: str,
+                     guest: GuestChannel | None = None) -> StepContext:
+    """The steps' context for a rollback: the same node and guest targets apply writes
+    through, and a fresh backup stamp for the copies of what is replaced."""
+    return StepContext(remote=remote, vmid=snapshot.meta.vmid, writer=writer,
+                       vm_digest=vm_digest, backup_suffix=backup_stamp(),
+                       node=NodeFiles(remote),
+                       guest=None if guest is None else GuestFiles(guest))
+
+
+def _restore(ctx: StepContext, journal: Journal, step: FileStep, sha256: str | None) -> str:
+    """One file back through FileStep: refused when it moved since it was read and shown,
+    the current text kept beside it as a dated copy."""
+    journal.record("restore-begin", kind=step.kind, path=step.path, sha256=sha256)
+    step.do(ctx)
+    journal.record("restore-end", kind=step.kind, path=step.path)
+    return f"{step.label} restored"
+
+
+def _refresh_again(ctx: StepContext, journal: Journal, step: RefreshStep) -> str:
+    journal.record("restore-begin", kind=step.kind, argv=step.argv)
+    step.do(ctx)
+    journal.record("restore-end", kind=step.kind, argv=step.argv)
+    where = "boot loader" if step.side == "host" else "guest boot loader"
+    return f"{where} refreshed again: {' '.join(step.argv)}"
+
+
+def restore_files(ctx: StepContext, snapshot: Snapshot, live: HostState,
+                  journal: Journal) -> list[str]:
     """Host files back as the snapshot holds them (the current one kept as a dated copy),
-    then the boot loader refresh the apply ran, again."""
+    then the boot loader refresh the apply ran, again: through FileStep and RefreshStep."""
     done: list[str] = []
     for record in snapshot.meta.files:
         if not record.restorable or record.path not in live.files:
             continue
         if live.file(record.path).sha256 == record.sha256:
             continue
-        text = snapshot.file_text(record.path)
-        now = remote.read_file(record.path)
-        if (None if now is None else sha256_text(now)) != live.file(record.path).sha256:
-            raise RefusedError(MOVED_WHILE_ROLLING_BACK, source=record.path)
-        journal.record("restore-begin", kind="host-file", path=record.path,
-                       sha256=record.sha256)
-        if live.file(record.path).exists:
-            remote.check(["cp", "-p", record.path, f"{record.path}.pvefix-{stamp}"])
-        if text is None:
-            remote.check(["rm", "-f", record.path])
-        else:
-            remote.write_file(record.path, text)
-        journal.record("restore-end", kind="host-file", path=record.path)
-        done.append(f"{record.path} restored")
+        step = FileStep("host", record.path, live.file(record.path).text,
+                        snapshot.file_text(record.path), [], moved=MOVED_WHILE_ROLLING_BACK)
+        done.append(_restore(ctx, journal, step, record.sha256))
     for argv in refresh_commands(snapshot):
-        journal.record("restore-begin", kind="refresh", argv=argv)
-        remote.check(argv)
-        journal.record("restore-end", kind="refresh", argv=argv)
-        done.append(f"boot loader refreshed again: {' '.join(argv)}")
+        done.append(_refresh_again(ctx, journal, RefreshStep("host", argv, [])))
     return done
 
 
@@ -218,166 +234,88 @@ def guest_moved(snapshot: Snapshot, current: dict[str, str | None]) -> list[str]
     return moved
 
 
-def restore_guest_files(channel: GuestChannel, snapshot: Snapshot, current: dict[str,
-                        str | None], journal: Journal, stamp: str) -> list[str]:
+def restore_guest_files(ctx: StepContext, snapshot: Snapshot,
+                        current: dict[str, str | None], journal: Journal) -> list[str]:
     """The guest files back as the snapshot holds them (the current text kept as a dated copy
-    in the guest), then the guest refresh the apply ran, again."""
-    from pvefix.verify.guest_files import (
-        REFRESH_TIMEOUT_S,
-        guest_check,
-        read_guest_file,
-        replace_guest_file,
-    )
-
+    in the guest), then the guest refresh the apply ran, again: through FileStep and
+    RefreshStep."""
     _, refresh = guest_changes(snapshot)
     done: list[str] = []
     for path, text in current.items():
         before = snapshot.guest_file_text(path)
         if text == before or before is None:
             continue
-        if read_guest_file(channel, path) != text:
-            raise RefusedError(MOVED_WHILE_ROLLING_BACK, source=f"guest {path}")
-        journal.record("restore-begin", kind="guest-file", path=path,
-                       sha256=sha256_text(before))
-        if text is not None:
-            guest_check(channel, ["cp", "-p", path, f"{path}.pvefix-{stamp}"])
-        replace_guest_file(channel, path, before)
-        journal.record("restore-end", kind="guest-file", path=path)
-        done.append(f"guest {path} restored")
+        step = FileStep("guest", path, text, before, [], moved=MOVED_WHILE_ROLLING_BACK)
+        done.append(_restore(ctx, journal, step, sha256_text(before)))
     for argv in refresh:
-        journal.record("restore-begin", kind="guest-refresh", argv=argv)
-        guest_check(channel, argv, REFRESH_TIMEOUT_S)
-        journal.record("restore-end", kind="guest-refresh", argv=argv)
-        done.append(f"guest boot loader refreshed again: {' '.join(argv)}")
+        done.append(_refresh_again(ctx, journal, RefreshStep("guest", argv, [])))
     return done
 
 
 @dataclass
-class _Plan:
+class Differs:
+    """What differs between the target and a snapshot: the VM config, and which host files."""
+
     vm_differs: bool
     files: list[str] = field(default_factory=list)
 
 
-def _what_differs(snapshot: Snapshot, live: HostState) -> _Plan:
+def what_differs(snapshot: Snapshot, live: HostState) -> Differs:
     files = [r.path for r in snapshot.meta.files
              if r.restorable and r.path in live.files and live.file(r.path).sha256 != r.sha256]
     vm = live.vm.digest != snapshot.meta.vm.digest or (
         live.vm.config_text != snapshot.vm_config_text()
     )
-    return _Plan(vm, files)
+    return Differs(vm, files)
 
 
 def backup_stamp() -> str:
     return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
 
 
-def run_rollback(conn: Connection, state_dir: Path, vmid: int | None, snapshot_id: str | None,
-                 options: RollbackOptions, console: Console,
-                 guest: GuestAccess | None = None) -> RollbackResult:
-    """`pvefix rollback`: pick the snapshot, refuse if the target moved, confirm, restore."""
-    from pvefix.connection.nodes import cluster_identity
-
-    snapshot = find_snapshot(state_dir, snapshot_id, vmid, cluster_identity(conn))
+def restore_snapshot(remote: Remote, snapshot: Snapshot, live: HostState,
+                     options: RollbackOptions, say: Callable[[str], None],
+                     guest: tuple[GuestChannel, dict[str, str | None]] | None,
+                     forced: bool) -> RollbackResult:
+    """Restore a snapshot the flow (pvefix.flow.rollback) chose, checked and had confirmed,
+    under the VM lock it holds: the VM config, the host files and their refresh, the guest's
+    files and their refresh (`guest`: its channel and the files as read), then (--restart) the
+    VM stopped and started again. Returns what was restored and notes for the admin."""
     meta = snapshot.meta
-    target = conn.model_copy(update={"node": conn.node or meta.node})
-    touched, _ = guest_changes(snapshot)
-    if not touched:
-        return _run_rollback(target, snapshot, options, console, None, state_dir)
-    from pvefix.verify.guest_files import read_guest_file
-    from pvefix.verify.take import open_channel
-
-    channel = open_channel(target, guest_for(snapshot, guest), meta.vmid)
-    try:
-        current = {path: read_guest_file(channel, path) for path in sorted(touched)}
-        return _run_rollback(target, snapshot, options, console, (channel, current),
-                             state_dir)
-    finally:
-        channel.close()
-
-
-def _run_rollback(conn: Connection, snapshot: Snapshot, options: RollbackOptions,
-                  console: Console,
-                  guest: tuple[GuestChannel, dict[str, str | None]] | None,
-                  state_dir: Path) -> RollbackResult:
-    from pvefix.sources.live import read_live
-
-    meta = snapshot.meta
-    live = read_live(conn, meta.vmid)
-    differs = _what_differs(snapshot, live)
+    differs = what_differs(snapshot, live)
     guest_differs = [] if guest is None else [
         p for p, text in guest[1].items() if text != snapshot.guest_file_text(p)]
-    console.say(f"snapshot {meta.id} (VM {meta.vmid}, phase {meta.phase}, {meta.created_at}, "
-                f"{snapshot.status()})")
-    if (not differs.vm_differs and not differs.files and not guest_differs
-            and not options.restart):
-        console.say("the target already matches the snapshot: nothing to roll back")
-        return RollbackResult(snapshot_id=meta.id, vmid=meta.vmid, restored=[],
-                              notes=["already as the snapshot"])
-    moved = moved_since(snapshot, live) + ([] if guest is None else
-                                           guest_moved(snapshot, guest[1]))
-    diff = config_diff(live.vm.config_text, snapshot.vm_config_text(),
-                       f"VM {meta.vmid} now", f"snapshot {meta.id}")
-    if moved and not options.force:
-        raise RefusedError(
-            "the target has changed since the apply this snapshot belongs to, in ways pvefix "
-            "did not make:\n  " + "\n  ".join(moved)
-            + (f"\n{diff}" if diff else "")
-            + "\nnothing was written; look at the changes, then re-run with --force to restore "
-              "the snapshot over them",
-            source=f"snapshot {meta.id}",
-        )
-    if diff:
-        console.say(diff.rstrip("\n"))
-    for path in differs.files:
-        record = snapshot.file_record(path)
-        console.say(f"{path}: will be restored (sha256 {record.sha256 if record else '?'})")
-    for path in guest_differs:
-        console.say(f"guest {path}: will be restored")
-    if not options.yes and not console.confirm(f"Roll VM {meta.vmid} back to {meta.id}?"):
-        raise RefusedError("not confirmed: nothing was written (use --yes to confirm)")
-    remote = Remote(conn, meta.node)
-    remote.on_warning = console.progress
     journal = snapshot.journal()
     notes: list[str] = []
-    held = contextlib.ExitStack()
-    try:
-        held.enter_context(vm_lock(state_dir, remote, meta.vmid, "rollback",
-                                   console.progress))
-        journal.record("rollback-begin", forced=bool(moved))
-        writer = ApiVmWriter(remote, meta.vmid, options.task_timeout)
-        restored: list[str] = []
-        vm_done = restore_vm_config(remote, snapshot, live, journal, writer)
-        if vm_done:
-            restored.append(vm_done)
-        restored += restore_files(remote, snapshot, live, journal, backup_stamp())
-        if guest is not None and guest_differs:
-            restored += restore_guest_files(guest[0], snapshot, guest[1], journal,
-                                            backup_stamp())
-        if options.restart:
-            was_running = shutdown_vm(remote, meta.vmid, timeout=options.shutdown_timeout,
-                                      force_stop=options.force_stop,
-                                      task_timeout=options.task_timeout, say=console.progress)
-            # It ran when the snapshot was taken (or runs now): it runs again afterwards.
-            if was_running or options.start or meta.vm.status == "running":
-                cfg = VMConfig.parse(snapshot.vm_config_text(), "snapshot")
-                start_vm(remote, meta.vmid, task_timeout=options.task_timeout,
-                         say=console.progress, machine=cfg.main.get("machine"))
-                restored.append(f"VM {meta.vmid} {'restarted' if was_running else 'started'}")
-            else:
-                notes.append(f"VM {meta.vmid} was stopped (also when the snapshot was taken) "
-                             "and is left stopped (--start starts it)")
-        elif live.vm.status == "running" and vm_done:
-            notes.append(f"VM {meta.vmid} runs on: the restored config takes effect at its next "
-                         "cold start (shut down and start it, or re-run with --restart)")
-        if differs.files:
-            notes.append("the host keeps running the kernel cmdline it booted with until it "
-                         "reboots")
-        journal.record("rollback-end", restored=restored)
-    finally:
-        held.close()
-        remote.close()
-    for line in restored:
-        console.say(f"restored: {line}")
-    for line in notes:
-        console.say(f"note: {line}")
+    journal.record("rollback-begin", forced=forced)
+    writer = ApiVmWriter(remote, meta.vmid, options.task_timeout)
+    ctx = rollback_context(remote, snapshot, writer, live.vm.digest,
+                           None if guest is None else guest[0])
+    restored: list[str] = []
+    vm_done = restore_vm_config(remote, snapshot, live, journal, writer)
+    if vm_done:
+        restored.append(vm_done)
+    restored += restore_files(ctx, snapshot, live, journal)
+    if guest is not None and guest_differs:
+        restored += restore_guest_files(ctx, snapshot, guest[1], journal)
+    if options.restart:
+        was_running = shutdown_vm(remote, meta.vmid, timeout=options.shutdown_timeout,
+                                  force_stop=options.force_stop,
+                                  task_timeout=options.task_timeout, say=say)
+        # It ran when the snapshot was taken (or runs now): it runs again afterwards.
+        if was_running or options.start or meta.vm.status == "running":
+            cfg = VMConfig.parse(snapshot.vm_config_text(), "snapshot")
+            start_vm(remote, meta.vmid, task_timeout=options.task_timeout, say=say,
+                     machine=cfg.main.get("machine"))
+            restored.append(f"VM {meta.vmid} {'restarted' if was_running else 'started'}")
+        else:
+            notes.append(f"VM {meta.vmid} was stopped (also when the snapshot was taken) "
+                         "and is left stopped (--start starts it)")
+    elif live.vm.status == "running" and vm_done:
+        notes.append(f"VM {meta.vmid} runs on: the restored config takes effect at its next "
+                     "cold start (shut down and start it, or re-run with --restart)")
+    if differs.files:
+        notes.append("the host keeps running the kernel cmdline it booted with until it "
+                     "reboots")
+    journal.record("rollback-end", restored=restored)
     return RollbackResult(snapshot_id=meta.id, vmid=meta.vmid, restored=restored, notes=notes)

@@ -1,47 +1,61 @@
 """Steps: each does one write, knows how to undo it, and how to check it landed.
 
 - VmConfigStep: one key of the VM config through the API (or `qm set`), with the digest.
-- HostFileStep: a host file (kernel cmdline, /etc/default/grub): a dated backup kept on the
-  host, a temporary file beside the target, then a rename.
-- RefreshStep: the boot loader refresh (`proxmox-boot-tool refresh`, `update-grub`), its exit
-  status checked. Its undo is done by the file's undo, which runs it again once the file is back.
+- FileStep: a file on the node (kernel cmdline, /etc/default/grub) or in the guest (its
+  /etc/default/grub), through a FileTarget (pvefix.executor.filetarget): a dated backup kept
+  beside it, a temporary file beside the target, then a rename; read back.
+- RefreshStep: the boot loader refresh on the node (`proxmox-boot-tool refresh`, `update-grub`)
+  or in the guest (`update-grub`), its exit status checked. Its undo is done by the file's
+  undo, which runs it again once the file is back.
 - ManualStep: what pvefix cannot do (no way into the guest): printed, never run.
-- Guest steps (pvefix.executor.guest_steps): the guest's /etc/default/grub and update-grub,
-  through the guest channel, when the apply has a way into the guest.
 
 Undo reads the target first and does nothing when it is already as before, so undoing a step
-that failed half-way (or never wrote) is safe.
+that failed half-way (or never wrote) is safe; it puts back only what pvefix wrote
+(compare-and-swap: UndoConflict otherwise). Rollback restores files and runs the refresh
+again through these same steps (pvefix.executor.rollback).
+
+A new kind of write is a Step here, built in `build_steps` (whose dispatch mypy checks is
+exhaustive over the plan's change kinds).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, assert_never
 
 from pvefix.digest import sha256_text
 from pvefix.errors import PvefixError, RefusedError
+from pvefix.executor.filetarget import REFRESH_TIMEOUT_S, FileTarget, Side, check
 from pvefix.executor.remote import Remote
 from pvefix.executor.snapshot import Snapshot
 from pvefix.executor.vmwrite import VmWriter, read_vm
-from pvefix.planner.model import Change, Phase, Plan
+from pvefix.planner.model import Change, Phase, Plan, VmConfigChange
 
-if TYPE_CHECKING:
-    from pvefix.verify.channel import GuestChannel
+#: The guest's boot loader refresh when a plan names none.
+DEFAULT_GUEST_REFRESH = ("update-grub",)
 
 
 @dataclass
 class StepContext:
-    """What steps share during one apply: the remote, the writer and the digest chain."""
+    """What steps share during one apply (or rollback): the node, the VM writer, the digest
+    chain, and the way into the guest when there is one."""
 
     remote: Remote
     vmid: int
     writer: VmWriter
-    snapshot: Snapshot
     vm_digest: str
     backup_suffix: str
+    node: FileTarget
     refreshed: dict[str, list[list[str]]] = field(default_factory=dict)
-    guest: GuestChannel | None = None  # the way into the guest, for guest steps
+    guest: FileTarget | None = None  # the way into the guest, for guest steps
+
+    def files(self, side: Side) -> FileTarget:
+        if side == "host":
+            return self.node
+        if self.guest is None:
+            raise PvefixError("this step runs in the guest, and there is no way into it")
+        return self.guest
 
 
 class UndoConflict(RefusedError):
@@ -81,7 +95,7 @@ def _params(key: str, value: str | None) -> dict[str, str]:
 class VmConfigStep(Step):
     kind = "vm-config"
 
-    def __init__(self, change: Change) -> None:
+    def __init__(self, change: VmConfigChange) -> None:
         self.change = change
         self.id = change.id
         self.key = change.key
@@ -141,93 +155,129 @@ class VmConfigStep(Step):
         return None
 
 
-class HostFileStep(Step):
-    kind = "host-file"
+_WHERE = {"host": "on the host", "guest": "in the guest"}
+#: The journal's names for file and refresh steps on each side (rollback reads them back).
+FILE_KIND: dict[Side, str] = {"host": "host-file", "guest": "guest-file"}
+REFRESH_KIND: dict[Side, str] = {"host": "refresh", "guest": "guest-refresh"}
 
-    def __init__(self, path: str, before: str | None, after: str, change_ids: list[str]) -> None:
+
+def _label(side: Side, path: str) -> str:
+    return path if side == "host" else f"guest {path}"
+
+
+def refresh_key(side: Side, path: str) -> str:
+    """Where StepContext.refreshed keeps a file's refresh commands (a guest path is not the
+    node's path of the same name)."""
+    return path if side == "host" else f"guest:{path}"
+
+
+class FileStep(Step):
+    """One file on the node or in the guest: `before` (None: absent) becomes `after` (None:
+    removed). Refuses to write over a file that no longer holds `before` (`moved` says why);
+    keeps the old file beside it as PATH.pvefix-STAMP."""
+
+    def __init__(self, side: Side, path: str, before: str | None, after: str | None,
+                 change_ids: list[str], *, moved: str | None = None) -> None:
+        self.side = side
         self.path = path
         self.before = before
         self.after = after
-        self.id = f"file:{path}"
         self.change_ids = change_ids
+        self.kind = FILE_KIND[side]
+        self.id = f"file:{path}" if side == "host" else f"guest-file:{path}"
+        self.moved = moved or (f"changed {_WHERE[side]} since the snapshot was taken; pvefix "
+                               "does not write over someone else's edit")
+
+    @property
+    def label(self) -> str:
+        return _label(self.side, self.path)
 
     def summary(self) -> str:
-        return f"host file {self.path} ({', '.join(self.change_ids)})"
+        return f"{self.side} file {self.path} ({', '.join(self.change_ids)})"
 
     def backup_path(self, ctx: StepContext) -> str:
         return f"{self.path}.pvefix-{ctx.backup_suffix}"
 
     def intent(self, ctx: StepContext) -> dict[str, Any]:
-        return {
+        intent: dict[str, Any] = {
             "kind": self.kind, "path": self.path,
             "sha_before": None if self.before is None else sha256_text(self.before),
-            "sha_after": sha256_text(self.after), "backup": self.backup_path(ctx),
-            "changes": self.change_ids,
+            "sha_after": None if self.after is None else sha256_text(self.after),
+            "backup": self.backup_path(ctx), "changes": self.change_ids,
         }
+        if self.side == "guest":
+            intent["via"] = ctx.files(self.side).where
+        return intent
 
     def do(self, ctx: StepContext) -> dict[str, Any]:
-        current = ctx.remote.read_file(self.path)
+        target = ctx.files(self.side)
+        current = target.read_file(self.path)
         if current != self.before:
-            raise RefusedError(
-                "changed on the host since the snapshot was taken; pvefix does not write over "
-                "someone else's edit", source=self.path,
-            )
+            raise RefusedError(self.moved, source=self.label)
         if current is not None:
-            # A dated copy stays on the host: the way back even without pvefix.
-            ctx.remote.check(["cp", "-p", self.path, self.backup_path(ctx)])
-        ctx.remote.write_file(self.path, self.after)
-        written = ctx.remote.read_file(self.path)
-        if written != self.after:
+            # A dated copy stays beside it: the way back even without pvefix.
+            check(target, ["cp", "-p", self.path, self.backup_path(ctx)])
+        self._put(target, self.after)
+        return {"sha256": None if self.after is None else sha256_text(self.after),
+                "backup": self.backup_path(ctx) if current is not None else None}
+
+    def _put(self, target: FileTarget, text: str | None) -> None:
+        if text is None:
+            check(target, ["rm", "-f", self.path])
+        else:
+            target.replace_file(self.path, text)
+        if target.read_file(self.path) != text:
             raise PvefixError("the file reads back different from what was written",
-                              source=self.path)
-        return {"sha256": sha256_text(self.after)}
+                              source=self.label)
 
     def undo(self, ctx: StepContext) -> str | None:
-        current = ctx.remote.read_file(self.path)
-        refresh = ctx.refreshed.get(self.path, [])
+        target = ctx.files(self.side)
+        key = refresh_key(self.side, self.path)
+        refresh = ctx.refreshed.get(key, [])
+        current = target.read_file(self.path)
         if current == self.before and not refresh:
             return None
         if current not in (self.before, self.after):
             # Compare-and-swap: only what pvefix wrote is put back.
             raise UndoConflict(
                 "holds neither what pvefix wrote nor what was there before: another writer"
-                " changed it; left as it is", source=self.path,
+                " changed it; left as it is", source=self.label,
             )
         if current != self.before:
-            if self.before is None:
-                ctx.remote.check(["rm", "-f", self.path])
-            else:
-                ctx.remote.write_file(self.path, self.before)
+            self._put(target, self.before)
         for argv in refresh:
-            ctx.remote.check(argv)
-        ctx.refreshed.pop(self.path, None)
+            check(target, argv, REFRESH_TIMEOUT_S)
+        ctx.refreshed.pop(key, None)
         again = f", then `{' '.join(refresh[0])}` again" if refresh else ""
-        return f"host file {self.path} restored{again}"
+        return f"{self.side} file {self.path} restored{again}"
 
     def verify(self, ctx: StepContext) -> str | None:
-        if ctx.remote.read_file(self.path) != self.after:
-            return f"{self.path} does not hold the planned text"
+        if ctx.files(self.side).read_file(self.path) != self.after:
+            return f"{self.label} does not hold the planned text"
         return None
 
 
 class RefreshStep(Step):
-    kind = "refresh"
+    """The boot loader refresh after `files` changed, on the node or in the guest."""
 
-    def __init__(self, argv: list[str], files: list[str]) -> None:
+    def __init__(self, side: Side, argv: list[str], files: list[str]) -> None:
+        self.side = side
         self.argv = argv
         self.files = files
-        self.id = "refresh:" + " ".join(argv)
+        self.kind = REFRESH_KIND[side]
+        self.id = f"{self.kind}:" + " ".join(argv)
 
     def summary(self) -> str:
-        return f"boot loader: {' '.join(self.argv)}"
+        where = "boot loader" if self.side == "host" else "guest boot loader"
+        return f"{where}: {' '.join(self.argv)}"
 
     def intent(self, ctx: StepContext) -> dict[str, Any]:
         return {"kind": self.kind, "argv": self.argv, "files": self.files}
 
     def do(self, ctx: StepContext) -> dict[str, Any]:
         for path in self.files:  # before running: a half-done refresh must be redone on undo
-            ctx.refreshed.setdefault(path, []).append(self.argv)
-        result = ctx.remote.check(self.argv)
+            ctx.refreshed.setdefault(refresh_key(self.side, path), []).append(self.argv)
+        result = check(ctx.files(self.side), self.argv, REFRESH_TIMEOUT_S)
         return {"exit": result.exit_code}
 
     def undo(self, ctx: StepContext) -> str | None:
@@ -261,51 +311,55 @@ def build_steps(plan: Plan, phase: Phase, snapshot: Snapshot, *,
     the VM config, then the boot loader refresh, then the guest's file and refresh (`guest`:
     there is a way into it; else they are left to the admin), then what is left to the
     admin."""
-    from pvefix.executor.guest_steps import (
-        DEFAULT_REFRESH,
-        GUEST_GRUB,
-        GuestFileStep,
-        GuestRefreshStep,
-    )
-
-    guest_files: dict[str, list[str]] = {}
-    guest_refresh: dict[tuple[str, ...], list[str]] = {}
     vm_steps: list[Step] = []
-    files: dict[str, list[str]] = {}
-    refresh: dict[tuple[str, ...], list[str]] = {}
+    files: dict[tuple[Side, str], list[str]] = {}
+    refresh: dict[tuple[Side, tuple[str, ...]], list[str]] = {}
     manual: list[Step] = []
     for change in phase.changes:
         if change.target == "vm-config":
             vm_steps.append(VmConfigStep(change))
         elif change.target == "host-cmdline":
-            if change.file is None or change.file not in plan.host_files_after:
+            if change.file not in plan.host_files_after:
                 raise PvefixError(f"change {change.id} names no file the plan can write")
-            files.setdefault(change.file, []).append(change.id)
-            if change.refresh_command:
-                paths = refresh.setdefault(tuple(change.refresh_command), [])
-                if change.file not in paths:
-                    paths.append(change.file)
-        elif change.target == "guest-cmdline" and guest:
-            path = change.file or GUEST_GRUB
-            guest_files.setdefault(path, []).append(change.id)
-            paths = guest_refresh.setdefault(tuple(change.refresh_command or DEFAULT_REFRESH),
-                                             [])
-            if path not in paths:
-                paths.append(path)
-        else:  # guest-cmdline without a way into the guest, and manual steps
+            _add(files, refresh, "host", change.file, change.id, change.refresh_command)
+        elif change.target == "guest-cmdline":
+            if not guest:
+                manual.append(ManualStep(change))
+                continue
+            if snapshot.guest_file_text(change.file) is None:
+                raise PvefixError(f"the guest has no {change.file}: pvefix cannot edit its "
+                                  "cmdline (do it by hand, see `pvefix plan` without guest "
+                                  "access)")
+            if change.file not in plan.guest_files_after:
+                raise PvefixError(f"change {change.id} names no guest file the plan can write")
+            _add(files, refresh, "guest", change.file, change.id,
+                 change.refresh_command or list(DEFAULT_GUEST_REFRESH))
+        elif change.target == "manual":
             manual.append(ManualStep(change))
-    file_steps: list[Step] = [
-        HostFileStep(path, snapshot.file_text(path), plan.host_files_after[path], ids)
-        for path, ids in files.items()
-    ]
-    refresh_steps: list[Step] = [RefreshStep(list(argv), paths) for argv, paths in
-                                 refresh.items()]
-    guest_steps: list[Step] = []
-    for path, ids in guest_files.items():
-        text = snapshot.guest_file_text(path)
-        if text is None:
-            raise PvefixError(f"the guest has no {path}: pvefix cannot edit its cmdline (do it "
-                              "by hand, see `pvefix plan` without guest access)")
-        guest_steps.append(GuestFileStep(path, text, ids))
-    guest_steps += [GuestRefreshStep(list(argv), paths) for argv, paths in guest_refresh.items()]
-    return [*vm_steps, *file_steps, *refresh_steps, *guest_steps, *manual]
+        else:
+            assert_never(change)
+    ordered: list[Step] = []
+    for side in ("host", "guest"):
+        ordered += [FileStep(side, path, _before(snapshot, side, path), _after(plan, side, path),
+                             ids) for (on, path), ids in files.items() if on == side]
+        ordered += [RefreshStep(side, list(argv), paths)
+                    for (on, argv), paths in refresh.items() if on == side]
+    return [*vm_steps, *ordered, *manual]
+
+
+def _add(files: dict[tuple[Side, str], list[str]],
+         refresh: dict[tuple[Side, tuple[str, ...]], list[str]], side: Side, path: str,
+         change_id: str, argv: list[str] | None) -> None:
+    files.setdefault((side, path), []).append(change_id)
+    if argv:
+        paths = refresh.setdefault((side, tuple(argv)), [])
+        if path not in paths:
+            paths.append(path)
+
+
+def _before(snapshot: Snapshot, side: Side, path: str) -> str | None:
+    return snapshot.file_text(path) if side == "host" else snapshot.guest_file_text(path)
+
+
+def _after(plan: Plan, side: Side, path: str) -> str:
+    return plan.host_files_after[path] if side == "host" else plan.guest_files_after[path]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -28,13 +28,9 @@ class Risk(_Frozen):
     mitigation: str | None = None
 
 
-class Change(_Frozen):
-    """One change: where, what before and after, why, the risk, the evidence and the way back.
-
-    For vm-config changes `before`/`after` are the values as Proxmox stores them (None when
-    absent). For host-cmdline and guest-cmdline changes they are the whole command line, and
-    `file` names the file that holds it.
-    """
+class _ChangeBase(_Frozen):
+    """What every change has: where, what before and after, why, the risk, the evidence and
+    the way back. The kinds below narrow `target` (the discriminator) and their own fields."""
 
     id: str
     rule: str
@@ -53,6 +49,47 @@ class Change(_Frozen):
     needs_root_pam: bool = False
     commands: list[str] = Field(default_factory=list, description="manual steps, exact commands")
     effect: str | None = Field(default=None, description="what it will and will not do")
+
+
+class VmConfigChange(_ChangeBase):
+    """One key of the VM config; `before`/`after` are the values as Proxmox stores them (None
+    when absent)."""
+
+    target: Literal["vm-config"] = "vm-config"
+    file: None = None
+    refresh_command: None = None
+
+
+class HostCmdlineChange(_ChangeBase):
+    """The host kernel's command line: `before`/`after` are the whole line, `file` holds it
+    (its whole text before and after is in the plan's host_files_before/after), and
+    `refresh_command` makes the boot loader read it."""
+
+    target: Literal["host-cmdline"] = "host-cmdline"
+    file: str
+
+
+class GuestCmdlineChange(_ChangeBase):
+    """The guest kernel's command line, changed through a way into the guest: `before`/`after`
+    are the whole line, `file` holds it (its whole text before and after is in the plan's
+    guest_files_before/after), and `refresh_command` runs in the guest."""
+
+    target: Literal["guest-cmdline"] = "guest-cmdline"
+    file: str
+
+
+class ManualChange(_ChangeBase):
+    """What pvefix does not do itself: `commands` are the exact steps for the admin."""
+
+    target: Literal["manual"] = "manual"
+
+
+Change = Annotated[
+    VmConfigChange | HostCmdlineChange | GuestCmdlineChange | ManualChange,
+    Field(discriminator="target"),
+]
+"""One change of a plan, one model per kind (`target`): dispatchers end in `assert_never`, so
+mypy names a kind nobody handles."""
 
 
 class Finding(_Frozen):
@@ -79,7 +116,10 @@ class RuleResult(_Frozen):
     findings: list[Finding] = Field(default_factory=list)
     noop: str | None = None
     files_after: dict[str, str] = Field(
-        default_factory=dict, description="host or guest file path -> text after the changes"
+        default_factory=dict, description="host file path -> text after the changes"
+    )
+    guest_files_after: dict[str, str] = Field(
+        default_factory=dict, description="guest file path -> text after the changes"
     )
 
 
@@ -130,6 +170,10 @@ class Plan(_Frozen):
     config_after: str = Field(description="the VM config text once every phase is applied")
     host_files_before: dict[str, str] = Field(default_factory=dict)
     host_files_after: dict[str, str] = Field(default_factory=dict)
+    guest_files_before: dict[str, str] = Field(
+        default_factory=dict, description="guest file path -> its text as read (guest changes)")
+    guest_files_after: dict[str, str] = Field(
+        default_factory=dict, description="guest file path -> its text once the changes apply")
     options: PlanOptions = Field(default_factory=PlanOptions)
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)

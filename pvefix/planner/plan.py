@@ -163,8 +163,11 @@ def plan(state: HostState, options: PlanOptions | None = None) -> Plan:
     )
     noops = [Noop(rule=r.rule, reason=r.noop) for r in results if r.noop and not r.changes]
     files_after: dict[str, str] = {}
+    guest_after: dict[str, str] = {}
     for r in results:
         files_after.update(r.files_after)
+        guest_after.update(r.guest_files_after)
+    guest_read = state.guest.files if state.guest is not None else {}
     vm = state.vm
     return Plan(
         pvefix_version=__version__,
@@ -186,5 +189,7 @@ def plan(state: HostState, options: PlanOptions | None = None) -> Plan:
         config_after=_config_after(ctx, changes),
         host_files_before={p: state.file(p).text or "" for p in files_after},
         host_files_after=files_after,
+        guest_files_before={p: guest_read[p].text or "" for p in guest_after},
+        guest_files_after=guest_after,
         options=options,
     )

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from pvefix.errors import PvefixError
 from pvefix.planner.model import Change, Plan
-from pvefix.render.diff import unified
+from pvefix.render.diff import file_diffs, unified
 
 # templates/ at the top of the repository; pvefix/templates links to it, so a wheel carries it.
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
@@ -121,13 +121,7 @@ def render_plan_markdown(plan: Plan, templates: Path = TEMPLATES) -> str:
                     f"/etc/pve/nodes/{obs.node}/qemu-server/{obs.vmid}.conf",
                 )
             )
-        for file in sorted(
-            {c.file for c in phase.changes if c.target == "host-cmdline" and c.file}
-        ):
-            if file in plan.host_files_after:
-                parts.append(
-                    unified(plan.host_files_before.get(file, ""), plan.host_files_after[file], file)
-                )
+        parts += [diff for _, diff in file_diffs(plan, phase)]
         diffs[phase.number] = "".join(parts)
     return env.get_template("plan.md.j2").render(
         plan=plan,

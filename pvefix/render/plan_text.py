@@ -6,7 +6,7 @@ import textwrap
 
 from pvefix.planner.model import Change, Finding, Plan
 from pvefix.planner.rules.p2p import PHASE as P2P_PHASE
-from pvefix.render.diff import unified
+from pvefix.render.diff import file_diffs, unified
 
 _COLORS = {"red": "31", "yellow": "33", "green": "32", "cyan": "36", "bold": "1", "dim": "2"}
 _SEVERITY = {
@@ -176,14 +176,9 @@ def render_plan_text(plan: Plan, *, color: bool = False, config_path: str | None
                 lines += _diff_lines(diff, s)
                 lines.append("")
             vm_diff_shown = True
-        for file in sorted(
-            {c.file for c in phase.changes if c.target == "host-cmdline" and c.file}
-        ):
-            before = next((c.before for c in phase.changes if c.file == file), None)
-            after_text = plan.host_files_after.get(file)
-            if after_text is not None and before is not None:
-                diff = unified(plan.host_files_before.get(file, ""), after_text, file)
-                lines.append(f"  {file}:")
+        for label, diff in file_diffs(plan, phase):
+            if diff:
+                lines.append(f"  {label}:")
                 lines += _diff_lines(diff, s)
                 lines.append("")
     if plan.noops:

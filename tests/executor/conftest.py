@@ -11,11 +11,14 @@ from typing import Any
 
 import pytest
 
+from pvefix.commands.rollback_cmd import render_rollback
 from pvefix.connection.settings import Connection
-from pvefix.executor.apply import ApplyOptions, ApplyResult, apply_phase
+from pvefix.executor.apply import ApplyOptions
 from pvefix.executor.console import Console
 from pvefix.executor.journal import Hook
-from pvefix.executor.rollback import RollbackOptions, RollbackResult, run_rollback
+from pvefix.executor.rollback import RollbackOptions, RollbackResult
+from pvefix.flow.apply import ApplyResult, apply_phase
+from pvefix.flow.rollback import run_rollback
 from pvefix.planner.model import Plan
 from pvefix.sim.serve import ReadyInfo, Simulator, write_ready_file
 
@@ -89,8 +92,12 @@ class Node:
                  **options: Any) -> RollbackResult:
         cap = captured or Captured()
         opts = RollbackOptions(yes=True, task_timeout=10, **options)
-        return run_rollback(conn or self.conn(), self.state_dir, vmid, snapshot, opts,
-                            cap.console())
+        console = cap.console()
+        result = run_rollback(conn or self.conn(), self.state_dir, vmid, snapshot, opts,
+                              console)
+        for line in render_rollback(result):  # as `pvefix rollback` prints it
+            console.say(line)
+        return result
 
 
 @pytest.fixture

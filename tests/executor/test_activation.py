@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pvefix.executor.apply import ApplyFailed
+from pvefix.executor.transaction import ApplyFailed
 from pvefix.sources.live import read_live
 from tests.executor.conftest import Captured, Node
 

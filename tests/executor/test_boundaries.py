@@ -9,9 +9,9 @@ from collections.abc import Callable
 import pytest
 
 from pvefix.errors import PvefixError
-from pvefix.executor.apply import ApplyFailed
 from pvefix.executor.journal import Record
 from pvefix.executor.snapshot import list_snapshots
+from pvefix.executor.transaction import ApplyFailed
 from tests.executor.conftest import Captured, Node
 
 BOUNDARY_EVENTS = {"apply-start", "step-begin", "step-end", "verified", "activation-begin"}

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from pvefix.cli import app
-from pvefix.commands.plan_cmd import save_plan
 from pvefix.commands.run import run_app
 from pvefix.errors import EXIT_ERROR, EXIT_OK, EXIT_REFUSED
+from pvefix.flow.planfile import save_plan
 from pvefix.planner import plan as make_plan
 from pvefix.sources.live import read_live
 from tests.executor.conftest import Node

@@ -12,8 +12,10 @@ from collections.abc import Callable
 import pytest
 
 from pvefix.errors import RefusedError
-from pvefix.executor.apply import ApplyFailed, ApplyOptions, apply_phase
+from pvefix.executor.apply import ApplyOptions
 from pvefix.executor.remote import Remote
+from pvefix.executor.transaction import ApplyFailed
+from pvefix.flow.apply import apply_phase
 from pvefix.main import main
 from pvefix.planner import plan as make_plan
 from pvefix.planner.model import PlanOptions

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from pvefix.errors import EXIT_REFUSED, RefusedError
-from pvefix.executor.apply import load_plan_file
 from pvefix.executor.snapshot import list_snapshots
+from pvefix.flow.planfile import load_plan_file
 from pvefix.main import main
 from pvefix.planner import plan as make_plan
 from pvefix.sources.live import read_live

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from pvefix.executor.apply import UndoInterrupted, transaction
 from pvefix.executor.console import Console
+from pvefix.executor.transaction import UndoInterrupted, transaction
 
 
 class _Step:

@@ -6,12 +6,16 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from pvefix.executor.apply import ApplyFailed, ApplyOptions, apply_phase
-from pvefix.executor.rollback import RollbackOptions, run_rollback
+from pvefix.executor.apply import ApplyOptions
+from pvefix.executor.rollback import RollbackOptions
 from pvefix.executor.snapshot import list_snapshots
+from pvefix.executor.transaction import ApplyFailed
+from pvefix.flow.apply import apply_phase
+from pvefix.flow.rollback import run_rollback
 from pvefix.main import main
 from pvefix.sim.guest_tree import FAIL_UPDATE_GRUB
 from tests.executor.conftest import Captured, Node
@@ -45,6 +49,25 @@ def test_plan_with_the_guest_agent_plans_the_guest_cmdline_from_the_real_guest(
     assert guest["before"] == running
     assert guest["after"] == running + " pci=realloc"
     assert any("can't assign; no space" in e for e in guest["evidence"])
+
+
+def test_plan_shows_the_guest_grub_diff_in_text_markdown_and_json(
+    shared_node: Node, capsys: pytest.CaptureFixture[str]
+) -> None:
+    grub = (guest_root(shared_node) / "etc/default/grub").read_text()
+    args = ["plan", str(VMID), "--guest-agent", "--connection", str(shared_node.ready_file)]
+    main([*args, "--format", "json"])
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["guest_files_before"] == {"/etc/default/grub": grub}
+    after = plan["guest_files_after"]["/etc/default/grub"]
+    assert 'GRUB_CMDLINE_LINUX_DEFAULT="quiet pci=realloc"' in after
+    assert after.replace(" pci=realloc", "") == grub  # only the one option, the rest kept
+    for fmt in ("text", "markdown"):
+        main([*args, "--format", fmt])
+        out = capsys.readouterr().out
+        assert "--- a/etc/default/grub (in the guest)" in out, out
+        assert '+GRUB_CMDLINE_LINUX_DEFAULT="quiet pci=realloc"' in out, out
+        assert '-GRUB_CMDLINE_LINUX_DEFAULT="quiet"' in out, out
 
 
 def test_plan_without_guest_access_leaves_the_guest_to_the_admin(
@@ -108,6 +131,35 @@ def test_apply_refuses_a_guest_change_without_a_way_into_the_guest(shared_node: 
     with pytest.raises(RefusedError, match="--guest-agent or --guest-ssh-host"):
         apply_phase(shared_node.conn(), VMID, opts, Captured().console(), plan=plan)
     assert shared_node.conf(VMID) == conf_before
+
+
+def test_a_saved_plan_whose_guest_file_text_was_edited_is_refused_and_an_older_one_applies(
+    shared_node: Node, tmp_path: Path,
+) -> None:
+    from pvefix.errors import RefusedError
+    from pvefix.flow.planfile import load_plan_file, save_plan
+    from pvefix.planner import plan as make_plan
+    from pvefix.sources.live import read_live
+
+    data = make_plan(read_live(shared_node.conn(), VMID, guest=AGENT)).to_json_dict()
+    texts: Any = data["guest_files_after"]
+    texts["/etc/default/grub"] += "GRUB_INIT_TUNE=1\n"
+    before = guest_files(shared_node)
+    opts = ApplyOptions(phase=1, state_dir=shared_node.state_dir, yes=True, task_timeout=10)
+    tampered = load_plan_file(save_plan(data, str(tmp_path / "tampered.json")))
+    with pytest.raises(RefusedError, match="guest /etc/default/grub: the saved plan writes"):
+        apply_phase(shared_node.conn(), VMID, opts, Captured().console(), plan=tampered,
+                    guest=AGENT)
+    assert guest_files(shared_node) == before
+
+    del data["guest_files_before"], data["guest_files_after"]  # as written before they were
+    older = load_plan_file(save_plan(data, str(tmp_path / "older.json")))
+    result = apply_phase(shared_node.conn(), VMID, opts, Captured().console(), plan=older,
+                         guest=AGENT)
+    assert b"pci=realloc" in guest_files(shared_node)["etc/default/grub"]
+    run_rollback(shared_node.conn(), shared_node.state_dir, VMID, result.snapshot_id,
+                 RollbackOptions(yes=True, task_timeout=10), Captured().console())
+    assert guest_files(shared_node) == before
 
 
 def test_apply_verify_without_guest_options_is_refused_before_anything(

@@ -12,8 +12,8 @@ from typing import Any
 import jsonschema
 import pytest
 
-from pvefix.commands.plan_cmd import save_plan
 from pvefix.executor.snapshot import META_FILE, take_snapshot
+from pvefix.flow.planfile import save_plan
 from pvefix.hosttree import materialize_scenario
 from pvefix.main import main
 from pvefix.planner import plan as make_plan

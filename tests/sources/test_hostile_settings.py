@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from pvefix.connection.settings import ready_file_layer, resolve_connection
 from pvefix.connection.ssh import load_known_hosts
 from pvefix.errors import ParseError, PvefixError
-from pvefix.executor.apply import load_plan_file
+from pvefix.flow.planfile import load_plan_file
 from pvefix.main import main
 
 FUZZ = settings(max_examples=60, deadline=None,

@@ -28,10 +28,20 @@ VM-side fix only; a guest whose OS pvefix does not know gets a finding, not a gu
 
 from __future__ import annotations
 
-from pvefix.cmdline import Cmdline, ensure_pci_option, pci_realloc_state
+from pvefix.cmdline import Cmdline, GrubDefaultFile, ensure_pci_option, pci_realloc_state
+from pvefix.errors import PvefixError
 from pvefix.planner import mmio
 from pvefix.planner.context import Context, bar64_total
-from pvefix.planner.model import Change, Finding, Risk, RuleResult
+from pvefix.planner.model import (
+    Change,
+    Finding,
+    GuestCmdlineChange,
+    ManualChange,
+    Risk,
+    RuleResult,
+    VmConfigChange,
+)
+from pvefix.state import GRUB_DEFAULT
 
 NAME = "bar-space"
 GiB = mmio.GiB
@@ -175,7 +185,33 @@ def _rule(ctx: Context) -> RuleResult:
         else:
             reason = f"GPU BARs fit: {'; '.join(evidence)}"
         return RuleResult(rule=NAME, noop=reason, findings=findings)
-    return RuleResult(rule=NAME, changes=changes, findings=findings)
+    return RuleResult(rule=NAME, changes=changes, findings=findings,
+                      guest_files_after=_guest_files_after(ctx, changes))
+
+
+def guest_grub_after(text: str, path: str = GRUB_DEFAULT) -> str:
+    """The guest's GRUB defaults file with pci=realloc in effect: GrubDefaultFile handles the
+    quoting, `pci=realloc=off` and the rest of the file as for the host (ParseError if it
+    cannot)."""
+    grub = GrubDefaultFile.parse(text, f"guest {path}")
+    grub.ensure_pci_option("realloc")
+    return grub.render()
+
+
+def _guest_files_after(ctx: Context, changes: list[Change]) -> dict[str, str]:
+    """The guest files a guest-cmdline change rewrites, whole, as they will read afterwards (a
+    file pvefix did not read, or cannot parse, is left out: apply then refuses to edit it)."""
+    guest = ctx.state.guest
+    out: dict[str, str] = {}
+    for c in changes:
+        fact = guest.files.get(c.file) if guest is not None and c.file else None
+        if c.target != "guest-cmdline" or fact is None or fact.text is None:
+            continue
+        try:
+            out[c.file] = guest_grub_after(fact.text, c.file)
+        except PvefixError:
+            continue
+    return out
 
 
 def _unknown_finding(ctx: Context) -> Finding:
@@ -316,10 +352,9 @@ def _window_change(
             ),
         )
     )
-    change = Change(
+    change = VmConfigChange(
         id="vm.cpu.phys-bits",
         rule=NAME,
-        target="vm-config",
         key="cpu",
         before=cpu.raw,
         after=after,
@@ -435,21 +470,19 @@ def _guest_side(
     )
     if ctx.state.access.guest is not None:
         return [
-            Change(
+            GuestCmdlineChange(
                 id="guest.cmdline.pci_realloc",
-                target="guest-cmdline",
                 after=after_line or "pci=realloc",
                 inverse="remove pci=realloc from the guest's GRUB_CMDLINE_LINUX_DEFAULT and"
                 " run update-grub",
-                file="/etc/default/grub",
+                file=GRUB_DEFAULT,
                 refresh_command=["update-grub"],
                 **common,
             )
         ], []
     return [
-        Change(
+        ManualChange(
             id="guest.cmdline.pci_realloc",
-            target="manual",
             after=after_line or "... pci=realloc",
             inverse="remove pci=realloc again and run update-grub in the guest",
             commands=[

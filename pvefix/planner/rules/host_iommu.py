@@ -23,7 +23,7 @@ from pvefix.cmdline.files import GRUB_LINUX, GRUB_LINUX_DEFAULT
 from pvefix.cmdline.grubd import GrubConfig, duplicates, is_dropin, same_as_running
 from pvefix.errors import PvefixError
 from pvefix.planner.context import Context
-from pvefix.planner.model import Change, Finding, Risk, RuleResult
+from pvefix.planner.model import Change, Finding, HostCmdlineChange, ManualChange, Risk, RuleResult
 from pvefix.state import GRUB_DEFAULT, KERNEL_CMDLINE, PROC_CMDLINE
 
 NAME = "host-iommu"
@@ -76,10 +76,9 @@ def rule(ctx: Context) -> RuleResult:
         return RuleResult(
             rule=NAME,
             changes=[
-                Change(
+                ManualChange(
                     id="host.cmdline.create",
                     rule=NAME,
-                    target="manual",
                     key="iommu",
                     before=None,
                     after=f"{base} iommu=pt".strip(),
@@ -187,7 +186,6 @@ def rule(ctx: Context) -> RuleResult:
     line_before = " ".join(t.raw for t in configured.tokens)
     common = {
         "rule": NAME,
-        "target": "host-cmdline",
         "disruption": "host-reboot",
         "file": path,
         "refresh_command": refresh,
@@ -202,7 +200,7 @@ def rule(ctx: Context) -> RuleResult:
             return RuleResult(rule=NAME, noop=str(exc), findings=findings)
         line_after = _effective_after(grub, path, editor)
         changes.append(
-            Change(
+            HostCmdlineChange(
                 id="host.cmdline.amd_iommu",
                 key="amd_iommu",
                 before=line_before,
@@ -232,7 +230,7 @@ def rule(ctx: Context) -> RuleResult:
             return RuleResult(rule=NAME, noop=str(exc), findings=findings)
         line_after = _effective_after(grub, path, editor)
         changes.append(
-            Change(
+            HostCmdlineChange(
                 id="host.cmdline.iommu_pt",
                 key="iommu",
                 before=line_before,

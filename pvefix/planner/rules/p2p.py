@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pvefix.errors import ValidationError
 from pvefix.planner import mmio
 from pvefix.planner.context import Context, Passed
-from pvefix.planner.model import Change, Finding, Risk, RuleResult
+from pvefix.planner.model import Change, Finding, Risk, RuleResult, VmConfigChange
 from pvefix.planner.rules import topology
 from pvefix.vmconfig import HostPci, PropertyString
 from pvefix.vmconfig.args import MAX_CLIQUE, clique_map, merge_cliques
@@ -309,8 +309,8 @@ def _guards(ctx: Context, a: Assessment, earlier: list[Change],
         ps = PropertyString.parse(a.hidden_cpu, "cputype")
         ps.delete("hidden")
         after = ps.render() or None
-        out.append(Change(
-            id="p2p.cpu.hidden", rule=NAME, target="vm-config", key="cpu",
+        out.append(VmConfigChange(
+            id="p2p.cpu.hidden", rule=NAME, key="cpu",
             before=a.hidden_cpu, after=after,
             reason="hidden=1 makes Proxmox add kvm=off to -cpu: the guest driver then cannot see"
                    " that it runs in a VM and ignores the clique.",
@@ -328,8 +328,8 @@ def _guards(ctx: Context, a: Assessment, earlier: list[Change],
         ps = PropertyString.parse(raw, "host")
         ps.delete("x-vga")
         named = p.key in ctx.options.clique_map
-        out.append(Change(
-            id=f"p2p.{p.key}.x-vga", rule=NAME, target="vm-config", key=p.key,
+        out.append(VmConfigChange(
+            id=f"p2p.{p.key}.x-vga", rule=NAME, key=p.key,
             before=raw, after=ps.render(),
             reason="x-vga=1 makes Proxmox add kvm=off to -cpu for the whole VM, so no GPU can"
                    " join a clique; "
@@ -355,8 +355,8 @@ def _guards(ctx: Context, a: Assessment, earlier: list[Change],
         free = [k for k in _free_keys(a, taken)][: len(others)]
         if len(free) < len(others):
             continue  # reported by _block_findings through the split list
-        main = Change(
-            id=f"p2p.{key}.function0", rule=NAME, target="vm-config", key=key,
+        main = VmConfigChange(
+            id=f"p2p.{key}.function0", rule=NAME, key=key,
             before=raw, after=ps.render(),
             reason=f"{key} passes every function of {entry.hosts[0]}: QEMU then ids them {key}.0,"
                    f" {key}.1, ... and `-set device.{key}` cannot address the GPU.",
@@ -374,8 +374,8 @@ def _guards(ctx: Context, a: Assessment, earlier: list[Change],
             value = fn[5:] if entry.hosts[0].count(":") == 1 else fn
             if entry.pcie:
                 value += ",pcie=1"
-            out.append(Change(
-                id=f"p2p.{new_key}.function{fn[-1]}", rule=NAME, target="vm-config",
+            out.append(VmConfigChange(
+                id=f"p2p.{new_key}.function{fn[-1]}", rule=NAME,
                 key=new_key, before=None, after=value,
                 reason=f"function {fn} was passed with {key}; it stays passed, as its own entry"
                        " without a clique.",
@@ -390,8 +390,8 @@ def _guards(ctx: Context, a: Assessment, earlier: list[Change],
 def _args_change(ctx: Context, a: Assessment, before: str | None, after: str | None,
                  cliques: dict[str, int], requires: list[str]) -> Change:
     added = {k: v for k, v in cliques.items() if clique_map(before).get(k) != v}
-    return Change(
-        id="p2p.args", rule=NAME, target="vm-config", key="args", before=before, after=after,
+    return VmConfigChange(
+        id="p2p.args", rule=NAME, key="args", before=before, after=after,
         reason="The clique capability tells the guest NVIDIA driver which passed GPUs may use"
                " P2P; Proxmox sets it only through args (-set device.hostpciN.x-nv-gpudirect-"
                "clique=C). Cliques: " + a.basis + ".",

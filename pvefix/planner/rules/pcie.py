@@ -14,7 +14,7 @@ activated before it. Undo: remove `,pcie=1` (restart again).
 from __future__ import annotations
 
 from pvefix.planner.context import Context
-from pvefix.planner.model import Change, Risk, RuleResult
+from pvefix.planner.model import Change, Risk, RuleResult, VmConfigChange
 from pvefix.planner.rules import q35
 
 NAME = "pcie"
@@ -36,10 +36,9 @@ def rule(ctx: Context) -> RuleResult:
         after = p.entry.with_option("pcie", "1")
         names = sorted({d.address for d in p.devices if d.is_display})
         changes.append(
-            Change(
+            VmConfigChange(
                 id=f"vm.{p.key}.pcie",
                 rule=NAME,
-                target="vm-config",
                 key=p.key,
                 before=before,
                 after=after,

@@ -16,7 +16,7 @@ the AHCI controller. Undo: set the old machine value back (restart again).
 from __future__ import annotations
 
 from pvefix.planner.context import Context
-from pvefix.planner.model import Change, Finding, Risk, RuleResult
+from pvefix.planner.model import Finding, Risk, RuleResult, VmConfigChange
 
 NAME = "q35"
 CHANGE_ID = "vm.machine.q35"
@@ -116,10 +116,9 @@ def rule(ctx: Context) -> RuleResult:
     ]
     if ctx.state.vm.running_machine:
         evidence.append(f"running-machine: {ctx.state.vm.running_machine}")
-    change = Change(
+    change = VmConfigChange(
         id=CHANGE_ID,
         rule=NAME,
-        target="vm-config",
         key="machine",
         before=before,
         after=after,

@@ -1,0 +1,136 @@
+"""The apply's transaction: steps started inside it are undone, in reverse, through their
+own compare-and-swap undo when anything fails (a second Ctrl-C stops the undo and says what
+is still changed); the result is an undo report the error carries."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+from pvefix.digest import sha1_text
+from pvefix.errors import PvefixError, RefusedError
+from pvefix.executor import checks
+from pvefix.executor.console import Console
+from pvefix.executor.journal import Journal
+from pvefix.executor.remote import vm_conf_path
+from pvefix.executor.snapshot import Snapshot
+from pvefix.executor.steps import Step, StepContext, UndoConflict
+
+
+class ApplyFailed(PvefixError):
+    """A step failed; the steps done were undone (the message lists them)."""
+
+
+@contextlib.contextmanager
+def transaction(ctx: StepContext, journal: Journal, console: Console,
+                snapshot: Snapshot) -> Iterator[list[Step]]:
+    """Yield the list of started steps; on ANY exception undo them in reverse and re-raise
+    (RefusedError stays a refusal, Ctrl-C stays Ctrl-C) with the undo report."""
+    started: list[Step] = []
+    try:
+        yield started
+    except BaseException as exc:
+        try:
+            undone, failures = undo_steps(started, ctx, journal, console)
+        except UndoInterrupted as again:
+            # A second Ctrl-C: stop, but say exactly what is still changed and how to undo it.
+            journal.record("apply-end", status="interrupted-undo", remaining=again.remaining)
+            console.progress(interrupted_undo_report(again, snapshot))
+            raise
+        exact = _restore_exact(ctx, snapshot, journal)
+        if exact:
+            undone.append(exact)
+        status = "failed" if failures else "undone"
+        journal.record("apply-end", status=status, error=str(exc))
+        report = _undo_report(exc, undone, failures, snapshot)
+        console.progress(report)
+        if isinstance(exc, RefusedError) or any(f.endswith("[conflict]") for f in failures):
+            raise RefusedError(f"{exc}\n{report}") from exc
+        if isinstance(exc, PvefixError):
+            raise ApplyFailed(f"{exc}\n{report}") from exc
+        if isinstance(exc, Exception):
+            raise ApplyFailed(f"{type(exc).__name__}: {exc}\n{report}") from exc
+        raise
+
+
+class UndoInterrupted(KeyboardInterrupt):
+    """Ctrl-C while undoing: `remaining` are the summaries of the steps still in place."""
+
+    def __init__(self, undone: list[str], remaining: list[str]) -> None:
+        self.undone = undone
+        self.remaining = remaining
+        super().__init__("interrupted while undoing")
+
+
+def interrupted_undo_report(again: UndoInterrupted, snapshot: Snapshot) -> str:
+    lines = ["interrupted again while undoing: the undo stopped."]
+    lines.append("undone: " + ("; ".join(again.undone) if again.undone else "nothing yet"))
+    lines.append("STILL CHANGED (not undone): " + "; ".join(again.remaining))
+    lines.append(f"undo them with: pvefix rollback {snapshot.meta.vmid} --snapshot "
+                 f"{snapshot.id}")
+    return "\n".join(lines)
+
+
+def undo_steps(started: list[Step], ctx: StepContext, journal: Journal,
+               console: Console) -> tuple[list[str], list[str]]:
+    undone: list[str] = []
+    failures: list[str] = []
+    todo = list(reversed(started))
+    for index, step in enumerate(todo):
+        journal.record("undo-begin", step=step.id, kind=step.kind)
+        try:
+            what = step.undo(ctx)
+        except KeyboardInterrupt:
+            # This step may or may not be undone: it is listed as still changed.
+            raise UndoInterrupted(undone, [s.summary() for s in todo[index:]]) from None
+        except UndoConflict as exc:
+            # Another writer's change: stop undoing (earlier steps may depend on it).
+            failures.append(f"{step.id}: {exc} [conflict]")
+            journal.record("undo-failed", step=step.id, error=str(exc), conflict=True)
+            break
+        except Exception as exc:  # keep undoing the rest; report what could not be
+            failures.append(f"{step.id}: {exc}")
+            journal.record("undo-failed", step=step.id, error=str(exc))
+            continue
+        journal.record("undo-end", step=step.id, undone=what)
+        if what:
+            undone.append(what)
+            console.progress(f"undone: {what}")
+    return undone, failures
+
+
+def _restore_exact(ctx: StepContext, snapshot: Snapshot, journal: Journal) -> str | None:
+    """After undoing through the API the values are back; put back the exact bytes too when
+    the file differs only in form (never over someone else's edit)."""
+    if not ctx.remote.has_ssh or snapshot.meta.vm.config_source != "file":
+        return None
+    try:
+        path = vm_conf_path(snapshot.meta.node, snapshot.meta.vmid)
+        raw = ctx.remote.read_file(path)
+        text = snapshot.vm_config_text()
+        if raw is None or raw == text or not checks.same_content(raw, text):
+            return None
+        journal.record("restore-begin", kind="vm-config", method="file", path=path,
+                       digest=snapshot.meta.vm.digest)
+        ctx.remote.write_file(path, text)
+        journal.record("restore-end", kind="vm-config", digest=sha1_text(text))
+        return f"VM {snapshot.meta.vmid} config bytes restored (digest {sha1_text(text)})"
+    except PvefixError:
+        return None
+
+
+def _undo_report(exc: BaseException, undone: list[str], failures: list[str],
+                 snapshot: Snapshot) -> str:
+    lines = [f"apply stopped: {exc}" if not isinstance(exc, KeyboardInterrupt)
+             else "apply interrupted"]
+    lines.append("undone, in reverse order: " + ("; ".join(undone) if undone else
+                                                  "nothing had been written"))
+    if failures:
+        lines.append("COULD NOT UNDO: " + "; ".join(failures))
+        lines.append(f"restore by hand or with: pvefix rollback {snapshot.meta.vmid} "
+                     f"--snapshot {snapshot.id}"
+                     + (" --force (it overwrites the other writer's change)"
+                        if any(f.endswith("[conflict]") for f in failures) else ""))
+    return "\n".join(lines)
+
+

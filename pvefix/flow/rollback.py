@@ -1,0 +1,102 @@
+"""`pvefix rollback`, as a flow: pick the snapshot, read the target (and the guest's files the
+apply changed, through the way into the guest), refuse when it moved in ways the apply did not
+make (unless --force), show what will be restored, confirm, then let the executor restore it
+under the VM lock (pvefix.executor.rollback.restore_snapshot). Returns the result; the command
+renders it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pvefix.connection.settings import Connection
+from pvefix.errors import RefusedError
+from pvefix.executor.checks import config_diff, moved_since
+from pvefix.executor.console import Console
+from pvefix.executor.filetarget import GuestFiles
+from pvefix.executor.locks import vm_lock
+from pvefix.executor.remote import Remote
+from pvefix.executor.rollback import (
+    RollbackOptions,
+    RollbackResult,
+    guest_changes,
+    guest_for,
+    guest_moved,
+    restore_snapshot,
+    what_differs,
+)
+from pvefix.executor.snapshot import Snapshot, find_snapshot
+from pvefix.verify.channel import GuestChannel
+from pvefix.verify.guest import GuestAccess
+
+
+def run_rollback(conn: Connection, state_dir: Path, vmid: int | None, snapshot_id: str | None,
+                 options: RollbackOptions, console: Console,
+                 guest: GuestAccess | None = None) -> RollbackResult:
+    """`pvefix rollback`: pick the snapshot, refuse if the target moved, confirm, restore."""
+    from pvefix.connection.nodes import cluster_identity
+
+    snapshot = find_snapshot(state_dir, snapshot_id, vmid, cluster_identity(conn))
+    meta = snapshot.meta
+    target = conn.model_copy(update={"node": conn.node or meta.node})
+    touched, _ = guest_changes(snapshot)
+    if not touched:
+        return _run_rollback(target, snapshot, options, console, None, state_dir)
+    from pvefix.verify.take import open_channel
+
+    channel = open_channel(target, guest_for(snapshot, guest), meta.vmid)
+    try:
+        files = GuestFiles(channel)
+        current = {path: files.read_file(path) for path in sorted(touched)}
+        return _run_rollback(target, snapshot, options, console, (channel, current),
+                             state_dir)
+    finally:
+        channel.close()
+
+
+def _run_rollback(conn: Connection, snapshot: Snapshot, options: RollbackOptions,
+                  console: Console,
+                  guest: tuple[GuestChannel, dict[str, str | None]] | None,
+                  state_dir: Path) -> RollbackResult:
+    from pvefix.sources.live import read_live
+
+    meta = snapshot.meta
+    live = read_live(conn, meta.vmid)
+    differs = what_differs(snapshot, live)
+    guest_differs = [] if guest is None else [
+        p for p, text in guest[1].items() if text != snapshot.guest_file_text(p)]
+    console.say(f"snapshot {meta.id} (VM {meta.vmid}, phase {meta.phase}, {meta.created_at}, "
+                f"{snapshot.status()})")
+    if (not differs.vm_differs and not differs.files and not guest_differs
+            and not options.restart):
+        return RollbackResult(snapshot_id=meta.id, vmid=meta.vmid, restored=[],
+                              notes=["already as the snapshot"], already=True)
+    moved = moved_since(snapshot, live) + ([] if guest is None else
+                                           guest_moved(snapshot, guest[1]))
+    diff = config_diff(live.vm.config_text, snapshot.vm_config_text(),
+                       f"VM {meta.vmid} now", f"snapshot {meta.id}")
+    if moved and not options.force:
+        raise RefusedError(
+            "the target has changed since the apply this snapshot belongs to, in ways pvefix "
+            "did not make:\n  " + "\n  ".join(moved)
+            + (f"\n{diff}" if diff else "")
+            + "\nnothing was written; look at the changes, then re-run with --force to restore "
+              "the snapshot over them",
+            source=f"snapshot {meta.id}",
+        )
+    if diff:
+        console.say(diff.rstrip("\n"))
+    for path in differs.files:
+        record = snapshot.file_record(path)
+        console.say(f"{path}: will be restored (sha256 {record.sha256 if record else '?'})")
+    for path in guest_differs:
+        console.say(f"guest {path}: will be restored")
+    if not options.yes and not console.confirm(f"Roll VM {meta.vmid} back to {meta.id}?"):
+        raise RefusedError("not confirmed: nothing was written (use --yes to confirm)")
+    remote = Remote(conn, meta.node)
+    remote.on_warning = console.progress
+    try:
+        with vm_lock(state_dir, remote, meta.vmid, "rollback", console.progress):
+            return restore_snapshot(remote, snapshot, live, options, console.progress, guest,
+                                    forced=bool(moved))
+    finally:
+        remote.close()
