@@ -33,13 +33,10 @@ HERE = Path(__file__).resolve().parent
 
 
 def _desired_for_tree(root: Path) -> Any:
-    from pvefix.desired import desired_from_state
-    from pvefix.desired.store import merge
+    from pvefix.desired.tree import desired_from_tree
     from pvefix.hosttree.tree import load_tree
-    from pvefix.sources.bundle import read_tree
 
-    tree = load_tree(root)
-    return merge([(str(v), desired_from_state(read_tree(tree, v))) for v in sorted(tree.vms())])
+    return desired_from_tree(load_tree(root))
 
 
 class Sim:

@@ -30,16 +30,16 @@ _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 
 
 
-def _generate_large(dest: Path, **kwargs: Any) -> None:
+def _generate_large(dest: Path, *args: Any, **kwargs: Any) -> None:
     from pvefix.hosttree.large import generate_large
 
-    generate_large(dest, **kwargs)
+    generate_large(dest, *args, **kwargs)
 
 
-def _generate_cluster3(dest: Path, **kwargs: Any) -> None:
+def _generate_cluster3(dest: Path, *args: Any, **kwargs: Any) -> None:
     from pvefix.hosttree.cluster3 import generate_cluster3
 
-    generate_cluster3(dest, **kwargs)
+    generate_cluster3(dest, *args, **kwargs)
 
 
 # The generators' modules load when a scenario is made, not when a host tree is read.
