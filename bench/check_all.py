@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -97,7 +98,8 @@ def main() -> int:
     from pvefix.sim.serve import spawn_simulator
 
     lat = args.latency_ms
-    out: dict[str, Any] = {"scenario": "large", "vms": args.vms, "latency_ms": lat}
+    out: dict[str, Any] = {"scenario": "large", "vms": args.vms, "latency_ms": lat,
+                           "load_before": round(os.getloadavg()[0], 2)}
     with tempfile.TemporaryDirectory(prefix="pvefix-bench-check-") as tmp:
         base = Path(tmp)
         start = time.perf_counter()
@@ -129,6 +131,7 @@ def main() -> int:
                 return json.loads(done.stdout)
 
             sim.latency(0)
+            bulk()  # warm-up, not timed: the simulator's and the client's first-run costs
             t0, _, report = _timed(sim, args.repeat, bulk)
             assert report.read_path == "bulk" and report.exit_code == 0, report.notes
             sim.latency(lat)
@@ -165,12 +168,14 @@ def main() -> int:
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(timeout=60)
+    out["load_after"] = round(os.getloadavg()[0], 2)
     b = out["bulk"]
     if args.json:
         print(json.dumps(out))
         return 0
     print(f"pvefix check --all: {args.vms} VMs on 8 nodes (large), {lat} ms per request/command,"
-          f" simulator up in {out['sim_start_s']} s")
+          f" simulator up in {out['sim_start_s']} s; load average {out['load_before']} before,"
+          f" {out['load_after']} after ({os.cpu_count()} CPUs)")
     print(f"  bulk path: {b['t_s']} s at {lat} ms, {b['t0_s']} s at 0 ms -> "
           f"{b['round_trips']} sequential round trips (target <= 6); simulator counted "
           f"{b['waves']} waves, {b['api_requests']} API requests, {b['ssh_connections']} SSH "
