@@ -58,6 +58,9 @@ class Shell(Protocol):
 
 
 Progress = Callable[[int, int], None]
+# The other nodes' own SSH sessions, found when the read starts (it may ask the API where the
+# nodes are): node name -> how to open a shell on it.
+NodeShells = Callable[[], Mapping[str, Callable[[], Shell]]]
 
 
 @dataclass
@@ -72,15 +75,19 @@ class ClusterRead:
     elapsed_s: float = 0.0
     path: str = "per-vm"  # "bulk": configs over SSH from pmxcfs; "per-vm": one API read each
     api_vm_reads: int = 0  # VMs read one by one through the API
+    node_sessions: int = 0  # other nodes read through their own SSH sessions, in parallel
 
     def path_note(self) -> str:
+        nodes = (f"; host cmdlines of {self.node_sessions} more node(s) through their own SSH "
+                 "sessions, in parallel" if self.node_sessions else "")
         if self.path == "bulk":
             extra = (f"; {self.api_vm_reads} VM(s) read through the API"
                      if self.api_vm_reads else "")
             return ("read path: bulk (every VM config in one SSH command from "
-                    f"/etc/pve/nodes on node {self.ssh_node}, run states in one API wave{extra})")
+                    f"/etc/pve/nodes on node {self.ssh_node}, run states in one API wave{extra}"
+                    f"{nodes})")
         return (f"read path: per-VM API reads ({self.api_vm_reads} VM(s), bounded concurrency"
-                f"{'' if self.ssh_node else '; no SSH'})")
+                f"{'' if self.ssh_node else '; no SSH'}{nodes})")
 
 
 def node_from_commands(results: Sequence[CommandResult]) -> tuple[str, ObservedNode]:
@@ -112,11 +119,14 @@ def read_cluster(
     workers: int = DEFAULT_WORKERS,
     progress: Progress | None = None,
     bulk: bool = True,
+    node_shells: NodeShells | None = None,
 ) -> ClusterRead:
     """Read `vmids` (every VM of the cluster when None) and the SSH node's host facts.
 
     With `bulk` and a shell, the configs come over SSH in one command (see the module doc);
     VMs it does not hold (or all, when it fails) are read through the API, one by one.
+    `node_shells` names other nodes to read the host facts of, each through its own SSH
+    session, all at once and alongside everything else.
     """
     start = time.perf_counter()
     out = ClusterRead()
@@ -125,6 +135,10 @@ def read_cluster(
         if shell_factory is not None:
             commands = [*HOST_COMMANDS, BULK_COMMAND] if bulk else list(HOST_COMMANDS)
             host_future = pool.submit(_host_facts, shell_factory, commands)
+        nodes_future: Future[dict[str, ObservedNode]] | None = None
+        if node_shells is not None:
+            # Its own threads: the node sessions must not queue behind per-VM API reads.
+            nodes_future = pool.submit(_other_nodes, node_shells)
         resources = api.get("/cluster/resources", {"type": "vm"}) or []
         where: dict[int, tuple[str, bool]] = {}
         for item in resources:
@@ -184,8 +198,41 @@ def read_cluster(
                 out.nodes[name] = node
             except PvefixError as exc:
                 out.notes.append(f"host facts not read over SSH: {exc}")
+        if nodes_future is not None:
+            others = nodes_future.result()
+            out.node_sessions = len(others)
+            for name, node in others.items():
+                out.nodes.setdefault(name, node)
     out.elapsed_s = time.perf_counter() - start
     return out
+
+
+def _other_nodes(node_shells: NodeShells) -> dict[str, ObservedNode]:
+    """Each node's host facts through its own SSH session, all sessions at once."""
+    factories = dict(node_shells())
+    if not factories:
+        return {}
+    with ThreadPoolExecutor(max_workers=len(factories),
+                            thread_name_prefix="pvefix-node") as pool:
+        futures = {name: pool.submit(_one_node, name, factory)
+                   for name, factory in factories.items()}
+        return {name: future.result() for name, future in futures.items()}
+
+
+def _one_node(name: str, factory: Callable[[], Shell]) -> ObservedNode:
+    """One node's facts; a session that fails, or lands on another host, is a problem of that
+    node (the check then fails for it: pvefix does not call a rule kept when it did not look)."""
+    from pvefix.connection.ssh import same_node
+
+    try:
+        reached, node = node_from_commands(_host_facts(factory, HOST_COMMANDS))
+    except PvefixError as exc:
+        return ObservedNode(name=name, problem=f"SSH to node {name} failed: {exc}")
+    if not same_node(reached, name):
+        return ObservedNode(name=name, problem=(
+            f"SSH for node {name} reached host '{reached}'; its cmdline is not node {name}'s "
+            "(fix ssh.nodes in the profile)"))
+    return node
 
 
 def _running_machines(
@@ -269,6 +316,39 @@ def shell_factory_for(connection: Connection) -> Callable[[], Shell] | None:
     return lambda: SshShell(connection)
 
 
+def node_shells_for(connection: Connection, api: Api,
+                    nodes: Sequence[str]) -> NodeShells | None:
+    """How to reach each of `nodes` through its own SSH session (the profile's ssh.nodes, else
+    the address /cluster/status gives); None when SSH is off or the backend is local. A node
+    whose address is the connection's own SSH host is left to that session."""
+    if connection.backend != "api" or not connection.ssh or not nodes:
+        return None
+
+    def shells() -> dict[str, Callable[[], Shell]]:
+        from pvefix.connection.nodes import ClusterView, node_address, node_connection
+        from pvefix.connection.ssh import SshShell
+
+        view: ClusterView | None = None
+        if any(node not in connection.ssh_nodes for node in nodes):
+            try:
+                view = ClusterView.parse(api.get("/cluster/status"))
+            except PvefixError:
+                view = None
+        own = (connection.effective_ssh_host, connection.ssh_port)
+        out: dict[str, Callable[[], Shell]] = {}
+        for node in nodes:
+            try:
+                address = node_address(connection, node, view)
+            except PvefixError:
+                continue  # no address: the node stays unread, and the report says so
+            if (address.host, address.port) != own:
+                node_conn = node_connection(connection, address)
+                out[node] = lambda c=node_conn: SshShell(c)  # type: ignore[misc]
+        return out
+
+    return shells
+
+
 def read_live_cluster(
     connection: Connection,
     vmids: Sequence[int] | None,
@@ -276,12 +356,15 @@ def read_live_cluster(
     workers: int = DEFAULT_WORKERS,
     progress: Progress | None = None,
     bulk: bool = True,
+    nodes: Sequence[str] = (),
 ) -> ClusterRead:
-    """`read_cluster` over a connection (API + SSH, or the local backend)."""
+    """`read_cluster` over a connection (API + SSH, or the local backend); `nodes`: the nodes
+    whose host facts are wanted (each read through its own SSH session, in parallel)."""
     api = open_api(connection, workers)
     try:
         # The local backend's shell reads files under its root as text: the per-VM path.
         return read_cluster(api, shell_factory_for(connection), vmids, workers=workers,
-                            progress=progress, bulk=bulk and connection.backend == "api")
+                            progress=progress, bulk=bulk and connection.backend == "api",
+                            node_shells=node_shells_for(connection, api, nodes))
     finally:
         api.close()

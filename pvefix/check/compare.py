@@ -10,6 +10,7 @@ A difference on one side only is labelled with when it takes effect, and still i
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import lru_cache
 
 from pvefix.check.report import AT_COLD_START, AT_HOST_REBOOT, CheckItem, CheckReport
 from pvefix.cmdline import Cmdline
@@ -52,9 +53,21 @@ def same_value(a: str, b: str, default_key: str | None = None) -> bool:
     return _parts(a, default_key) == _parts(b, default_key)
 
 
+@lru_cache(maxsize=4096)
+def _machine(value: str | None) -> Machine:
+    """Machine.parse, once per distinct value (a cluster has few; a check reads thousands)."""
+    return Machine.parse(value)
+
+
+@lru_cache(maxsize=4096)
+def _hostpci(raw: str, name: str) -> HostPci:
+    return HostPci.parse(raw, name)
+
+
 def _vm_item(vm: ObservedVm, prop: str, expected: str, judge: Judge, detail: str = "") -> CheckItem:
     ok_now, now = judge(vm.current)
-    ok_next, after = judge(vm.next)
+    # Without [PENDING] (most VMs) the config after it is the config now: judged once.
+    ok_next, after = (ok_now, now) if not _pending(vm) else judge(vm.next)
     actual = now if now == after else f"{now} (pending: {after})"
     when: str | None = None
     if ok_now and ok_next:
@@ -69,6 +82,10 @@ def _vm_item(vm: ObservedVm, prop: str, expected: str, judge: Judge, detail: str
                      expected=expected, actual=actual, when=when, detail=detail)
 
 
+def _pending(vm: ObservedVm) -> bool:
+    return vm.next is not vm.current and vm.next != vm.current
+
+
 # -- machine ----------------------------------------------------------------------------------
 
 
@@ -80,7 +97,7 @@ def _machine_judge(rule: MachineRule) -> Judge:
     def judge(config: Mapping[str, str]) -> tuple[bool, str]:
         value = config.get("machine")
         try:
-            machine = Machine.parse(value)
+            machine = _machine(value)
         except PvefixError:
             return False, f"{value} (invalid)"
         if rule.exact is not None:
@@ -100,12 +117,12 @@ def _running_machine(vm: ObservedVm, rule: MachineRule) -> CheckItem:
         return base.model_copy(update={
             "status": "skipped", "detail": "the running machine was not reported"})
     try:
-        running = Machine.parse(vm.running_machine)
+        running = _machine(vm.running_machine)
     except PvefixError:
         return base.model_copy(update={"status": "drift", "actual": vm.running_machine})
     ok = running.family == rule.wanted_family
     if ok and rule.exact is not None:
-        pinned = Machine.parse(rule.exact)
+        pinned = _machine(rule.exact)
         ok = pinned.version is None or pinned.version == running.version
     configured_ok = _machine_judge(rule)(vm.next)[0]
     return base.model_copy(update={
@@ -129,7 +146,7 @@ def _hostpci_judge(name: str, option: str, want: str) -> Judge:
         if raw is None:
             return False, f"{name} absent"
         try:
-            entry = HostPci.parse(raw, name)
+            entry = _hostpci(raw, name)
         except PvefixError:
             return False, f"{raw} (invalid)"
         if option == "present":

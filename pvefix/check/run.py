@@ -86,8 +86,10 @@ def check_live(
     wanted = scope(desired, vmids, all_vms, from_file)
     # Every VM of the cluster is in scope, but only those with a desired state need reading.
     to_read = sorted(desired.vms) if wanted is None else wanted
+    # Every node with rules is read (in parallel, each through its own SSH session): where a
+    # VM lives is known only once the read is done, and the desired state's node is a hint.
     read = read_live_cluster(connection, to_read, workers=workers, progress=progress,
-                             bulk=bulk)
+                             bulk=bulk, nodes=sorted(desired.nodes))
     vms: dict[int, ObservedVm | str] = dict(read.vms)
     if wanted is None:
         for vmid, node in read.listed.items():

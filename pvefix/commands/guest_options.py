@@ -85,9 +85,12 @@ def optional_guest(guest: GuestOptions, *, env: Mapping[str, str] | None = None,
     apply, rollback)."""
     import os
 
+    environ = os.environ if env is None else env
+    if not (guest.agent is True or guest.ssh_host or environ.get("PVEFIX_GUEST_AGENT")
+            or environ.get("PVEFIX_GUEST_SSH_HOST")):
+        return None  # no way into the guest: the guest modules are not even imported
     from pvefix.verify.guest import _bool, resolve_guest_access
 
-    environ = os.environ if env is None else env
     flag_agent = guest.agent is True
     env_agent = bool(environ.get("PVEFIX_GUEST_AGENT")) and _bool(
         "PVEFIX_GUEST_AGENT", environ["PVEFIX_GUEST_AGENT"])

@@ -30,7 +30,7 @@ from pvefix.desired.model import (
     VmDesired,
 )
 from pvefix.errors import PvefixError
-from pvefix.observed import node_from_state, vm_from_state
+from pvefix.observed import ObservedVm, node_from_state, vm_from_state
 from pvefix.planner.model import Plan, PlanOptions
 from pvefix.state import FileFact, HostState
 from pvefix.vmconfig import HostPci, Machine
@@ -99,7 +99,12 @@ def p2p_rule(options: PlanOptions) -> P2PRule | None:
 
 def vm_desired(state: HostState, p2p: P2PRule | None = None) -> VmDesired:
     """The VM's rules from its config after [PENDING] (and the P2P request, if any)."""
-    observed = vm_from_state(state)
+    return vm_rules(vm_from_state(state), p2p)
+
+
+def vm_rules(observed: ObservedVm, p2p: P2PRule | None = None) -> VmDesired:
+    """The rules of one observed VM (its config after [PENDING], its guest cmdline, the P2P
+    request if any)."""
     config = observed.next
     probe = VmDesired(free=FREE)
     machine: MachineRule | None = None
@@ -132,7 +137,7 @@ def vm_desired(state: HostState, p2p: P2PRule | None = None) -> VmDesired:
     if observed.guest_cmdline is not None:
         guest = CmdlineRules(required=relevant_parameters(Cmdline.parse(observed.guest_cmdline)))
     return VmDesired(
-        node=state.vm.node, closed=True, machine=machine, hostpci=hostpci, keys=keys,
+        node=observed.node, closed=True, machine=machine, hostpci=hostpci, keys=keys,
         free=FREE, guest_cmdline=guest, p2p=p2p,
     )
 

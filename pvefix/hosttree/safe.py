@@ -19,7 +19,10 @@ SYSFS_CAP = 1 << 20
 
 def inside(path: Path, root: Path) -> bool:
     """Does `path`, links resolved, stay inside `root`?"""
-    real = os.path.realpath(path)
+    return _within(os.path.realpath(path), root)
+
+
+def _within(real: str, root: Path) -> bool:
     base = os.path.realpath(root)
     return real == base or real.startswith(base.rstrip(os.sep) + os.sep)
 
@@ -29,9 +32,9 @@ def read_bytes(path: Path, root: Path, cap: int = FILE_CAP) -> bytes | None:
     link out of the tree, anything but a regular file, or more than `cap` bytes."""
     if not os.path.lexists(path):
         return None
-    if not inside(path, root):
+    real = os.path.realpath(path)  # resolved once: the path checked is the path opened
+    if not _within(real, root):
         raise ParseError("is a link that leads out of the host tree; not read", source=str(path))
-    real = os.path.realpath(path)
     try:
         fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
     except FileNotFoundError:

@@ -14,13 +14,12 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 from pvefix import __version__
 from pvefix.errors import PvefixError
-from pvefix.hosttree.cluster3 import generate_cluster3
-from pvefix.hosttree.large import generate_large
 from pvefix.hosttree.meta import META_FILE
 from pvefix.hosttree.tree import HostTree, load_tree
 
@@ -29,8 +28,23 @@ GENERATOR_FILE = "generator.json"
 README = "README.md"
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 
+
+
+def _generate_large(dest: Path, *args: Any, **kwargs: Any) -> None:
+    from pvefix.hosttree.large import generate_large
+
+    generate_large(dest, *args, **kwargs)
+
+
+def _generate_cluster3(dest: Path, *args: Any, **kwargs: Any) -> None:
+    from pvefix.hosttree.cluster3 import generate_cluster3
+
+    generate_cluster3(dest, *args, **kwargs)
+
+
+# The generators' modules load when a scenario is made, not when a host tree is read.
 GENERATORS: dict[str, Callable[..., None]] = {
-    "large": generate_large, "cluster3": generate_cluster3,
+    "large": _generate_large, "cluster3": _generate_cluster3,
 }
 
 

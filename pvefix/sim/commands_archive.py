@@ -14,6 +14,8 @@ import io
 import posixpath
 import tarfile
 
+from pvefix.errors import PvefixError
+from pvefix.hosttree import safe
 from pvefix.sim.commands import HIDDEN, Command, Result, Shell, ShellError
 
 _GLOB = frozenset("*?[")
@@ -62,6 +64,22 @@ def expand(sh: Shell, pattern: str) -> list[str]:
     return sorted(found)
 
 
+def _file(sh: Shell, path: str) -> tuple[bytes, int]:
+    """A file's bytes and mtime, its tree path resolved once (a cluster's tar holds thousands:
+    the simulator should not be the slow part of what it simulates)."""
+    target = sh.tree_path(path)
+    if target.is_dir() or target == sh.state.tree.root:
+        raise ShellError(f"tar: {path}: Is a directory")
+    try:
+        data = safe.read_bytes(target, sh.state.tree.root)
+        mtime = int(target.stat().st_mtime)
+    except (PvefixError, OSError):
+        raise ShellError(f"tar: {path}: Cannot stat") from None
+    if data is None:
+        raise ShellError(f"tar: {path}: No such file or directory")
+    return data, mtime
+
+
 def _tar(sh: Shell, argv: list[str]) -> Result:
     """`tar -c -f - PATH...` (also `-cf -`): regular files into a tar stream on stdout."""
     args = argv[1:]
@@ -82,7 +100,7 @@ def _tar(sh: Shell, argv: list[str]) -> Result:
                 paths = [operand]  # bash leaves an unmatched glob as it is
             for path in paths:
                 try:
-                    data = sh.read("tar", path).encode("utf-8", "surrogateescape")
+                    data, mtime = _file(sh, path)
                 except ShellError:
                     errors.append(f"tar: {path}: Cannot stat: No such file or directory")
                     continue
@@ -91,7 +109,7 @@ def _tar(sh: Shell, argv: list[str]) -> Result:
                 info.size = len(data)
                 info.mode = 0o640
                 info.uname, info.gname, info.gid = "root", "www-data", 33
-                info.mtime = int(sh.tree_path(path).stat().st_mtime)
+                info.mtime = mtime
                 archive.addfile(info, io.BytesIO(data))
     err = "tar: Removing leading `/' from member names\n" if stripped else ""
     if errors:

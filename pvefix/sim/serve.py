@@ -116,7 +116,10 @@ class Simulator:
 
     def start(self) -> ReadyInfo:
         """Bind both servers, start serving, and say how to reach them."""
+        from pvefix.sim.stats import share_stats
+
         self.state.apply_injected_locks()
+        share_stats(self.nodes.values())  # /_sim/stats counts the whole cluster's work
         api = Api(self.state, self.auth, self.nodes)
         self.http = make_server(api, HOST, self._port, str(self.keys.server_cert),
                                 str(self.keys.server_key))

@@ -6,8 +6,10 @@ While a client's requests overlap, they are one wave; a client that waits for on
 it sends the next request makes one wave per round trip. So `waves` counts the sequential round
 trips a command cost, independent of the latency the node was given.
 
-One counter per node state (kept beside it, not in it); `POST /_sim/stats` answers the same
-and then resets the counters.
+One counter per simulator: its nodes share it (`share_stats`), so a read that talks to every
+node of a cluster at once (one SSH session each) is counted as the cluster saw it, waves
+included. Kept beside the node states, not in them; `POST /_sim/stats` answers the same and
+then resets the counters.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import re
 import threading
 import weakref
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -104,6 +106,15 @@ def stats_for(state: object) -> SimStats:
         if found is None:
             found = _BY_STATE[state] = SimStats()
         return found
+
+
+def share_stats(states: Iterable[object]) -> SimStats:
+    """One set of counters for all of `states` (a simulator's nodes)."""
+    shared = SimStats()
+    with _REGISTRY_LOCK:
+        for state in states:
+            _BY_STATE[state] = shared
+    return shared
 
 
 def fetch_stats(api_url: str, ca_cert: str, user: str, password: str, *,

@@ -183,7 +183,9 @@ def test_a_node_that_ssh_does_not_reach_is_unknown_and_fails_the_check(
     fresh_sim: Sim, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     info = fresh_sim("large")
-    _, ready = connection(info, tmp_path)
+    # No SSH address for node2 (the simulator's /cluster/status gives node1's): unread.
+    others = {name: where for name, where in info.ssh_nodes.items() if name != "node2"}
+    _, ready = connection(info.model_copy(update={"ssh_nodes": others}), tmp_path)
     (tmp_path / "d.toml").write_text(
         'schema = "pvefix.desired/v1"\n[nodes.node1.cmdline]\nrequired = []\n'
         'forbidden = ["amd_iommu=on"]\n[nodes.node2.cmdline]\nrequired = ["iommu=pt"]\n')
@@ -193,6 +195,21 @@ def test_a_node_that_ssh_does_not_reach_is_unknown_and_fails_the_check(
     assert "node node1: no drift" in out
     assert "node node2\n  UNKNOWN cmdline iommu=pt (required)" in out
     assert "SSH reaches node node1" in out
+
+
+def test_every_node_with_rules_is_read_through_its_own_ssh_session(
+    fresh_sim: Sim, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    info = fresh_sim("large")
+    _, ready = connection(info, tmp_path)
+    (tmp_path / "d.toml").write_text(
+        'schema = "pvefix.desired/v1"\n[nodes.node1.cmdline]\nrequired = []\n'
+        '[nodes.node2.cmdline]\nrequired = ["iommu=pt"]\n')
+    code, out = check(capsys, "--all", "--connection", str(ready), "--desired",
+                      str(tmp_path / "d.toml"))
+    assert code == 2  # node2's own cmdline was read: iommu=pt is not on it
+    assert "node node2\n  DRIFT   cmdline iommu=pt (required)" in out
+    assert "host cmdlines of 1 more node(s) through their own SSH sessions" in out
 
 
 def test_github_annotations_appear_when_running_in_github_actions(

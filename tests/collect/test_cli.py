@@ -7,10 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from pvefix.cli import app
+from pvefix.cli import build_command
 from pvefix.commands.run import run_app
 from pvefix.errors import EXIT_CHANGES, EXIT_ERROR, EXIT_OK
 from tests.collect.fakehost import make_fake_host
+
+app = build_command()  # the CLI as `pvefix` runs it (commands built lazily)
 
 
 def test_script_then_import_then_plan(

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pvefix.cli import app
+from pvefix.cli import build_command
 from pvefix.commands.run import run_app
 from pvefix.errors import EXIT_ERROR, EXIT_OK, EXIT_REFUSED
 from pvefix.flow.planfile import save_plan
@@ -16,6 +16,8 @@ from pvefix.planner import plan as make_plan
 from pvefix.sources.live import read_live
 from tests.executor.conftest import Node
 from tests.executor.test_refusals import _other_admin_edits
+
+app = build_command()  # the CLI as `pvefix` runs it (commands built lazily)
 
 
 def _target(n: Node) -> list[str]:

@@ -14,11 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from pvefix.cli import app
+from pvefix.cli import build_command
 from pvefix.commands.run import run_app
 from pvefix.executor.journal import ENV_HOLD, read_journal
 from pvefix.executor.snapshot import list_snapshots
 from tests.executor.conftest import Node
+
+app = build_command()  # the CLI as `pvefix` runs it (commands built lazily)
 
 REPO = Path(__file__).resolve().parents[2]
 
