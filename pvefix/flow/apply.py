@@ -202,6 +202,13 @@ def apply_phase(
     reboots = options.reboot_host and wants_host
     starts = options.start or (options.restart and live.vm.status == "running" and any(
         c.target == "vm-config" for c in phase.changes))
+    if reboots and conn.backend == "local":
+        raise RefusedError(
+            "--reboot-host with --local would reboot the host pvefix runs on, in the middle of"
+            " its own run; nothing was written. Apply without --reboot-host, reboot the node"
+            f" yourself, then check it: pvefix check {vmid} --local",
+            source=f"node {live.vm.node}",
+        )
     if reboots or starts:
         refuse_ha_restart(live, "a host reboot" if reboots else "--restart/--start")
         probe = Remote(conn, live.vm.node)
