@@ -80,8 +80,8 @@ _OPTIONS: dict[str, tuple[Any, Any]] = {
         None, "--bundle", help="Read a host tree (a bundle, scenario or replay) instead of a live "
         "node: no network at all.", show_default=False)),
     "local": (bool | None, typer.Option(
-        None, "--local", help="pvefix runs on the node itself: read files directly, API "
-        "through pvesh.", show_default=False)),
+        None, "--local", help="pvefix runs on the node itself (as root): files read and "
+        "written directly, the API through pvesh (no --reboot-host).", show_default=False)),
     "host": (str | None, typer.Option(
         None, "--host", help="API host name or address (env PROXMOX_HOST).",
         show_default=False)),

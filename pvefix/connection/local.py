@@ -8,6 +8,7 @@ subprocesses. It offers the same two faces as the remote backend: `get()` like A
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -20,6 +21,9 @@ from typing import Any
 from pvefix.connection.api import ApiError
 from pvefix.connection.ssh import MAX_CHANNELS, CommandResult
 from pvefix.errors import PvefixError
+
+#: File commands the executor sends (locks, backups), done under the root by LocalShell.
+_FILE_COMMANDS = frozenset({"mkdir", "rm", "cp"})
 
 
 class LocalApi:
@@ -49,12 +53,52 @@ class LocalApi:
             raise ApiError(f"pvesh get {path}: {done.stderr.strip()}", status=None)
         return json.loads(done.stdout) if done.stdout.strip() else None
 
+    base_url = "pvesh (this node)"
+
+    def write(self, method: str, path: str, data: Mapping[str, str]) -> Any:
+        """POST as `pvesh create`, PUT as `pvesh set`. pvesh runs a worker task in the
+        foreground (RESTEnvironment fork_worker: `sync` for the CLI), printing its log, then the
+        UPID; the task has ended when pvesh returns, and its exit status is in the task index."""
+        verb = {"POST": "create", "PUT": "set"}[method]
+        argv = [self.pvesh, verb, "/" + path.strip("/")]
+        for key, value in data.items():
+            argv += [f"--{key}", value]
+        argv += ["--output-format", "json"]
+        try:
+            done = subprocess.run(
+                argv, capture_output=True, text=True, timeout=self.timeout, check=False
+            )
+        except subprocess.TimeoutExpired:
+            raise PvefixError(f"pvesh {verb} {path}: no answer within {self.timeout:g} s") from None
+        if done.returncode != 0:
+            lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
+            raise ApiError(f"{method} {path}: " + " ".join(lines[-3:]), status=None,
+                           source=self.base_url)
+        return _last_json(done.stdout)
+
     def close(self) -> None:
         return None
 
 
+def _last_json(stdout: str) -> Any:
+    """The value pvesh printed last (a foreground task prints its log lines before it)."""
+    text = stdout.strip()
+    if not text:
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        last = text.splitlines()[-1]
+        try:
+            return json.loads(last)
+        except json.JSONDecodeError:
+            raise PvefixError(f"pvesh printed no JSON value: {last[:200]!r}") from None
+
+
 class LocalShell:
-    """Commands on this node; `cat`, `readlink` and `grep -H` read files under `root`."""
+    """Commands on this node. Files are read (`cat`) and written (`write_file`, and the file
+    commands `mkdir`, `rm`, `cp`) directly under `root`; every other command (`readlink`,
+    `grep`, `pvesh`, `qm`, `proxmox-boot-tool`, ...) runs as a subprocess, an argument list."""
 
     def __init__(self, root: Path = Path("/"), timeout: float = 30.0) -> None:
         self.root = root
@@ -73,10 +117,8 @@ class LocalShell:
         args = tuple(argv)
         if args and args[0] == "cat":
             return self._cat(args)
-        if args and args[0] == "readlink" and "-m" in args:
-            return self._readlink(args)
-        if self.root != Path("/") and args and args[0] == "grep":
-            return self._grep(args)
+        if args and args[0] in _FILE_COMMANDS:
+            return self._file_command(args)
         try:
             done = subprocess.run(
                 list(args), capture_output=True, text=True, timeout=self.timeout, check=False
@@ -93,6 +135,48 @@ class LocalShell:
         with ThreadPoolExecutor(max_workers=min(MAX_CHANNELS, len(commands))) as pool:
             return list(pool.map(self.run, commands))
 
+    def _file_command(self, args: tuple[str, ...]) -> CommandResult:
+        """mkdir [-p] DIR, rm -f|-rf PATH, cp -p SRC DST: done here, under `root` (the same
+        semantics as the coreutils the executor asks for, never outside the root)."""
+        flags = {a for a in args[1:] if a.startswith("-")}
+        paths = [self._path(a) for a in args[1:] if not a.startswith("-")]
+        try:
+            if args[0] == "mkdir" and len(paths) == 1:
+                paths[0].mkdir(parents="-p" in flags, exist_ok="-p" in flags)
+            elif args[0] == "rm" and len(paths) == 1:
+                target = paths[0]
+                if target.is_dir() and not target.is_symlink() and "-rf" in flags:
+                    shutil.rmtree(target)
+                elif target.exists() or target.is_symlink():
+                    target.unlink()
+                elif "-f" not in flags and "-rf" not in flags:
+                    raise FileNotFoundError(2, "No such file or directory")
+            elif args[0] == "cp" and len(paths) == 2 and flags <= {"-p"}:
+                copy = shutil.copy2 if "-p" in flags else shutil.copy  # -p: mode and times
+                copy(paths[0], paths[1])
+            else:
+                return CommandResult(args, 2, "", f"{args[0]}: unsupported form here\n")
+        except OSError as exc:
+            name = " ".join(a for a in args[1:] if not a.startswith("-"))
+            return CommandResult(args, 1, "", f"{args[0]}: {name}: {exc.strerror}\n")
+        return CommandResult(args, 0, "", "")
+
+    def write_file(self, host_path: str, text: str) -> None:
+        """Replace a file atomically under `root`: a temporary file beside it, then a rename;
+        the old file's mode is kept."""
+        path = self._path(host_path)
+        tmp = path.with_name(f"{path.name}.tmp.{os.getpid()}")
+        try:
+            mode = path.stat().st_mode & 0o7777 if path.exists() else None
+            tmp.write_bytes(text.encode("utf-8", "surrogateescape"))
+            if mode is not None:
+                tmp.chmod(mode)
+            os.replace(tmp, path)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            raise PvefixError(f"cannot write: {exc.strerror}", source=host_path) from None
+
     def _cat(self, args: tuple[str, ...]) -> CommandResult:
         out, err, code = "", "", 0
         for name in args[1:]:
@@ -104,24 +188,6 @@ class LocalShell:
             except OSError as exc:
                 err += f"cat: {name}: {exc.strerror}\n"
                 code = 1
-        return CommandResult(args, code, out, err)
-
-    def _readlink(self, args: tuple[str, ...]) -> CommandResult:
-        names = [a for a in args[1:] if not a.startswith("-")]
-        lines = [self._host(os.path.realpath(self._path(n))) for n in names]
-        return CommandResult(args, 0, "".join(line + "\n" for line in lines), "")
-
-    def _grep(self, args: tuple[str, ...]) -> CommandResult:
-        names = [a for a in args[1:] if not a.startswith("-")][1:]  # first is the pattern
-        out, err, code = "", "", 0
-        for name in names:
-            try:
-                text = self._path(name).read_text(encoding="utf-8", errors="replace")
-            except OSError:
-                err += f"grep: {name}: No such file or directory\n"
-                code = 2
-                continue
-            out += "".join(f"{name}:{line}\n" for line in text.splitlines())
         return CommandResult(args, code, out, err)
 
     def close(self) -> None:

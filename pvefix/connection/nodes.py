@@ -127,12 +127,20 @@ def open_node_shell(conn: Connection, address: NodeAddress,
 
 def cluster_identity(conn: Connection) -> str | None:
     """The identity of the cluster this connection reaches (pvefix's state is kept under it);
-    None when it cannot tell (a local or offline read, no right to /cluster/status)."""
+    None when it cannot tell (an offline read, no right to /cluster/status)."""
     from pvefix.connection.api import ApiClient
+    from pvefix.connection.local import LocalApi
 
-    if conn.backend != "api" or not conn.host:
+    client: ApiClient | LocalApi
+    if conn.backend == "local":
+        try:
+            client = LocalApi(conn.timeout)  # pvesh on this node
+        except PvefixError:
+            return None
+    elif not conn.host:
         return None
-    client = ApiClient(conn)
+    else:
+        client = ApiClient(conn)
     try:
         view = ClusterView.parse(client.get("/cluster/status"))
     except PvefixError:

@@ -15,10 +15,18 @@ import re
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from pvefix.connection.api import ApiClient, ApiError
-from pvefix.connection.nodes import ClusterView, NodeAddress, node_address, open_node_shell
+from pvefix.connection.local import LocalApi, LocalShell
+from pvefix.connection.nodes import (
+    ClusterView,
+    NodeAddress,
+    check_hostname,
+    node_address,
+    open_node_shell,
+)
 from pvefix.connection.settings import Connection
 from pvefix.connection.ssh import CommandResult, SshShell
 from pvefix.errors import PvefixError
@@ -85,14 +93,21 @@ class Remote:
     """A connected node: the API client and, when SSH is on, one SSH session (opened lazily)."""
 
     def __init__(self, conn: Connection, node: str) -> None:
-        if conn.backend != "api":
-            raise PvefixError(
-                "apply and rollback need the API backend (--host ...); the local backend "
-                "reads only"
-            )
         self.conn = conn.for_node(node)  # SSH goes to the VM's own node
         self.node = node
-        self.api = ApiClient(conn)
+        self.local: LocalShell | None = None
+        self.api: ApiClient | LocalApi
+        if conn.backend == "local":
+            # pvefix runs on the node itself: the API through pvesh (as root@pam), files and
+            # commands directly (under local_root: "/" on a real node, a host tree in tests).
+            root = conn.expanded(conn.local_root)
+            self.api = LocalApi(conn.timeout)
+            self.local = LocalShell(root, conn.timeout)
+            if root == Path("/"):
+                name = self.local.run(["hostname"])
+                check_hostname(node, self.address(), name.stdout, name.exit_code, None)
+        else:
+            self.api = ApiClient(conn)
         self._ssh: SshShell | None = None
         self._cluster: ClusterView | None = None
         self.on_warning: Callable[[str], None] = _stderr  # where task warnings are shown
@@ -109,7 +124,9 @@ class Remote:
         return self._cluster
 
     def address(self) -> NodeAddress:
-        """Where this node's SSH is (pvefix.connection.nodes)."""
+        """Where this node's SSH is (pvefix.connection.nodes); with --local, this host."""
+        if self.local is not None:
+            return NodeAddress(self.node, "this host", 0, "--local")
         return node_address(self.conn, self.node, self.cluster())
 
     def identity(self) -> str:
@@ -126,6 +143,8 @@ class Remote:
         from proxmoxer.core import ResourceException
         from requests.exceptions import RequestException
 
+        if isinstance(self.api, LocalApi):
+            return self.api.write(method, path, data)
         resource = self.api.root(path.strip("/"))
         try:
             if method == "PUT":
@@ -199,7 +218,8 @@ class Remote:
 
     @property
     def has_ssh(self) -> bool:
-        return self.conn.ssh
+        """Host files and commands are reachable (SSH, or this host with --local)."""
+        return self.local is not None or self.conn.ssh
 
     def ssh(self) -> SshShell:
         if not self.conn.ssh:
@@ -215,7 +235,10 @@ class Remote:
         return self._ssh
 
     def run(self, argv: Sequence[str]) -> CommandResult:
-        """Run one command on the node: an argument list, quoted with shlex.join."""
+        """Run one command on the node: an argument list, quoted with shlex.join over SSH,
+        or as a subprocess (file commands under the root) with --local."""
+        if self.local is not None:
+            return self.local.run(argv)
         return self.ssh().run(argv)
 
     def check(self, argv: Sequence[str]) -> CommandResult:
@@ -242,6 +265,9 @@ class Remote:
     def write_file(self, path: str, text: str) -> None:
         """Replace a host file atomically: a temporary file beside it, then a rename (the
         mode of the old file is kept). A reader never sees half a file."""
+        if self.local is not None:
+            self.local.write_file(path, text)
+            return
         sftp = self.ssh().client.open_sftp()
         folder, name = posixpath.split(path)
         tmp = posixpath.join(folder, f"{name}.tmp.{os.getpid()}")
@@ -266,7 +292,7 @@ class Remote:
     def reconnect(self) -> None:
         """New API and SSH sessions (after a host reboot dropped the old ones)."""
         self.close()
-        self.api = ApiClient(self.conn)
+        self.api = LocalApi(self.conn.timeout) if self.local is not None else ApiClient(self.conn)
 
     def close(self) -> None:
         if self._ssh is not None:

@@ -33,6 +33,7 @@ from pvefix.executor.remote import Remote
 from pvefix.executor.rollback import RollbackOptions
 from pvefix.executor.transaction import ApplyFailed
 from pvefix.executor.vmwrite import qm_set_command
+from pvefix.flow.guards import refuse_ha_restart
 from pvefix.flow.guest_verify import probe_after, probe_before
 from pvefix.flow.rollback import run_rollback
 from pvefix.planner.model import Phase, Plan
@@ -201,7 +202,15 @@ def apply_phase(
     reboots = options.reboot_host and wants_host
     starts = options.start or (options.restart and live.vm.status == "running" and any(
         c.target == "vm-config" for c in phase.changes))
+    if reboots and conn.backend == "local":
+        raise RefusedError(
+            "--reboot-host with --local would reboot the host pvefix runs on, in the middle of"
+            " its own run; nothing was written. Apply without --reboot-host, reboot the node"
+            f" yourself, then check it: pvefix check {vmid} --local",
+            source=f"node {live.vm.node}",
+        )
     if reboots or starts:
+        refuse_ha_restart(live, "a host reboot" if reboots else "--restart/--start")
         probe = Remote(conn, live.vm.node)
         try:
             vms = node_vms(probe)

@@ -25,6 +25,7 @@ from pvefix.executor.rollback import (
     what_differs,
 )
 from pvefix.executor.snapshot import Snapshot, find_snapshot
+from pvefix.flow.guards import refuse_ha_restart
 from pvefix.verify.channel import GuestChannel
 from pvefix.verify.guest import GuestAccess
 
@@ -74,6 +75,8 @@ def _run_rollback(conn: Connection, snapshot: Snapshot, options: RollbackOptions
                                            guest_moved(snapshot, guest[1]))
     diff = config_diff(live.vm.config_text, snapshot.vm_config_text(),
                        f"VM {meta.vmid} now", f"snapshot {meta.id}")
+    if options.restart:
+        refuse_ha_restart(live, "rollback --restart")
     if moved and not options.force:
         raise RefusedError(
             "the target has changed since the apply this snapshot belongs to, in ways pvefix "

@@ -264,3 +264,20 @@ def test_an_ha_managed_vm_is_said_in_the_plan_and_an_ignored_one_is_not(cluster:
     cluster.sim.state.set_ha_state(312, "ignored")  # as `ha-manager set vm:312 --state ignored`
     assert read_live(_conn(cluster), 312).vm.ha_state == "ignored"
     assert "vm.ha-managed" not in _finding_ids(cluster, 312)
+
+
+def test_an_ha_managed_vm_is_not_restarted_until_its_ha_state_is_ignored(cluster: Node) -> None:
+    cluster.sim.state.set_ha_state(310, "started")
+    conf = cluster.sim.state.tree.vm_config_path(310)
+    before = conf.read_text()
+    with pytest.raises(RefusedError, match=r"VM 310 is managed by HA \(state started\)") as err:
+        cluster.apply(310, 1, conn=_conn(cluster), restart=True)
+    assert "ha-manager set vm:310 --state ignored" in str(err.value)
+    assert conf.read_text() == before, "nothing may be written"
+    cluster.sim.state.set_ha_state(310, "ignored")  # `ha-manager set vm:310 --state ignored`
+    result = cluster.apply(310, 1, conn=_conn(cluster), restart=True)
+    assert result.activated and "q35" in (cluster.sim.state.run_state(310).running_machine or "")
+    cluster.sim.state.set_ha_state(310, "started")
+    with pytest.raises(RefusedError, match="managed by HA"):
+        cluster.rollback(310, conn=_conn(cluster), restart=True)
+    assert "q35" in conf.read_text(), "a refused rollback writes nothing either"
