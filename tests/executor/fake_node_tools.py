@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import ssl
 import subprocess
 import sys
@@ -105,6 +106,9 @@ def pvesh(argv: list[str]) -> int:
 def over_ssh(argv: list[str]) -> int:
     """A command the simulator's node runs itself (qm, proxmox-boot-tool, readlink, ...)."""
     info = _ready()
+    # Without an OpenSSH client (or asked to), paramiko, as pvefix itself uses.
+    if shutil.which("ssh") is None or os.environ.get("FAKE_NODE_TOOLS_PARAMIKO"):
+        return _over_paramiko(info, argv)
     done = subprocess.run(
         ["ssh", "-p", str(info["ssh_port"]), "-i", info["ssh_key"],
          "-o", f"UserKnownHostsFile={info['known_hosts']}", "-o", "StrictHostKeyChecking=yes",
@@ -115,6 +119,25 @@ def over_ssh(argv: list[str]) -> int:
     sys.stdout.write(done.stdout)
     sys.stderr.write(done.stderr)
     return done.returncode
+
+
+def _over_paramiko(info: dict[str, Any], argv: list[str]) -> int:
+    import paramiko
+
+    client = paramiko.SSHClient()
+    client.load_host_keys(info["known_hosts"])
+    client.set_missing_host_key_policy(paramiko.RejectPolicy())
+    client.connect(info["ssh_host"], port=int(info["ssh_port"]), username=info["ssh_user"],
+                   key_filename=info["ssh_key"], look_for_keys=False, allow_agent=False,
+                   timeout=20)
+    try:
+        _, out, err = client.exec_command(shlex.join(argv), timeout=60)
+        code = out.channel.recv_exit_status()
+        sys.stdout.write(out.read().decode())
+        sys.stderr.write(err.read().decode())
+    finally:
+        client.close()
+    return code
 
 
 def main() -> int:
