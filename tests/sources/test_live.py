@@ -111,7 +111,9 @@ def test_without_ssh_the_config_is_rebuilt_from_the_api_and_says_so(
 def test_the_reads_take_one_api_wave_when_the_node_is_known_and_two_when_not(
     fresh_sim: Callable[..., ReadyInfo], tmp_path: Path
 ) -> None:
-    info = fresh_sim("kpro6", latency_ms=20)
+    # Waves are told apart by timing: 100 ms per answer keeps a request that a loaded machine
+    # starts late still inside its own wave.
+    info = fresh_sim("kpro6", latency_ms=100)
     for node, waves in (("kpro6", 1), (None, 2)):
         trace = LiveTrace(record_api=True)
         state = read_live(connection(info, tmp_path, node=node), 100, trace=trace)
