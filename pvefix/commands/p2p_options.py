@@ -83,12 +83,17 @@ def plan_options(ask: P2PAsk, opts: ConnectionOptions, vmid: int,
     """The PlanOptions for VM `vmid`: the flags, its recorded desired state (in `state_dir`,
     the cluster's folder) and the connection profile (not read for a bundle unless --profile
     names one)."""
-    from pvefix.commands.check_cmd import _cluster
     from pvefix.connection.settings import plan_defaults
-    from pvefix.desired.store import recorded_p2p
+    from pvefix.desired.paths import may_have_recorded
     from pvefix.store.statedir import resolve_state_dir
 
-    rule, path = recorded_p2p(resolve_state_dir(state_dir), vmid, lambda: _cluster(opts))
+    folder = resolve_state_dir(state_dir)
+    rule, path = None, None
+    if may_have_recorded(folder, vmid):  # the desired-state machinery only when it is needed
+        from pvefix.commands.check_cmd import _cluster
+        from pvefix.desired.store import recorded_p2p
+
+        rule, path = recorded_p2p(folder, vmid, lambda: _cluster(opts))
     profile = None
     if opts.bundle is None or opts.profile is not None:
         profile = plan_defaults(opts.config, opts.profile)

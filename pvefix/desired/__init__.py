@@ -5,20 +5,45 @@
     desired = load_desired("plans/desired.toml")
 """
 
-from pvefix.desired.derive import desired_from_state
-from pvefix.desired.model import (
-    SCHEMA,
-    CmdlineRules,
-    DesiredState,
-    HostPciRule,
-    MachineRule,
-    NodeDesired,
-    P2PRule,
-    VmDesired,
-)
-from pvefix.desired.parse import load_desired, loads_desired
-from pvefix.desired.store import load_recorded, record, recorded_path, recorded_vmids
-from pvefix.desired.writer import dumps_desired
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pvefix.desired.derive import desired_from_state
+    from pvefix.desired.model import (
+        SCHEMA,
+        CmdlineRules,
+        DesiredState,
+        HostPciRule,
+        MachineRule,
+        NodeDesired,
+        P2PRule,
+        VmDesired,
+    )
+    from pvefix.desired.parse import load_desired, loads_desired
+    from pvefix.desired.store import load_recorded, record, recorded_path, recorded_vmids
+    from pvefix.desired.writer import dumps_desired
+
+# Loaded on first use: `pvefix plan` asks only whether a VM has a recorded state, and the
+# models, the TOML reader and the writer cost ~0.1 s of start-up it need not pay.
+_WHERE = {
+    "SCHEMA": "model", "CmdlineRules": "model", "DesiredState": "model",
+    "HostPciRule": "model", "MachineRule": "model", "NodeDesired": "model", "P2PRule": "model",
+    "VmDesired": "model", "desired_from_state": "derive", "dumps_desired": "writer",
+    "load_desired": "parse", "loads_desired": "parse", "load_recorded": "store",
+    "record": "store", "recorded_path": "store", "recorded_vmids": "store",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module 'pvefix.desired' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"pvefix.desired.{_WHERE[name]}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "SCHEMA",

@@ -18,12 +18,11 @@ import pydantic
 from pvefix.desired.derive import desired_from_state
 from pvefix.desired.model import CmdlineRules, DesiredState, NodeDesired, P2PRule, VmDesired
 from pvefix.desired.parse import load_desired
+from pvefix.desired.paths import DESIRED_DIR, may_have_recorded
 from pvefix.desired.writer import dumps_desired
 from pvefix.errors import ParseError, PvefixError
 from pvefix.state import HostState
 from pvefix.store.statedir import ensure_private_dir, write_private
-
-DESIRED_DIR = "desired"
 
 
 def recorded_path(state_dir: Path, vmid: int, cluster: str | None = None) -> Path:
@@ -62,8 +61,7 @@ def recorded_p2p(state_dir: Path, vmid: int,
                  cluster: Callable[[], str | None]) -> tuple[P2PRule | None, Path | None]:
     """The P2P request of VM `vmid`'s recorded desired state, and its file. `cluster` is asked
     only when some cluster's folder holds a file for this VMID (it may cost an API call)."""
-    folder = state_dir / DESIRED_DIR
-    if not (folder / f"{vmid}.toml").is_file() and not any(folder.glob(f"*/{vmid}.toml")):
+    if not may_have_recorded(state_dir, vmid):
         return None, None
     path = recorded_path(state_dir, vmid, cluster())
     if not path.is_file():
