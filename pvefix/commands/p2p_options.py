@@ -83,7 +83,6 @@ def plan_options(ask: P2PAsk, opts: ConnectionOptions, vmid: int,
     """The PlanOptions for VM `vmid`: the flags, its recorded desired state (in `state_dir`,
     the cluster's folder) and the connection profile (not read for a bundle unless --profile
     names one)."""
-    from pvefix.connection.settings import plan_defaults
     from pvefix.desired.paths import may_have_recorded
     from pvefix.store.statedir import resolve_state_dir
 
@@ -96,6 +95,8 @@ def plan_options(ask: P2PAsk, opts: ConnectionOptions, vmid: int,
         rule, path = recorded_p2p(folder, vmid, lambda: _cluster(opts))
     profile = None
     if opts.bundle is None or opts.profile is not None:
+        from pvefix.connection.settings import plan_defaults
+
         profile = plan_defaults(opts.config, opts.profile)
     return resolve_plan_options(ask, desired=rule, desired_file=path, profile=profile)
 

@@ -51,6 +51,7 @@ class HostTree:
         # vmid -> (node, path) from the last directory scan; a lookup trusts it while the file
         # is still there, so listing then opening 1,000 VMs is not 1,000 scans.
         self._vm_index: dict[int, tuple[str, Path]] = {}
+        self._scan_at_load: list[PciDevice] | None = None  # validate()'s sysfs scan
 
     # -- metadata ---------------------------------------------------------------------------
 
@@ -189,6 +190,11 @@ class HostTree:
         """Every PCI function in the tree's sysfs, sorted by address."""
         return scan_pci_devices(self.root)
 
+    def pci_devices_at_load(self) -> list[PciDevice]:
+        """The sysfs scan validate() made when the tree was opened (a bundle is read once,
+        right after it is opened: one scan, not two), else a fresh one."""
+        return self._scan_at_load if self._scan_at_load is not None else self.pci_devices()
+
     def pci_mappings(self) -> PciMappingFile | None:
         """The cluster PCI mappings (`/etc/pve/mapping/pci.cfg`), or None without the file."""
         text = self.read_text(MAPPING_FILE)
@@ -219,7 +225,7 @@ class HostTree:
                 raise ParseError(
                     f"vms.{key}: no config file for VM {key}", source=str(self.root / META_FILE)
                 )
-        self.pci_devices()
+        self._scan_at_load = self.pci_devices()
         self.pci_mappings()
 
 

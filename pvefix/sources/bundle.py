@@ -81,7 +81,7 @@ def read_tree(tree: HostTree, vmid: int) -> HostState:
             **{path: FileFact.of(path, tree.read_text(path)) for path in HOST_FILES},
             **{path: FileFact.of(path, text) for path, text in tree.grub_dropins().items()},
         },
-        pci_devices=tree.pci_devices(),
+        pci_devices=tree.pci_devices_at_load(),
         acs=dict(tree.meta.acs),
         mappings=list(mapping_file.mappings.values()) if mapping_file else [],
         vm=vm_facts(tree, vmid),
