@@ -221,14 +221,14 @@ class GrubDefaultFile:
         """Parse the file; ParseError (with the line) for an assignment pvefix cannot read."""
         return cls(text, source)
 
-    def _scan(self, text: str) -> list[GrubAssignment]:
+    def _scan(self, text: str, pos: int = 0, line_no: int = 1) -> list[GrubAssignment]:
         # The regex engine finds the assignments; Python code runs only for them, and line
-        # numbers are counted between matches, so any file reads in one linear pass.
+        # numbers are counted between matches, so any file reads in one linear pass. `pos`
+        # (the start of line `line_no`) scans the rest of a file from a line on.
         found: list[GrubAssignment] = []
-        line_no = 1  # the line number at `counted`
-        counted = 0
-        resume = 0  # the text before this was consumed by an earlier value
-        for match in _ASSIGN_LINE.finditer(text):
+        counted = pos  # line_no is the line number at `counted`
+        resume = pos  # the text before this was consumed by an earlier value
+        for match in _ASSIGN_LINE.finditer(text, pos):
             begin = match.start()
             if begin < resume:
                 continue  # inside the value of the assignment before
@@ -469,12 +469,20 @@ class GrubDefaultFile:
         text = "\n".join(lines)
         # Never write what would not read back as intended (a trailing backslash, say, would
         # join an appended line to the one before it). A value renders back byte-identical
-        # from its command line, so the shell words' values are compared, parsed once.
+        # from its command line, so the shell words' values are compared. Only the file from
+        # the last assignment before the first changed line on is read again: the text before
+        # that assignment is unchanged, and only an assignment's value can run on into the
+        # lines after it, so what comes before it reads as it did.
+        first = min([*edits, *([len(lines) - 1] if append is not None else [])])
+        before = [a for a in self._assignments if a.line < first]
+        keep, start = (before[:-1], before[-1].line) if before else ([], 1)
+        offset = len("\n".join(lines[: start - 1])) + (1 if start > 1 else 0)
         try:
-            scanned = self._scan(text)
+            scanned = keep + self._scan(text, offset, start)
         except ParseError:
             scanned = []
-        if {a.line: a.word.value for a in scanned} != expected:
+        expected = {line: value for line, value in expected.items() if line >= start}
+        if {a.line: a.word.value for a in scanned if a.line >= start} != expected:
             raise RefusedError(
                 "the edited file would not read back as intended; edit it by hand",
                 source=self.source,

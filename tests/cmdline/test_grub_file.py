@@ -214,3 +214,14 @@ def test_many_overridden_assignments_are_one_finding_with_the_first_lines() -> N
     assert len(found) == 1 and found[0].line == 1
     assert "lines 1, 2, 3, 4, 5 and 2 more" in found[0].message
     assert "again on line 8" in found[0].message
+
+
+def test_an_edit_that_would_be_swallowed_by_a_continued_value_is_refused() -> None:
+    # GRUB_CMDLINE_LINUX ends in a backslash-newline: a GRUB_CMDLINE_LINUX_DEFAULT line added
+    # after it would become part of its value. The edited file is read back (from the last
+    # assignment before the change on) and the edit refused, leaving the file as it was.
+    text = "GRUB_TIMEOUT=5\nGRUB_CMDLINE_LINUX=quiet\\\n"
+    grub = GrubDefaultFile.parse(text)
+    with pytest.raises(RefusedError, match="would not read back as intended"):
+        grub.ensure("iommu", "pt")
+    assert grub.render() == text
