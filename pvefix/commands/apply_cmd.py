@@ -39,6 +39,8 @@ def rollback_hint(opts: ConnectionOptions, state_dir: Path | None) -> str:
         parts += ["--config", str(opts.config)]
     if opts.host is not None:
         parts += ["--host", opts.host]
+    if opts.local:
+        parts += ["--local"]
     return shlex.join(parts)
 
 

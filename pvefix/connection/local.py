@@ -55,21 +55,24 @@ class LocalApi:
 
     base_url = "pvesh (this node)"
 
-    def write(self, method: str, path: str, data: Mapping[str, str]) -> Any:
+    def write(self, method: str, path: str, data: Mapping[str, str],
+              timeout: float | None = None) -> Any:
         """POST as `pvesh create`, PUT as `pvesh set`. pvesh runs a worker task in the
         foreground (RESTEnvironment fork_worker: `sync` for the CLI), printing its log, then the
         UPID; the task has ended when pvesh returns, and its exit status is in the task index."""
         verb = {"POST": "create", "PUT": "set"}[method]
+        # A task runs inside pvesh: it gets the task's time (`timeout`), not only the API's.
+        wait = max(self.timeout, timeout or 0.0)
         argv = [self.pvesh, verb, "/" + path.strip("/")]
         for key, value in data.items():
             argv += [f"--{key}", value]
         argv += ["--output-format", "json"]
         try:
             done = subprocess.run(
-                argv, capture_output=True, text=True, timeout=self.timeout, check=False
+                argv, capture_output=True, text=True, timeout=wait, check=False
             )
         except subprocess.TimeoutExpired:
-            raise PvefixError(f"pvesh {verb} {path}: no answer within {self.timeout:g} s") from None
+            raise PvefixError(f"pvesh {verb} {path}: no answer within {wait:g} s") from None
         if done.returncode != 0:
             lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
             raise ApiError(f"{method} {path}: " + " ".join(lines[-3:]), status=None,

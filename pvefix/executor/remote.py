@@ -138,13 +138,15 @@ class Remote:
     def get(self, path: str, params: Mapping[str, str] | None = None) -> Any:
         return self.api.get(path, params)
 
-    def write(self, method: str, path: str, data: Mapping[str, str]) -> Any:
-        """POST or PUT; ApiError carries Proxmox's message (never the request's values)."""
+    def write(self, method: str, path: str, data: Mapping[str, str],
+              timeout: float | None = None) -> Any:
+        """POST or PUT; ApiError carries Proxmox's message (never the request's values).
+        `timeout`: a task's time, for pvesh (--local), which runs the task before it answers."""
         from proxmoxer.core import ResourceException
         from requests.exceptions import RequestException
 
         if isinstance(self.api, LocalApi):
-            return self.api.write(method, path, data)
+            return self.api.write(method, path, data, timeout)
         resource = self.api.root(path.strip("/"))
         try:
             if method == "PUT":
@@ -191,7 +193,7 @@ class Remote:
         """POST an async call, wait for its task, and raise TaskFailed unless it ended OK or
         with `WARNINGS: N` (success: the task's WARN lines go to `warn`, else to
         `on_warning`)."""
-        upid = self.write("POST", path, data)
+        upid = self.write("POST", path, data, timeout)
         if not isinstance(upid, str) or not upid.startswith("UPID:"):
             return "OK"  # answered synchronously
         exitstatus = self.wait_task(upid, timeout)

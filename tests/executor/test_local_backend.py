@@ -105,3 +105,21 @@ def test_on_a_real_node_the_vm_must_live_on_this_host(
     conn = Connection(backend="local", local_root=Path("/"), timeout=10)
     with pytest.raises(NodeMismatch):
         Remote(conn, "some-other-node")  # `hostname` names kpro6
+
+
+def test_a_task_longer_than_the_api_timeout_and_the_printed_undo_keep_local(
+    node: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # pvesh runs a worker in the foreground: a config task that outlasts --timeout (the API's
+    # answer time) still has --task-timeout, as over HTTPS where pvefix polls the task.
+    n = node("kpro6", task_seconds=5.0)  # type: ignore[operator]
+    _on_the_node(n, tmp_path, monkeypatch)
+    conf = n.sim.state.tree.vm_config_path(100)
+    before = conf.read_bytes()
+    assert _cli(n, "apply", "100", "--phase", "1", "--yes", "--timeout", "3") == EXIT_OK
+    assert "machine: q35" in conf.read_text()
+    undo = capsys.readouterr().out.split("to undo: ", 1)[1].strip()
+    assert "--local" in undo.split(), "the printed rollback reaches the same node the same way"
+    assert run_app(build_command(), [*undo.split()[1:], "--yes"]) == EXIT_OK
+    assert conf.read_bytes() == before
