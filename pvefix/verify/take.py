@@ -18,6 +18,10 @@ def open_channel(conn: Connection | None, guest: GuestAccess, vmid: int) -> Gues
     if conn is None:
         raise PvefixError("the guest agent is reached through the Proxmox API: give the "
                           "node's connection settings (--host, --connection, a profile)")
+    if conn.backend == "local":
+        raise PvefixError("the guest agent is reached through the Proxmox API over HTTPS, which"
+                          " --local does not use: reach the guest over SSH (--guest-ssh-host),"
+                          " or run pvefix with the API backend (--host)")
     from pvefix.connection.api import ApiClient
     from pvefix.verify.agent import AgentChannel, find_node
 

@@ -118,3 +118,12 @@ def test_an_exited_command_is_reported_once_as_qemu_ga_does(
             channel.status(pid)
     finally:
         channel.close()
+
+
+def test_the_guest_agent_with_local_is_refused_with_the_way_that_works() -> None:
+    from pvefix.connection.settings import Connection
+    from pvefix.errors import PvefixError
+    from pvefix.verify.take import open_channel
+
+    with pytest.raises(PvefixError, match="--guest-ssh-host"):
+        open_channel(Connection(backend="local"), AGENT, 100)
