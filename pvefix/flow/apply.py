@@ -116,9 +116,10 @@ def _refuse_root_only(phase: Phase, live: HostState, options: ApplyOptions) -> b
     else:
         paths.append("or, as root on the node:\n    " + "\n    ".join(commands))
     raise RefusedError(
-        f"{', '.join(c.key for c in needing)}: only root@pam with a password ticket may set "
-        f"raw host devices, and this connection is {access.user} ({access.auth}); nothing was "
-        "written. Ways that work: " + "; ".join(paths),
+        f"{', '.join(c.key for c in needing)}: only root@pam with a password ticket may make"
+        " these changes (qemu-server keeps raw host devices, `romfile` and `args` to root@pam),"
+        f" and this connection is {access.user} ({access.auth}); nothing was written. Ways"
+        " that work: " + "; ".join(paths),
         source=f"VM {live.vm.vmid}",
     )
 
