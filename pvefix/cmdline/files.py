@@ -13,9 +13,12 @@ file byte-identical when nothing changed. An edit rewrites only the line it touc
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
+from itertools import compress, count, repeat
+from operator import itemgetter
 
 from pvefix.cmdline.lint import CpuVendor, Finding, Severity, lint
 from pvefix.cmdline.pci import (
@@ -40,7 +43,7 @@ Edit = Callable[[Cmdline], bool]
 
 
 def _has_root(cmdline: Cmdline) -> bool:
-    return any(t.matches("root") and t.value for t in cmdline.tokens)
+    return any(t.value for t in cmdline.named("root"))
 
 
 class KernelCmdlineFile:
@@ -157,6 +160,21 @@ _ASSIGN_LINE = re.compile(
     re.MULTILINE,
 )
 
+
+# Above this many mentions of the variables, a file is first read line by line in the plain
+# shape (`_scan_plain`), which costs a call per line but no match kept per assignment.
+_MANY = 1000
+
+
+def _plain_kind(line: str) -> str | None:
+    """For one line: None if it starts no assignment, "" if it starts one that is not in the
+    plain shape, else the variable it assigns."""
+    match = _ASSIGN_LINE.match(line)
+    if match is None:
+        return None
+    return "" if match.group(5) is None else match.group(1)
+
+
 # What may follow the value on its line: blanks, then a comment or `;` and more commands.
 _SUFFIX = re.compile(r"[ \t]*(?:[#;].*)?")
 
@@ -183,10 +201,6 @@ class GrubAssignment:
         assignments needs only the winners' lines (the rest are read as shell words)."""
         return Cmdline.parse(self.word.value, source=self.source, line=self.line)
 
-    def holds_name(self, name: str) -> bool:
-        """False when no token of the value can be named `name` (a cheap text test first)."""
-        return normalize_name(name) in normalize_name(self.word.value)
-
     def edit_refusal(self) -> str | None:
         """Why pvefix will not rewrite this value, or None if it can."""
         if self.end_line != self.line:
@@ -198,6 +212,11 @@ class GrubAssignment:
         if self.word.style != "empty" and quote(self.word.value, self.word.style) != self.word.raw:
             return "its value uses escapes pvefix would not write back the same way"
         return None
+
+
+# One assignment found by the scan: variable, line, and either its GrubAssignment or, for a line
+# in the plain shape, the match it is built from when needed (None: match the line again).
+_Row = tuple[str, int, re.Match[str] | GrubAssignment | None]
 
 
 class GrubDefaultFile:
@@ -212,20 +231,31 @@ class GrubDefaultFile:
     def __init__(self, text: str, source: str) -> None:
         self.source = source
         self._text = text
-        self._assignments = self._scan(text)
-        self._winners = {a.variable: a for a in self._assignments}
+        self._split: list[str] | None = None  # the text's lines, when a plain row needs one
+        self._rows = self._scan(text)
+        self._index_winners()
         self._cmdline: Cmdline | None = None
+
+    def _index_winners(self) -> None:
+        self._winners = {row[0]: k for k, row in enumerate(self._rows)}
 
     @classmethod
     def parse(cls, text: str, source: str = GRUB_DEFAULT_PATH) -> GrubDefaultFile:
         """Parse the file; ParseError (with the line) for an assignment pvefix cannot read."""
         return cls(text, source)
 
-    def _scan(self, text: str, pos: int = 0, line_no: int = 1) -> list[GrubAssignment]:
+    def _scan(self, text: str, pos: int = 0, line_no: int = 1) -> list[_Row]:
         # The regex engine finds the assignments; Python code runs only for them, and line
         # numbers are counted between matches, so any file reads in one linear pass. `pos`
-        # (the start of line `line_no`) scans the rest of a file from a line on.
-        found: list[GrubAssignment] = []
+        # (the start of line `line_no`) scans the rest of a file from a line on. A line in
+        # the plain shape keeps its match: its GrubAssignment is built only when asked for
+        # (a file of 100k assignments needs a handful).
+        if text.count("GRUB_CMDLINE_LINUX", pos) > _MANY:
+            plain = self._scan_plain(text, pos, line_no)
+            if plain is not None:
+                return plain
+        found: list[_Row] = []
+        append = found.append
         counted = pos  # line_no is the line number at `counted`
         resume = pos  # the text before this was consumed by an earlier value
         for match in _ASSIGN_LINE.finditer(text, pos):
@@ -237,15 +267,7 @@ class GrubDefaultFile:
             prefix_end = match.end(1) + 1
             suffix = match.group(5)
             if suffix is not None:  # the plain shape, read by the regex engine alone
-                quoted, inner, bare = match.group(2, 3, 4)
-                word = (
-                    Word(quoted, inner, "double") if quoted is not None
-                    else Word(bare, bare, "bare" if bare else "empty")
-                )
-                found.append(GrubAssignment(
-                    match.group(1), line_no, line_no, text[begin:prefix_end], word, suffix,
-                    self.source,
-                ))
+                append((match.group(1), line_no, match))
                 resume = match.end() + 1
                 continue
             try:
@@ -268,23 +290,121 @@ class GrubDefaultFile:
                     source=self.source,
                     line=last,
                 )
-            found.append(
-                GrubAssignment(
-                    match.group(1), line_no, last, text[begin:prefix_end], word, suffix,
-                    self.source,
-                )
-            )
+            variable = match.group(1)
+            append((variable, line_no, GrubAssignment(
+                variable, line_no, last, text[begin:prefix_end], word, suffix, self.source,
+            )))
             resume = eol + 1
         return found
+
+    @staticmethod
+    def _scan_plain(text: str, pos: int, line_no: int) -> list[_Row] | None:
+        """The rows when every assignment is in the plain shape (one line each, so no value
+        can hide a line from the scan), or None. A row keeps only its variable and line (a
+        plain line is matched again when its assignment is asked for), so a file of 100k
+        assignments leaves no 100k match objects for the garbage collector to walk."""
+        kinds = list(map(_plain_kind, text[pos:].split("\n")))
+        if "" in kinds:
+            return None
+        numbers = compress(count(line_no), kinds)
+        return list(zip(filter(None, kinds), numbers, repeat(None)))
+
+    def _at(self, k: int) -> GrubAssignment:
+        """Row k's assignment, built from its match the first time it is asked for."""
+        variable, line, held = self._rows[k]
+        if isinstance(held, GrubAssignment):
+            return held
+        if held is None:
+            held = self._match_line(line)
+        quoted, inner, bare = held.group(2, 3, 4)
+        word = (
+            Word(quoted, inner, "double") if quoted is not None
+            else Word(bare, bare, "bare" if bare else "empty")
+        )
+        built = GrubAssignment(
+            variable, line, line, held.string[held.start() : held.end(1) + 1], word,
+            held.group(5), self.source,
+        )
+        self._rows[k] = (variable, line, built)
+        return built
+
+    def _match_line(self, line: int, lines: list[str] | None = None) -> re.Match[str]:
+        """The plain-shape match of a line the scan found as a plain assignment (in `lines`,
+        the text's lines by default)."""
+        if lines is None:
+            if self._split is None:
+                self._split = self._text.split("\n")
+            lines = self._split
+        match = _ASSIGN_LINE.match(lines[line - 1])
+        assert match is not None and match.group(5) is not None  # found so by the scan
+        return match
+
+    def _value(self, row: _Row, lines: list[str] | None = None) -> str:
+        """The value of a row's assignment as the shell reads it (no expansion done)."""
+        held = row[2]
+        if isinstance(held, GrubAssignment):
+            return held.word.value
+        if held is None:
+            held = self._match_line(row[1], lines)
+        inner, bare = held.group(3, 4)
+        return inner if inner is not None else bare
+
+    def multi_line_spans(self) -> list[tuple[int, int]]:
+        """(first, last) line of each assignment whose value spans several lines."""
+        return [
+            (held.line, held.end_line) for _, _, held in self._rows
+            if isinstance(held, GrubAssignment) and held.end_line != held.line
+        ]
+
+    def evaluation_order(self) -> tuple[list[GrubAssignment], list[GrubAssignment]]:
+        """What evaluating the file needs, in file order: the assignments before the last
+        plain one of each variable that expand or quote `$` (they only need reporting), and
+        every assignment from there on (they make the values). A plain assignment (no
+        expansion, no literal `$`) replaces its variable, so what came before it for that
+        variable cannot change the result."""
+        last_plain: dict[str, int] = {}
+        for k, (variable, _, held) in enumerate(self._rows):
+            if not isinstance(held, GrubAssignment) or not (
+                held.word.expansions or held.word.literal_specials
+            ):
+                last_plain[variable] = k
+        start = min(
+            (last_plain.get(variable, 0) for variable in {row[0] for row in self._rows}),
+            default=0,
+        )
+        early = [
+            held for _, _, held in self._rows[:start]
+            if isinstance(held, GrubAssignment)
+            and (held.word.expansions or held.word.literal_specials)
+        ]
+        return early, [self._at(k) for k in range(start, len(self._rows))]
+
+    def holding(self, name: str) -> list[GrubAssignment]:
+        """The assignments whose value's text could hold a parameter `name` (a cheap text
+        test on each; the caller parses the few that pass)."""
+        wanted = normalize_name(name)
+        if wanted not in normalize_name(self._text):
+            return []
+        value = self._value
+        return [
+            self._at(k) for k, row in enumerate(self._rows)
+            if wanted in normalize_name(value(row))
+        ]
 
     @property
     def assignments(self) -> tuple[GrubAssignment, ...]:
         """Every assignment of the two variables, in file order."""
-        return tuple(self._assignments)
+        return tuple(self._at(k) for k in range(len(self._rows)))
+
+    def assignment_at(self, line: int) -> GrubAssignment | None:
+        """The assignment that starts on `line`, or None."""
+        k = bisect_left(self._rows, line, key=itemgetter(1))
+        return self._at(k) if k < len(self._rows) and self._rows[k][1] == line else None
 
     def assignment(self, variable: str) -> GrubAssignment | None:
         """The assignment of `variable` that wins (the last one), or None."""
-        return self._winners.get(variable)
+        k = self._winners.get(variable)
+        return None if k is None else self._at(k)
 
     @property
     def linux_default(self) -> Cmdline | None:
@@ -329,11 +449,12 @@ class GrubDefaultFile:
             for f in lint(self.cmdline, kernel_version=kernel_version, cpu_vendor=cpu_vendor)
         ]
         overridden: dict[str, list[int]] = {}
-        for a in self._assignments:
-            winner = self._winners[a.variable]
-            if winner is not a:
-                overridden.setdefault(a.variable, []).append(a.line)
-                continue
+        winners = self._winners
+        for k, (variable, line, _) in enumerate(self._rows):
+            if winners[variable] != k:
+                overridden.setdefault(variable, []).append(line)
+        for k in sorted(winners.values()):
+            a = self._at(k)
             if a.word.expansions:
                 found.append(self._finding(
                     "grub-variable-expansion", "warning", a,
@@ -353,7 +474,7 @@ class GrubDefaultFile:
             found.append(Finding(
                 code="grub-overridden-assignment", severity="info", source=self.source,
                 line=numbers[0],
-                message=f"{variable} is assigned again on line {self._winners[variable].line},"
+                message=f"{variable} is assigned again on line {self._rows[winners[variable]][1]},"
                 f" which wins (overridden: line{'s' if len(numbers) > 1 else ''} {shown})",
             ))
         return found
@@ -369,11 +490,10 @@ class GrubDefaultFile:
         # raw token -> line of the winning assignment holding it (LINUX_DEFAULT first), built
         # once, so a 100k-token value lints in linear time.
         lines: dict[str, int] = {}
-        for variable in (GRUB_LINUX_DEFAULT, GRUB_LINUX):
+        for variable in (GRUB_LINUX, GRUB_LINUX_DEFAULT):  # a later update wins
             a = self.assignment(variable)
             if a is not None:
-                for t in a.cmdline.tokens:
-                    lines.setdefault(t.raw, a.line)
+                lines.update(dict.fromkeys([t[0] for t in a.cmdline.tokens], a.line))
         return lines
 
     # -- editing --------------------------------------------------------------------------
@@ -453,11 +573,17 @@ class GrubDefaultFile:
         if not edits and append is None:
             return
         lines = self._text.split("\n")
-        expected = {a.line: a.word.value for a in self._assignments}
-        for a in self._assignments:
-            if a.line in edits:
-                lines[a.line - 1] = self._rewrite(a, edits[a.line].render())
-                expected[a.line] = edits[a.line].render()
+        # Only the file from the last assignment before the first changed line on is read
+        # again (see below), so only those assignments' values are compared.
+        first = min([*edits, *([len(lines)] if append is not None else [])])
+        k = bisect_left(self._rows, first, key=itemgetter(1))
+        keep, start = (self._rows[: k - 1], self._rows[k - 1][1]) if k else ([], 1)
+        expected = {row[1]: self._value(row) for row in self._rows[max(k - 1, 0) :]}
+        for line, edited in sorted(edits.items()):
+            a = self.assignment_at(line)
+            assert a is not None  # edits are keyed by the lines of existing assignments
+            lines[line - 1] = self._rewrite(a, edited.render())
+            expected[line] = edited.render()
         if append is not None:
             new_line = f"{GRUB_LINUX_DEFAULT}={quote(append.render(), 'double')}"
             if lines[-1] == "":
@@ -473,24 +599,21 @@ class GrubDefaultFile:
         # the last assignment before the first changed line on is read again: the text before
         # that assignment is unchanged, and only an assignment's value can run on into the
         # lines after it, so what comes before it reads as it did.
-        first = min([*edits, *([len(lines) - 1] if append is not None else [])])
-        before = [a for a in self._assignments if a.line < first]
-        keep, start = (before[:-1], before[-1].line) if before else ([], 1)
         offset = len("\n".join(lines[: start - 1])) + (1 if start > 1 else 0)
         try:
-            scanned = keep + self._scan(text, offset, start)
+            rescanned = self._scan(text, offset, start)
         except ParseError:
-            scanned = []
-        expected = {line: value for line, value in expected.items() if line >= start}
-        if {a.line: a.word.value for a in scanned if a.line >= start} != expected:
+            rescanned = []
+        if {row[1]: self._value(row, lines) for row in rescanned} != expected:
             raise RefusedError(
                 "the edited file would not read back as intended; edit it by hand",
                 source=self.source,
             )
-        self._assignments = scanned
-        self._winners = {a.variable: a for a in self._assignments}
+        self._rows = keep + rescanned
+        self._index_winners()
         self._cmdline = None
         self._text = text
+        self._split = lines
 
     def _rewrite(self, a: GrubAssignment, value: str) -> str:
         why = a.edit_refusal()

@@ -57,11 +57,30 @@ _BEYOND = re.compile(
 )
 
 
+# A line that may be beyond what pvefix evaluates: one the checks in `_beyond` could stop at.
+# Lines that start an assignment of the two variables are read by the scan, not here.
+_CANDIDATE = re.compile(
+    r"^(?![ \t]*(?:export[ \t]+)?GRUB_CMDLINE_LINUX(?:_DEFAULT)?=)"
+    r"(?:[^\n]*GRUB_CMDLINE_LINUX|[ \t]*(?:if|case|for|while|until|function|eval|source|unset"
+    r"|read|\.|[A-Za-z_][A-Za-z0-9_]*[ \t]*\())",
+    re.MULTILINE,
+)
+
+
 def _beyond(path: str, text: str, parsed: GrubDefaultFile) -> str | None:
     """Why this file is beyond what pvefix evaluates (control flow, sourced code, the variables
     used other than in `NAME=value`), or None. Linear in the file's length."""
-    inside = {n for a in parsed.assignments for n in range(a.line, a.end_line + 1)}
-    for number, line in enumerate(text.split("\n"), start=1):
+    # The regex engine finds the candidate lines (never an assignment's own first line); each
+    # is then judged as a whole line. Lines inside a value that spans lines are not code.
+    spans = parsed.multi_line_spans()
+    inside = {n for first, last in spans for n in range(first, last + 1)}
+    counted, number = 0, 1
+    for candidate in _CANDIDATE.finditer(text):
+        begin = candidate.start()
+        number += text.count("\n", counted, begin)
+        counted = begin
+        end = text.find("\n", begin)
+        line = text[begin : len(text) if end < 0 else end]
         if number in inside or line.lstrip().startswith("#"):
             continue
         match = _BEYOND.match(line)
@@ -121,7 +140,20 @@ class GrubConfig:
             beyond = _beyond(path, self.texts[path], self.files[path])
             if beyond is not None:
                 self.unknown.append(beyond)
-            for a in self.files[path].assignments:
+            early, rest = self.files[path].evaluation_order()
+            for a in early:  # replaced later by a plain value: only what pvefix cannot read
+                others = [e for e in a.word.expansions if not _SELF_REF.fullmatch(e)]
+                if others:
+                    self.unknown.append(
+                        f"{path}:{a.line}: {a.variable} uses {', '.join(others)}, which pvefix"
+                        " does not evaluate"
+                    )
+                elif a.word.literal_specials or (a.word.expansions and "'" in a.word.raw):
+                    self.unknown.append(
+                        f"{path}:{a.line}: {a.variable} mixes a literal `$` with expansions, "
+                        "which pvefix does not evaluate"
+                    )
+            for a in rest:
                 if not a.word.expansions and not a.word.literal_specials:
                     # The common case, kept cheap: a plain value replaces the variable.
                     values[a.variable] = a.word.value
@@ -150,8 +182,23 @@ class GrubConfig:
     @property
     def cmdline(self) -> Cmdline:
         """What the normal entry gets after `root=... ro`: LINUX, then LINUX_DEFAULT."""
+        source = ", ".join(self.paths) or GRUB_DEFAULT_PATH
         text = " ".join(v for v in (self.values[GRUB_LINUX], self.values[GRUB_LINUX_DEFAULT]) if v)
-        return Cmdline.parse(text, source=", ".join(self.paths) or GRUB_DEFAULT_PATH)
+        one = self._only_assignment(text)
+        if one is not None:  # its value is the whole line, and already parsed (or kept)
+            line = one.cmdline.copy()
+            line.source, line.line = source, None
+            return line
+        return Cmdline.parse(text, source=source)
+
+    def _only_assignment(self, text: str) -> GrubAssignment | None:
+        """The one assignment whose value, as written, is the whole effective line, if any."""
+        chains = [c for v, c in self.sources.items() if self.values[v]]
+        if len(chains) != 1 or len(chains[0]) != 1:
+            return None
+        where = chains[0][0]
+        a = self.files[where.path].assignment_at(where.line)
+        return a if a is not None and a.word.value == text else None
 
     def base_assignment(self) -> tuple[str, GrubAssignment | None]:
         """The file to edit for GRUB_CMDLINE_LINUX_DEFAULT, and its base assignment there."""
@@ -159,16 +206,14 @@ class GrubConfig:
         if not chain:
             return GRUB_DEFAULT_PATH, None
         first = chain[0]
-        editor = self.files[first.path]
-        a = next((x for x in editor.assignments if x.line == first.line), None)
-        return first.path, a
+        return first.path, self.files[first.path].assignment_at(first.line)
 
     def where(self, name: str, value: str | None = None) -> list[Source]:
         """The assignments whose own text holds `name[=value]`."""
         found: list[Source] = []
         for path in self.paths:
-            for a in self.files[path].assignments:
-                if a.holds_name(name) and a.cmdline.has(name, value):
+            for a in self.files[path].holding(name):
+                if a.cmdline.has(name, value):
                     found.append(Source(path, a.line))
         return found
 

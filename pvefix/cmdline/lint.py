@@ -7,12 +7,13 @@ match on; the message says what the kernel really does with the parameter.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from pvefix.cmdline.pci import pci_realloc_state, realloc_option_state
-from pvefix.cmdline.tokens import Cmdline, Token, normalize_name
+from pvefix.cmdline.tokens import Cmdline, Token
 from pvefix.errors import ValidationError
 
 Severity = Literal["error", "warning", "info"]
@@ -109,8 +110,10 @@ def lint(
                 source=src,
             )
         )
-    for token in cmdline.tokens:
-        findings.extend(_check_token(token, kernel_version))
+    names = cmdline.names()
+    for token, name in zip(cmdline.tokens, names, strict=True):
+        if name in _CHECKED:
+            findings.extend(_check_token(token, name, kernel_version))
     findings.extend(_check_intel_missing(cmdline, kernel_version, cpu_vendor))
     findings.extend(_check_repeats(cmdline))
     if pci_realloc_state(cmdline) == "off":
@@ -127,8 +130,11 @@ def lint(
     return [f.model_copy(update=where) if src and not f.source else f for f in findings]
 
 
-def _check_token(token: Token, kernel_version: str | None) -> list[Finding]:
-    name = normalize_name(token.name)
+# The parameters `_check_token` has something to say about (normalized names).
+_CHECKED = frozenset({"amd_iommu", "intel_iommu", "iommu", "pcie_acs_override"})
+
+
+def _check_token(token: Token, name: str, kernel_version: str | None) -> list[Finding]:
     if name == "amd_iommu":
         return _check_amd_iommu(token)
     if name == "intel_iommu":
@@ -221,8 +227,7 @@ def _check_intel_missing(
     if not is_pve or version >= INTEL_IOMMU_DEFAULT_ON:
         return []
     enabled = any(
-        opt.startswith("on") for t in cmdline.tokens if t.matches("intel_iommu")
-        for opt in _options(t)
+        opt.startswith("on") for t in cmdline.named("intel_iommu") for opt in _options(t)
     )
     if enabled:
         return []
@@ -238,12 +243,14 @@ def _check_intel_missing(
 
 def _check_repeats(cmdline: Cmdline) -> list[Finding]:
     findings: list[Finding] = []
+    # Only names given more than once can repeat or conflict; counting them is one C pass.
+    names = cmdline.names()
+    repeated = {name for name, n in Counter(names).items() if n > 1}
     by_name: dict[str, list[Token]] = {}
-    for token in cmdline.tokens:
-        by_name.setdefault(normalize_name(token.name), []).append(token)
+    for token, name in zip(cmdline.tokens, names, strict=True):
+        if name in repeated:
+            by_name.setdefault(name, []).append(token)
     for name, tokens in by_name.items():
-        if len(tokens) < 2:
-            continue
         counts: dict[str | None, int] = {}
         first_repeat: dict[str | None, Token] = {}
         for token in tokens:
@@ -286,7 +293,7 @@ def _show(token: Token) -> str:
 def _last_realloc_off(cmdline: Cmdline) -> str | None:
     raws = [
         t.raw
-        for t in cmdline.tokens
-        if t.matches("pci") and any(realloc_option_state(o) == "off" for o in _options(t))
+        for t in cmdline.named("pci")
+        if any(realloc_option_state(o) == "off" for o in _options(t))
     ]
     return raws[-1] if raws else None

@@ -19,8 +19,8 @@ ReallocState = Literal["on", "off"]
 def pci_options(cmdline: Cmdline) -> list[str]:
     """Every option of every `pci=` token, flattened, in command line order."""
     options: list[str] = []
-    for token in cmdline.tokens:
-        if token.matches("pci") and token.value:
+    for token in cmdline.named("pci"):
+        if token.value:
             options.extend(opt for opt in token.value.split(",") if opt)
     return options
 

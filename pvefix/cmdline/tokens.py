@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
+from itertools import chain
+from operator import itemgetter
 from typing import NamedTuple
 
 from pvefix.errors import ParseError, ValidationError
@@ -164,6 +166,7 @@ class Cmdline:
         self._tokens = tokens
         self._afters = afters
         self._tail = tail
+        self._names: list[str] | None = None  # normalized names, built on first use
         self.unterminated_quote = unterminated_quote
         self.source = source
         self.line = line
@@ -208,6 +211,25 @@ class Cmdline:
     ) -> Cmdline:
         # Without a quote a token is a run of non-space characters whose name ends at the first
         # `=` after its first character; the regex engine splits all of them in one call.
+        body = text[pos:]
+        trimmed = body.rstrip(WHITESPACE)
+        if (
+            trimmed.isprintable() and "  " not in trimmed and " --" not in trimmed
+            and not trimmed.startswith(("--", "="))
+            and " =" not in trimmed
+        ):
+            # The usual line: printable text (so no whitespace but ' '), one space between
+            # tokens, no token starting with `=` or `--`. str.split and partition do the work.
+            make = tuple.__new__
+            tokens = [
+                make(Token, (r, n, v if s else None))
+                for r in (trimmed.split(" ") if trimmed else ())
+                for n, s, v in (r.partition("="),)
+            ]
+            afters = [" "] * len(tokens)
+            if afters:
+                afters[-1] = body[len(trimmed) :]
+            return cls(text[:pos], tokens, afters, "", source=source, line=line)
         found = _UNQUOTED.findall(text, pos)
         make = tuple.__new__
         tokens = [make(Token, (n + v, n, v[1:] if v else None)) for n, v, _ in found]
@@ -224,7 +246,7 @@ class Cmdline:
 
     def copy(self) -> Cmdline:
         """An independent copy (edits to one do not show in the other)."""
-        return Cmdline(
+        copy = Cmdline(
             self._leading,
             self._tokens.copy(),
             self._afters.copy(),
@@ -233,6 +255,8 @@ class Cmdline:
             source=self.source,
             line=self.line,
         )
+        copy._names = self._names  # never changed in place: an edit builds a new one
+        return copy
 
     # -- reading --------------------------------------------------------------------------
 
@@ -267,26 +291,32 @@ class Cmdline:
         """The raw text from `--` to the end ("" when there is no separator)."""
         return self._tail
 
+    def names(self) -> list[str]:
+        """Every parameter's name as the kernel compares it (`normalize_name`), in order.
+
+        Built once per version of the line (an edit drops it), so the checks that look names
+        up (`has`, `named`, the linter) cost one pass together, not one each."""
+        if self._names is None:
+            self._names = [t[1].replace("-", "_") for t in self._tokens]
+        return self._names
+
+    def named(self, name: str) -> list[Token]:
+        """Every token named `name` (dash/underscore-insensitive), in order."""
+        wanted = normalize_name(name)
+        return [t for t, n in zip(self._tokens, self.names(), strict=True) if n == wanted]
+
     def get(self, name: str) -> list[str | None]:
         """Values of every token named `name`, in order (None for a bare flag)."""
-        return [t.value for t in self._tokens if t.matches(name)]
+        return [t.value for t in self.named(name)]
 
     def has(self, name: str, value: str | None = None) -> bool:
         """True if a token has this name and, when `value` is given, this value."""
-        wanted = normalize_name(name)
-        return any(
-            normalize_name(t.name) == wanted and (value is None or t.value == value)
-            for t in self._tokens
-        )
+        return any(value is None or t.value == value for t in self.named(name))
 
     def render(self) -> str:
         """The command line text; byte-identical to the parsed text when nothing changed."""
-        parts = [self._leading]
-        for raw, after in zip((t.raw for t in self._tokens), self._afters, strict=True):
-            parts.append(raw)
-            parts.append(after)
-        parts.append(self._tail)
-        return "".join(parts)
+        pairs = zip(map(itemgetter(0), self._tokens), self._afters, strict=True)
+        return "".join((self._leading, *chain.from_iterable(pairs), self._tail))
 
     def __str__(self) -> str:
         return self.render()
@@ -316,6 +346,7 @@ class Cmdline:
     def append(self, token: Token) -> None:
         """Add a token after the last parameter (before `--`), separated by one space."""
         self._check_editable()
+        self._names = None
         if self._tokens:
             self._tokens.append(token)
             self._afters.append(self._afters[-1])
@@ -330,14 +361,20 @@ class Cmdline:
         Only for parameters that are never given another value on the line: in `a=1 a=2 a=1`
         the last `a=1` decides what the kernel keeps, so none of them is dropped."""
         self._check_editable()
+        # A line without a repeated raw token (the usual case) needs no second look.
+        raws = [t[0] for t in self._tokens]
+        if len(set(raws)) == len(raws):
+            return False
         values: dict[str, set[str | None]] = {}
-        for token in self._tokens:
-            values.setdefault(normalize_name(token.name), set()).add(token.value)
+        for name, token in zip(self.names(), self._tokens, strict=True):
+            values.setdefault(name, set()).add(token[2])
         seen: set[str] = set()
+        single = {name for name, vals in values.items() if len(vals) == 1}
 
         def repeat(token: Token) -> bool:
-            again = token.raw in seen and len(values[normalize_name(token.name)]) == 1
-            seen.add(token.raw)
+            raw = token[0]
+            again = raw in seen and token[1].replace("-", "_") in single
+            seen.add(raw)
             return again
 
         return self._drop(repeat)
@@ -351,6 +388,7 @@ class Cmdline:
         """Put `token` in place of the parameter at `index`; the whitespace stays."""
         self._check_editable()
         self._tokens[index] = token
+        self._names = None
 
     def without(self, names: tuple[str, ...]) -> Cmdline:
         """A copy without the tokens named in `names` (a view, allowed on any line)."""
@@ -374,4 +412,5 @@ class Cmdline:
             if afters:
                 afters[-1] = after
         self._tokens, self._afters = tokens, afters
+        self._names = None
         return changed

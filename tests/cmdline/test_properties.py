@@ -18,7 +18,9 @@ from pvefix.cmdline import (
     lint,
     pci_realloc_state,
 )
-from pvefix.errors import ParseError, RefusedError
+from pvefix.cmdline.files import GRUB_DEFAULT_PATH
+from pvefix.cmdline.grubd import GrubConfig
+from pvefix.errors import ParseError, PvefixError, RefusedError
 
 name = st.sampled_from(
     ["quiet", "iommu", "amd_iommu", "intel-iommu", "vfio-pci.ids", "console", "root", "x"]
@@ -268,3 +270,32 @@ def test_the_plain_assignment_fast_path_reads_what_the_shell_word_parser_reads(
     with mock.patch.object(files, "_ASSIGN_LINE", slow_only):
         slow = _scanned(text)
     assert fast == slow
+
+
+def _read_and_edit(text: str) -> object:
+    """Everything a plan reads from one GRUB file, then the file after adding iommu=pt."""
+    scanned = _scanned(text)
+    if isinstance(scanned, str):
+        return scanned
+    config = GrubConfig({GRUB_DEFAULT_PATH: text})
+    grub = config.files[GRUB_DEFAULT_PATH]
+    read = (scanned, config.values, config.unknown, config.sources, config.where("quiet"),
+            [f.model_dump() for f in grub.findings()])
+    try:
+        grub.ensure("iommu", "pt")
+    except PvefixError as exc:
+        return read, str(exc)
+    return read, grub.render(), _scanned(grub.render())
+
+
+@given(st.lists(grub_line, max_size=6), st.sampled_from(["", "\n"]))
+def test_the_line_by_line_scan_reads_and_edits_as_the_match_by_match_scan(
+    lines: list[str], end: str
+) -> None:
+    # A file that mentions the variables more than files._MANY times is first read line by
+    # line; with the threshold below zero every file is, and must read and edit the same.
+    text = "\n".join(lines) + end
+    by_match = _read_and_edit(text)
+    with mock.patch.object(files, "_MANY", -1):
+        by_line = _read_and_edit(text)
+    assert by_line == by_match

@@ -84,3 +84,20 @@ def test_tokens_are_what_the_kernel_parser_hands_out(text: str) -> None:
 @given(st.text(alphabet=' \t"=-ab', max_size=40))
 def test_parsing_is_lossless_on_any_text(text: str) -> None:
     assert Cmdline.parse(text).render() == text
+
+
+# The usual line (no quote, one space between tokens) takes a faster path in Cmdline.parse;
+# these lines always do, so the kernel's parser judges that path too.
+usual_line = st.builds(
+    lambda lead, words, trail: lead + " ".join(words) + trail,
+    st.sampled_from(["", " ", "\t"]),
+    st.lists(st.text(alphabet="=-ab.", min_size=1, max_size=6), max_size=8),
+    st.sampled_from(["", " ", "\n", " \n"]),
+)
+
+
+@given(usual_line)
+def test_the_usual_line_is_what_the_kernel_parser_hands_out(text: str) -> None:
+    line = Cmdline.parse(text)
+    assert [(t.name, t.value) for t in line.tokens] == kernel_params(text)
+    assert line.render() == text
