@@ -153,6 +153,33 @@ def resolve_connection_options(opts: ConnectionOptions) -> Connection:
     )
 
 
+def resolve_states(opts: ConnectionOptions, vmids: list[int]) -> list[HostState]:
+    """Read several VMs and their nodes, each node once: a bundle is loaded once; a live
+    cluster is read with one API session and one SSH session per node (read_live_many)."""
+    if opts.bundle is not None:
+        from pvefix.sources.bundle import read_bundle_many
+
+        return read_bundle_many(opts.bundle, vmids)
+    from pvefix.sources.live import read_live_many
+
+    return read_live_many(resolve_connection_options(opts), vmids)
+
+
+def read_path_note(states: list[HostState]) -> str:
+    """How several VMs were read (printed by `plan A B` and `desired A B`)."""
+    nodes = sorted({s.vm.node for s in states})
+    where = f"{len(states)} VMs on {len(nodes)} node(s) ({', '.join(nodes)})"
+    access = states[0].access
+    if access.method == "bundle":
+        return f"read {where} from one host tree"
+    if access.method == "local":
+        return f"read {where} on this node (pvesh, local files)"
+    if not access.ssh:
+        return (f"read {where} through one API session, per VM (no SSH: host files, sysfs and "
+                "raw configs unknown)")
+    return f"read {where} through one API session and one SSH session per node"
+
+
 def resolve_state(opts: ConnectionOptions, vmid: int,
                   guest: GuestAccess | None = None) -> HostState:
     """Read VM `vmid` and its node: from `--bundle` if given, else live (API + SSH, or

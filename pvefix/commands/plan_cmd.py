@@ -4,13 +4,20 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from enum import StrEnum
 from pathlib import Path
 
 import typer
 
 from pvefix.commands.guest_options import GuestOptions, guest_options, optional_guest
-from pvefix.commands.options import ConnectionOptions, connection_options, resolve_state
+from pvefix.commands.options import (
+    ConnectionOptions,
+    connection_options,
+    read_path_note,
+    resolve_state,
+    resolve_states,
+)
 from pvefix.commands.p2p_options import P2PAsk, p2p_options, plan_options
 from pvefix.errors import EXIT_CHANGES, EXIT_OK
 
@@ -45,7 +52,9 @@ def emit_plan(plan: object, fmt: PlanFormat, out: str | None) -> int:
 @guest_options
 @p2p_options
 def plan_command(
-    vmid: int = typer.Argument(..., help="The VM to plan for (its VMID)."),
+    vmids: list[int] = typer.Argument(
+        ..., help="The VM to plan for (its VMID); several VMIDs plan each of them, their nodes"
+        " read once (one API session, one SSH session per node).", metavar="VMID..."),
     fmt: PlanFormat = typer.Option(
         PlanFormat.text,
         "--format",
@@ -68,7 +77,8 @@ def plan_command(
     guest: GuestOptions,
     p2p: P2PAsk,
 ) -> int:
-    """Plan the changes that make GPU passthrough right for VM VMID, as a dry run.
+    """Plan the changes that make GPU passthrough right for VM VMID (or each of several), as a
+    dry run.
 
     Reads a live host (API + SSH), the local host (--local) or a host tree (--bundle), and
     changes nothing. With a way into the guest (--guest-agent, --guest-ssh-host) it reads the
@@ -79,8 +89,53 @@ def plan_command(
     """
     from pvefix.planner import plan as make_plan
 
-    options = plan_options(p2p, opts, vmid, state_dir)
-    state = resolve_state(opts, vmid, optional_guest(guest))
-    for note in state.notes:
-        print(f"note: {note}", file=sys.stderr)
-    return emit_plan(make_plan(state, options), fmt, out)
+    vmids = list(dict.fromkeys(vmids))  # a VMID named twice is planned once
+    if len(vmids) == 1:
+        vmid = vmids[0]
+        options = plan_options(p2p, opts, vmid, state_dir)
+        state = resolve_state(opts, vmid, optional_guest(guest))
+        for note in state.notes:
+            print(f"note: {note}", file=sys.stderr)
+        return emit_plan(make_plan(state, options), fmt, out)
+    from pvefix.errors import PvefixError
+
+    if out:
+        raise PvefixError("--out saves one plan file, for one VM (apply takes one plan): run "
+                          f"`pvefix plan VMID --out FILE` for each of {_listed(vmids)}")
+    if optional_guest(guest) is not None:
+        raise PvefixError("guest access (--guest-agent, --guest-ssh-host) reaches one guest: "
+                          "plan one VM at a time with it")
+    plans = []
+    states = resolve_states(opts, vmids)
+    print(f"note: {read_path_note(states)}", file=sys.stderr)
+    for state in states:
+        for note in state.notes:
+            print(f"note: VM {state.vm.vmid}: {note}", file=sys.stderr)
+        plans.append(make_plan(state, plan_options(p2p, opts, state.vm.vmid, state_dir)))
+    return emit_plans(plans, fmt)
+
+
+def _listed(vmids: list[int]) -> str:
+    return ", ".join(str(v) for v in vmids)
+
+
+def emit_plans(plans: Sequence[object], fmt: PlanFormat) -> int:
+    """Several plans, in the order asked: JSON as one array of plan files, text and markdown
+    one after the other. Exit 2 when any of them has changes."""
+    from pvefix.planner.model import Plan
+    from pvefix.render.plan_markdown import render_plan_markdown
+    from pvefix.render.plan_text import render_plan_text
+
+    typed = [p for p in plans if isinstance(p, Plan)]
+    assert len(typed) == len(plans)
+    if fmt is PlanFormat.json:
+        print(json.dumps([p.to_json_dict() for p in typed], indent=2))
+    else:
+        for k, plan in enumerate(typed):
+            if k:
+                sys.stdout.write("\n")
+            if fmt is PlanFormat.markdown:
+                sys.stdout.write(render_plan_markdown(plan))
+            else:
+                sys.stdout.write(render_plan_text(plan, color=sys.stdout.isatty()))
+    return EXIT_CHANGES if any(p.has_changes for p in typed) else EXIT_OK

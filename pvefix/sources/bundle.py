@@ -107,10 +107,20 @@ def read_bundle(path: str | Path, vmid: int) -> HostState:
     Raises ParseError naming the file (and field) when the tree is malformed, PvefixError when
     the VM is not in it.
     """
+    return read_tree(_load(path), vmid)
+
+
+def read_bundle_many(path: str | Path, vmids: list[int]) -> list[HostState]:
+    """`read_bundle` for several VMs, the tree loaded once."""
+    tree = _load(path)
+    return [read_tree(tree, vmid) for vmid in vmids]
+
+
+def _load(path: str | Path) -> HostTree:
     root = Path(path)
     if not (root / META_FILE).is_file():
         raise ParseError(
             f"not a host tree: no {META_FILE} (docs/host-tree.md says how to make one on a host)",
             source=str(root),
         )
-    return read_tree(load_tree(root), vmid)
+    return load_tree(root)

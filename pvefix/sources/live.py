@@ -194,21 +194,8 @@ def read_target(
         guessed = _wave_one(reader, api, node, vmid) if node is not None else None
         known_node = reader.find_node(vmid, resources)
         cluster = reader.cluster_view(status)
-        if node is not None and node != known_node:
-            notes.append(f"VM {vmid} lives on node {known_node}, not on {node} (named by the "
-                         f"connection): every read and write goes to {known_node}")
-        round_a = [
-            ["cat", KERNEL_CMDLINE],
-            ["cat", GRUB_DEFAULT],
-            ["cat", PROC_CMDLINE],
-            ["proxmox-boot-tool", "status"],
-            ["uname", "-r"],
-            ["cat", MAPPING_FILE],
-            ["lspci", "-D", "-vv"],
-            GRUB_D_LIST,
-            ADDRESS_SIZES,
-            ["cat", vm_conf_path(known_node, vmid)],
-        ]
+        notes.extend(_elsewhere(vmid, known_node, node))
+        round_a = [*host_commands(), ["cat", vm_conf_path(known_node, vmid)]]
 
         def ssh_first() -> tuple[Shell, list[CommandResult]]:
             opened = reader.connect(known_node, cluster)
@@ -236,6 +223,108 @@ def read_target(
         trace.finished = time.perf_counter()
 
 
+def _elsewhere(vmid: int, known_node: str, named: str | None) -> list[str]:
+    """The note for a VM that does not live on the node the connection names."""
+    if named is None or named == known_node:
+        return []
+    return [f"VM {vmid} lives on node {known_node}, not on {named} (named by the connection):"
+            f" every read and write goes to {known_node}"]
+
+
+def host_commands() -> list[list[str]]:
+    """SSH round A's commands about the node itself (the VM configs are added to them)."""
+    return [
+        ["cat", KERNEL_CMDLINE],
+        ["cat", GRUB_DEFAULT],
+        ["cat", PROC_CMDLINE],
+        ["proxmox-boot-tool", "status"],
+        ["uname", "-r"],
+        ["cat", MAPPING_FILE],
+        ["lspci", "-D", "-vv"],
+        GRUB_D_LIST,
+        ADDRESS_SIZES,
+    ]
+
+
+def read_targets(
+    api: Api,
+    shell_factory: ShellFactory | None,
+    vmids: Sequence[int],
+    *,
+    node: str | None,
+    access: AccessFacts,
+    trace: LiveTrace | None = None,
+) -> list[HostState]:
+    """Read several VMs and their nodes at once (`pvefix plan A B C`, `pvefix desired A B`).
+
+    Wave 0 goes out once; then every node the VMs live on is read in parallel, each as
+    `read_target` reads one VM's node, with what the VMs share read once: one SSH session per
+    node whose round A holds the node's files and every one of its VMs' configs, the node's
+    API reads (status, hardware/pci, mappings) once, each VM's own three (config, pending,
+    status) in the same wave, and round B (the physical paths of the node's PCI functions)
+    once. Round C (sysfs of a VM's functions) follows per VM on the same session."""
+    trace = trace or LiveTrace()
+    trace.started = time.perf_counter()
+    cluster_notes: list[str] = []
+    reader = _Reader(api, shell_factory, trace, cluster_notes)
+    try:
+        resources = reader.submit(api.get, "/cluster/resources", {"type": "vm"})
+        status = reader.submit(api.get, "/cluster/status", None)
+        where = {vmid: reader.find_node(vmid, resources) for vmid in vmids}
+        cluster = reader.cluster_view(status)
+        by_node: dict[str, list[int]] = {}
+        for vmid in vmids:
+            by_node.setdefault(where[vmid], []).append(vmid)
+        states: dict[int, HostState] = {}
+        with ThreadPoolExecutor(max_workers=min(8, len(by_node)) or 1,
+                                thread_name_prefix="pvefix-node") as nodes:
+            futures = [nodes.submit(_read_node_vms, reader, node, vms, cluster, access)
+                       for node, vms in by_node.items()]
+            for future in futures:
+                states.update(future.result())
+        return [
+            _with_notes(states[vmid], [*cluster_notes, *_elsewhere(vmid, where[vmid], node)])
+            for vmid in vmids
+        ]
+    finally:
+        reader.pool.shutdown(wait=True)
+        trace.finished = time.perf_counter()
+
+
+def _read_node_vms(
+    reader: _Reader, node: str, vmids: list[int], cluster: ClusterView, access: AccessFacts
+) -> dict[int, HostState]:
+    """One node's share of `read_targets`: its VMs' states, one SSH session for all of them."""
+    shell: Shell | None = None
+    ssh_future: Future[tuple[Shell, list[CommandResult]]] | None = None
+    round_a = [*host_commands(), *(["cat", vm_conf_path(node, vmid)] for vmid in vmids)]
+
+    def ssh_first() -> tuple[Shell, list[CommandResult]]:
+        opened = reader.connect(node, cluster)
+        return opened, reader.rounds(opened, round_a)
+
+    try:
+        if reader.shell_factory is not None:
+            ssh_future = reader.submit(ssh_first)
+        shared = _node_wave(reader, reader.api, node)
+        own = {vmid: _vm_wave(reader, reader.api, node, vmid) for vmid in vmids}
+        node_answers = {name: future.result() for name, future in shared.items()}
+        results: dict[tuple[str, ...], CommandResult] = {}
+        if ssh_future is not None:
+            shell, first = ssh_future.result()
+            results.update({r.argv: r for r in first})
+        states: dict[int, HostState] = {}
+        for vmid in vmids:
+            answers = {**node_answers, **{k: f.result() for k, f in own[vmid].items()}}
+            states[vmid] = _assemble(reader, shell, vmid, node, answers, results, access, [])
+        return states
+    finally:
+        if shell is None and ssh_future is not None and ssh_future.exception() is None:
+            shell = ssh_future.result()[0]
+        if shell is not None:
+            shell.close()
+
+
 # The host's physical address width decides phys-bits=host (Memory.pm get_max_mem reads it so).
 ADDRESS_SIZES = ["grep", "-m1", "-e", "^address sizes", "/proc/cpuinfo"]
 
@@ -257,11 +346,22 @@ def _dropin_paths(result: CommandResult | None) -> list[str]:
     return sorted(p for p in result.stdout.splitlines() if is_dropin(p))
 def _wave_one(reader: _Reader, api: Api, node: str, vmid: int) -> dict[str, Future[Any]]:
     """The VM's and its node's API reads, all at once (errors stay in the futures)."""
+    return {**_vm_wave(reader, api, node, vmid), **_node_wave(reader, api, node)}
+
+
+def _vm_wave(reader: _Reader, api: Api, node: str, vmid: int) -> dict[str, Future[Any]]:
+    """The VM's own API reads."""
     base = f"/nodes/{node}/qemu/{vmid}"
     return {
         "config": reader.submit(api.get, f"{base}/config", {"current": "1"}),
         "pending": reader.submit(api.get, f"{base}/pending", None),
         "status": reader.submit(api.get, f"{base}/status/current", None),
+    }
+
+
+def _node_wave(reader: _Reader, api: Api, node: str) -> dict[str, Future[Any]]:
+    """The node's API reads (and the cluster's mappings), shared by its VMs."""
+    return {
         "node": reader.submit(api.get, f"/nodes/{node}/status", None),
         "pci": reader.submit(api.get, f"/nodes/{node}/hardware/pci", {"pci-class-blacklist": ""}),
         "mapping": reader.submit(api.get, "/cluster/mapping/pci", None),
@@ -290,8 +390,10 @@ def _assemble(
     round_b = [] if shell is None or ("cat", conf_path) in results else [["cat", conf_path]]
     dropins = _dropin_paths(results.get(tuple(GRUB_D_LIST)))
     round_b += [["cat", d] for d in dropins]
-    if shell is not None and (round_b or readlink_cmds):
-        for result in reader.rounds(shell, [*round_b, *readlink_cmds]):
+    # Another VM of the same node may have asked already (read_targets): asked once.
+    to_run = [c for c in [*round_b, *readlink_cmds] if tuple(c) not in results]
+    if shell is not None and to_run:
+        for result in reader.rounds(shell, to_run):
             results[result.argv] = result
     links: dict[str, str] = {}
     for command in readlink_cmds:
@@ -473,27 +575,54 @@ def read_live(connection: Connection, vmid: int, *, trace: LiveTrace | None = No
         from pvefix.sources.guest_read import guest_reader
 
         guest_read = guest_reader(connection, guest, vmid, guest_notes)
+    api, shell_factory, access = _open(connection, lambda node: vmid, trace, guest)
+    try:
+        state = read_target(
+            api, shell_factory, vmid, node=connection.node, access=access, trace=trace,
+            guest_read=guest_read,
+        )
+    except ApiError as exc:
+        raise _not_on_node(connection, vmid, exc) from None
+    finally:
+        api.close()
+    return _with_notes(state, guest_notes)
+
+
+def read_live_many(connection: Connection, vmids: Sequence[int], *,
+                   trace: LiveTrace | None = None) -> list[HostState]:
+    """Read several VMs and their nodes live, sessions opened once (see `read_targets`)."""
+    trace = trace or LiveTrace()
+    # A refused hostname names the node (several VMs may live on it), not a VM.
+    api, shell_factory, access = _open(connection, lambda node: None, trace, None)
+    try:
+        return read_targets(api, shell_factory, vmids, node=connection.node, access=access,
+                            trace=trace)
+    finally:
+        api.close()
+
+
+def _open(
+    connection: Connection, vmid_on: Callable[[str], int | None], trace: LiveTrace,
+    guest: GuestAccess | None,
+) -> tuple[Api, ShellFactory | None, AccessFacts]:
+    """The API session, the way to open a node's SSH session, and what access they give."""
     if connection.backend == "local":
         from pvefix.connection.local import LocalApi, LocalShell
 
-        local_api = LocalApi(connection.timeout)
         root = connection.expanded(connection.local_root)
+        # pvesh and qm run as root@pam on the node: the same rights as a root@pam ticket.
         access = AccessFacts(method="local", user="root@pam", auth="ticket", ssh=True,
                              guest=guest.method if guest else None)
-        # pvesh and qm run as root@pam on the node: the same rights as a root@pam ticket.
+
         def local_shell(node: str, cluster: ClusterView) -> Shell:
             shell = LocalShell(root, connection.timeout)
             if root == Path("/"):  # on a real node: this host must be the VM's node
                 name = shell.run(["hostname"])
                 check_hostname(node, NodeAddress(node, "this host", 0, "--local"), name.stdout,
-                               name.exit_code, vmid)
+                               name.exit_code, vmid_on(node))
             return shell
 
-        state = read_target(
-            local_api, local_shell, vmid,
-            node=connection.node, access=access, trace=trace, guest_read=guest_read,
-        )
-        return _with_notes(state, guest_notes)
+        return LocalApi(connection.timeout), local_shell, access
     client = ApiClient(connection, record=trace.record_api)
     trace.api = client
     shell_factory: ShellFactory | None = None
@@ -501,7 +630,7 @@ def read_live(connection: Connection, vmid: int, *, trace: LiveTrace | None = No
 
         def shell_factory(node: str, cluster: ClusterView) -> Shell:
             address = node_address(connection, node, cluster)
-            return open_node_shell(connection, address, vmid)
+            return open_node_shell(connection, address, vmid_on(node))
 
     access = AccessFacts(
         method="api",
@@ -510,21 +639,17 @@ def read_live(connection: Connection, vmid: int, *, trace: LiveTrace | None = No
         ssh=connection.ssh,
         guest=guest.method if guest else None,
     )
-    try:
-        state = read_target(
-            client, shell_factory, vmid, node=connection.node, access=access, trace=trace,
-            guest_read=guest_read,
-        )
-    except ApiError as exc:
-        if connection.node and exc.status == 500 and "does not exist" in exc.message:
-            raise PvefixError(
-                f"no VM {vmid} on node {connection.node}; nodes looked at: {connection.node} "
-                "(the node set by --node, PVEFIX_NODE, the profile or the ready file; leave "
-                "it out to search the whole cluster)") from None
-        raise
-    finally:
-        client.close()
-    return _with_notes(state, guest_notes)
+    return client, shell_factory, access
+
+
+def _not_on_node(connection: Connection, vmid: int, exc: ApiError) -> Exception:
+    if (connection.backend != "local" and connection.node and exc.status == 500
+            and "does not exist" in exc.message):
+        return PvefixError(
+            f"no VM {vmid} on node {connection.node}; nodes looked at: {connection.node} "
+            "(the node set by --node, PVEFIX_NODE, the profile or the ready file; leave "
+            "it out to search the whole cluster)")
+    return exc
 
 
 def _with_notes(state: HostState, notes: list[str]) -> HostState:

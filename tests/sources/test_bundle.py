@@ -117,3 +117,15 @@ def test_a_missing_kernel_cmdline_is_absent_not_an_error(tmp_path: Path) -> None
     state = read_bundle(tree, 100)
     fact = state.file("/etc/kernel/cmdline")
     assert (fact.exists, fact.sha256) == (False, None)
+
+
+def test_several_vms_of_a_bundle_read_as_each_alone() -> None:
+    from pvefix.sources.bundle import read_bundle_many
+
+    root = resolve_scenario("cluster3")
+    vmids = sorted(load_tree(root).vms())
+    assert len(vmids) > 2
+    many = read_bundle_many(root, vmids)
+    assert [s.model_dump() for s in many] == [read_bundle(root, v).model_dump() for v in vmids]
+    with pytest.raises(PvefixError, match="no VM 999"):
+        read_bundle_many(root, [vmids[0], 999])
