@@ -23,8 +23,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pvefix.cmdline import Cmdline, KernelCmdlineFile
-from pvefix.cmdline.grubd import GRUB_D, GrubConfig
+from pvefix.cmdline.grubd import GrubConfig
 from pvefix.errors import PvefixError
+from pvefix.paths import GRUB_D
 from tests.cmdline.test_grub_linear import SHAPES, read_all
 
 LINES = 100_000

@@ -13,10 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pvefix.cmdline import Cmdline, GrubDefaultFile, KernelCmdlineFile, ProcCmdline
 from pvefix.digest import sha1_text
+from pvefix.paths import GRUB_DEFAULT, KERNEL_CMDLINE, PROC_CMDLINE
 from pvefix.state import (
-    GRUB_DEFAULT,
-    KERNEL_CMDLINE,
-    PROC_CMDLINE,
     BootLoader,
     BootToolFacts,
     HostState,

@@ -16,10 +16,6 @@ from pvefix.hosttree.sysfs import PciDevice
 
 BootLoader = Literal["systemd-boot", "grub", "grub-esp", "unknown"]
 
-KERNEL_CMDLINE = "/etc/kernel/cmdline"
-GRUB_DEFAULT = "/etc/default/grub"
-PROC_CMDLINE = "/proc/cmdline"
-HOST_FILES = (KERNEL_CMDLINE, GRUB_DEFAULT, PROC_CMDLINE)
 
 
 class _Frozen(BaseModel):

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from pvefix.connection.ssh import CommandResult
 from pvefix.digest import raw_bytes
 from pvefix.errors import PvefixError
+from pvefix.paths import NODES_DIR
 
-CONF_GLOB = "/etc/pve/nodes/*/qemu-server/*.conf"
+CONF_GLOB = f"{NODES_DIR}/*/qemu-server/*.conf"  # every vm_config() of the cluster
 BULK_COMMAND: tuple[str, ...] = ("sh", "-c", f"tar -c -f - {CONF_GLOB}")
 _MEMBER = re.compile(r"^/?etc/pve/nodes/([^/]+)/qemu-server/([1-9][0-9]*)\.conf$")
 _NOISE = ("tar: Removing leading `/' from member names",

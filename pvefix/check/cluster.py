@@ -33,7 +33,7 @@ from pvefix.observed import (
     vm_from_api,
     vm_from_config,
 )
-from pvefix.state import GRUB_DEFAULT, KERNEL_CMDLINE, PROC_CMDLINE
+from pvefix.paths import GRUB_DEFAULT, KERNEL_CMDLINE, PROC_CMDLINE
 
 DEFAULT_WORKERS = 32
 HOST_COMMANDS: tuple[tuple[str, ...], ...] = (

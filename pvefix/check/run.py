@@ -19,7 +19,8 @@ from pvefix.connection.settings import Connection
 from pvefix.desired.model import DesiredState
 from pvefix.errors import ParseError, PvefixError
 from pvefix.observed import ObservedNode, ObservedVm, node_from_files, vm_from_config
-from pvefix.state import HOST_FILES, BootToolFacts
+from pvefix.paths import HOST_FILES
+from pvefix.state import BootToolFacts
 
 
 def scope(desired: DesiredState, vmids: Sequence[int], all_vms: bool,

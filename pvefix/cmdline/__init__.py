@@ -8,11 +8,8 @@
 
 from pvefix.cmdline.files import (
     BOOTLOADER_PARAMS,
-    GRUB_DEFAULT_PATH,
     GRUB_LINUX,
     GRUB_LINUX_DEFAULT,
-    KERNEL_CMDLINE_PATH,
-    PROC_CMDLINE_PATH,
     GrubAssignment,
     GrubDefaultFile,
     KernelCmdlineFile,
@@ -35,15 +32,16 @@ from pvefix.cmdline.pci import (
     replace_realloc_off,
 )
 from pvefix.cmdline.tokens import WHITESPACE, Cmdline, Token, normalize_name
+from pvefix.paths import GRUB_DEFAULT, KERNEL_CMDLINE, PROC_CMDLINE
 
 __all__ = [
     "AMD_IOMMU_OPTIONS",
     "BOOTLOADER_PARAMS",
-    "GRUB_DEFAULT_PATH",
+    "GRUB_DEFAULT",
     "GRUB_LINUX",
     "GRUB_LINUX_DEFAULT",
-    "KERNEL_CMDLINE_PATH",
-    "PROC_CMDLINE_PATH",
+    "KERNEL_CMDLINE",
+    "PROC_CMDLINE",
     "WHITESPACE",
     "Cmdline",
     "CpuVendor",

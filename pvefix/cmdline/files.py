@@ -30,10 +30,7 @@ from pvefix.cmdline.pci import (
 from pvefix.cmdline.shell import UnterminatedError, Word, parse_word, quote
 from pvefix.cmdline.tokens import Cmdline, normalize_name
 from pvefix.errors import ParseError, RefusedError
-
-KERNEL_CMDLINE_PATH = "/etc/kernel/cmdline"
-GRUB_DEFAULT_PATH = "/etc/default/grub"
-PROC_CMDLINE_PATH = "/proc/cmdline"
+from pvefix.paths import GRUB_DEFAULT, KERNEL_CMDLINE, PROC_CMDLINE
 
 # Boot loaders put these in front of /proc/cmdline (GRUB: BOOT_IMAGE=, systemd-boot: initrd=);
 # they are not part of the configured command line.
@@ -59,7 +56,7 @@ class KernelCmdlineFile:
         self.source = source
 
     @classmethod
-    def parse(cls, text: str, source: str = KERNEL_CMDLINE_PATH) -> KernelCmdlineFile:
+    def parse(cls, text: str, source: str = KERNEL_CMDLINE) -> KernelCmdlineFile:
         """Parse the file's text; never fails (a missing root= is a finding, not an error)."""
         line, newline, rest = text.partition("\n")
         return cls(Cmdline.parse(line, source=source, line=1), newline + rest, source)
@@ -240,7 +237,7 @@ class GrubDefaultFile:
         self._winners = {row[0]: k for k, row in enumerate(self._rows)}
 
     @classmethod
-    def parse(cls, text: str, source: str = GRUB_DEFAULT_PATH) -> GrubDefaultFile:
+    def parse(cls, text: str, source: str = GRUB_DEFAULT) -> GrubDefaultFile:
         """Parse the file; ParseError (with the line) for an assignment pvefix cannot read."""
         return cls(text, source)
 
@@ -652,7 +649,7 @@ class ProcCmdline:
         self.source = source
 
     @classmethod
-    def parse(cls, text: str, source: str = PROC_CMDLINE_PATH) -> ProcCmdline:
+    def parse(cls, text: str, source: str = PROC_CMDLINE) -> ProcCmdline:
         """Parse the file's text; never fails."""
         return cls(text, source)
 
@@ -686,7 +683,7 @@ class ProcCmdline:
     def _read_only(self) -> RefusedError:
         return RefusedError(
             "is read only: it shows what the running kernel booted with; edit "
-            f"{KERNEL_CMDLINE_PATH} or {GRUB_DEFAULT_PATH} instead",
+            f"{KERNEL_CMDLINE} or {GRUB_DEFAULT} instead",
             source=self.source,
         )
 

@@ -22,15 +22,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from pvefix.cmdline.files import (
-    GRUB_DEFAULT_PATH,
     GRUB_LINUX,
     GRUB_LINUX_DEFAULT,
     GrubAssignment,
     GrubDefaultFile,
 )
 from pvefix.cmdline.tokens import Cmdline, normalize_name
+from pvefix.paths import GRUB_D, GRUB_DEFAULT
 
-GRUB_D = "/etc/default/grub.d"
 _SELF_REF = re.compile(r"\$(?:\{(GRUB_CMDLINE_LINUX(?:_DEFAULT)?)\}"
                        r"|(GRUB_CMDLINE_LINUX(?:_DEFAULT)?)(?![A-Za-z0-9_]))")
 
@@ -113,8 +112,8 @@ class GrubConfig:
     ) -> None:
         """`parsed`: files already read (say, an editor after its edit), reused where their
         text is exactly the text given, so evaluating an edited file does not read it again."""
-        main = files.get(GRUB_DEFAULT_PATH)
-        self.paths = ([GRUB_DEFAULT_PATH] if main is not None else []) + dropin_order(
+        main = files.get(GRUB_DEFAULT)
+        self.paths = ([GRUB_DEFAULT] if main is not None else []) + dropin_order(
             list(files)
         )
         self.texts = {p: files[p] for p in self.paths}
@@ -131,7 +130,7 @@ class GrubConfig:
 
     @property
     def dropins(self) -> list[str]:
-        return [p for p in self.paths if p != GRUB_DEFAULT_PATH]
+        return [p for p in self.paths if p != GRUB_DEFAULT]
 
     def _evaluate(self) -> None:
         values = {GRUB_LINUX: "", GRUB_LINUX_DEFAULT: ""}
@@ -182,7 +181,7 @@ class GrubConfig:
     @property
     def cmdline(self) -> Cmdline:
         """What the normal entry gets after `root=... ro`: LINUX, then LINUX_DEFAULT."""
-        source = ", ".join(self.paths) or GRUB_DEFAULT_PATH
+        source = ", ".join(self.paths) or GRUB_DEFAULT
         text = " ".join(v for v in (self.values[GRUB_LINUX], self.values[GRUB_LINUX_DEFAULT]) if v)
         one = self._only_assignment(text)
         if one is not None:  # its value is the whole line, and already parsed (or kept)
@@ -204,7 +203,7 @@ class GrubConfig:
         """The file to edit for GRUB_CMDLINE_LINUX_DEFAULT, and its base assignment there."""
         chain = self.sources[GRUB_LINUX_DEFAULT]
         if not chain:
-            return GRUB_DEFAULT_PATH, None
+            return GRUB_DEFAULT, None
         first = chain[0]
         return first.path, self.files[first.path].assignment_at(first.line)
 

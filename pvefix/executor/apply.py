@@ -48,8 +48,9 @@ from pvefix.executor.snapshot import Snapshot, take_snapshot
 from pvefix.executor.steps import ManualStep, StepContext, build_steps
 from pvefix.executor.transaction import ApplyFailed, transaction
 from pvefix.executor.vmwrite import ApiVmWriter, QmVmWriter, VmWriter, read_vm
+from pvefix.paths import PROC_CMDLINE
 from pvefix.planner.model import Phase, Plan, PlanOptions
-from pvefix.state import PROC_CMDLINE, HostState
+from pvefix.state import HostState
 from pvefix.verify.channel import GuestChannel
 from pvefix.verify.guest import GuestAccess
 from pvefix.verify.qemu_proof import prove as prove_cmdline

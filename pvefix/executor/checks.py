@@ -9,8 +9,9 @@ from collections.abc import Iterable
 
 from pvefix.executor.journal import Record
 from pvefix.executor.snapshot import Snapshot
+from pvefix.paths import PROC_CMDLINE
 from pvefix.planner.model import Change, Phase, Plan
-from pvefix.state import PROC_CMDLINE, HostState
+from pvefix.state import HostState
 from pvefix.vmconfig.config import VMConfig
 
 

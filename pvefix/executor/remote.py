@@ -85,10 +85,6 @@ def _stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def vm_conf_path(node: str, vmid: int) -> str:
-    return f"/etc/pve/nodes/{node}/qemu-server/{vmid}.conf"
-
-
 class Remote:
     """A connected node: the API client and, when SSH is on, one SSH session (opened lazily)."""
 

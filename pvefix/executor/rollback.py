@@ -19,10 +19,11 @@ from pvefix.executor.activation import shutdown_vm, start_vm
 from pvefix.executor.checks import effective_values
 from pvefix.executor.filetarget import GuestFiles, NodeFiles
 from pvefix.executor.journal import Journal
-from pvefix.executor.remote import Remote, vm_conf_path
+from pvefix.executor.remote import Remote
 from pvefix.executor.snapshot import Snapshot
 from pvefix.executor.steps import FileStep, RefreshStep, StepContext
 from pvefix.executor.vmwrite import ApiVmWriter, VmWriter, read_vm
+from pvefix.paths import vm_config
 from pvefix.state import HostState
 from pvefix.verify.channel import GuestChannel
 from pvefix.verify.guest import GuestAccess
@@ -93,7 +94,7 @@ def restore_vm_config(remote: Remote, snapshot: Snapshot, live: HostState, journ
     if live.vm.config_text == text and live.vm.digest == meta.vm.digest:
         return None
     if remote.has_ssh and meta.vm.config_source == "file":
-        path = vm_conf_path(meta.node, meta.vmid)
+        path = vm_config(meta.node, meta.vmid)
         raw = remote.read_file(path)
         if raw is None:
             raise PvefixError("the VM config file is gone", source=path)

@@ -27,8 +27,9 @@ from pvefix import __version__
 from pvefix.digest import sha256_text
 from pvefix.errors import PvefixError, RefusedError
 from pvefix.executor.journal import JOURNAL_FILE, Hook, Journal, Record, read_journal
+from pvefix.paths import PROC_CMDLINE
 from pvefix.planner.model import Plan
-from pvefix.state import PROC_CMDLINE, HostState, PendingItem
+from pvefix.state import HostState, PendingItem
 from pvefix.store.statedir import ensure_private_dir, write_private
 
 SNAPSHOT_SCHEMA = "pvefix.snapshot/v1"

@@ -12,9 +12,9 @@ from pvefix.errors import PvefixError, RefusedError
 from pvefix.executor import checks
 from pvefix.executor.console import Console
 from pvefix.executor.journal import Journal
-from pvefix.executor.remote import vm_conf_path
 from pvefix.executor.snapshot import Snapshot
 from pvefix.executor.steps import Step, StepContext, UndoConflict
+from pvefix.paths import vm_config
 
 
 class ApplyFailed(PvefixError):
@@ -105,7 +105,7 @@ def _restore_exact(ctx: StepContext, snapshot: Snapshot, journal: Journal) -> st
     if not ctx.remote.has_ssh or snapshot.meta.vm.config_source != "file":
         return None
     try:
-        path = vm_conf_path(snapshot.meta.node, snapshot.meta.vmid)
+        path = vm_config(snapshot.meta.node, snapshot.meta.vmid)
         raw = ctx.remote.read_file(path)
         text = snapshot.vm_config_text()
         if raw is None or raw == text or not checks.same_content(raw, text):

@@ -36,9 +36,10 @@ from pvefix.executor.vmwrite import qm_set_command
 from pvefix.flow.guards import refuse_ha_restart
 from pvefix.flow.guest_verify import probe_after, probe_before
 from pvefix.flow.rollback import run_rollback
+from pvefix.paths import GRUB_DEFAULT
 from pvefix.planner.model import Phase, Plan
 from pvefix.probe.report import Report
-from pvefix.state import GRUB_DEFAULT, HostState
+from pvefix.state import HostState
 from pvefix.verify.guest import GuestAccess
 from pvefix.verify.p2p_verdict import judge as judge_p2p
 from pvefix.verify.take import open_channel

@@ -19,8 +19,7 @@ import re
 from pydantic import BaseModel, ConfigDict, Field
 
 from pvefix.errors import ParseError
-
-MAPPING_FILE = "/etc/pve/mapping/pci.cfg"
+from pvefix.paths import MAPPING_FILE
 
 _CONFIGID_RE = re.compile(r"^[a-zA-Z][a-zA-Z0-9_\-]+$")
 _HEADER_RE = re.compile(r"^(?:pci:\s+)?(\S+)\s*$")

@@ -13,9 +13,10 @@ from pathlib import Path, PurePosixPath
 
 from pvefix.errors import ParseError, PvefixError
 from pvefix.hosttree import safe
-from pvefix.hosttree.mapping import MAPPING_FILE, PciMappingFile
+from pvefix.hosttree.mapping import PciMappingFile
 from pvefix.hosttree.meta import META_FILE, HostMeta, VmState, load_meta
 from pvefix.hosttree.sysfs import PciDevice, scan_pci_devices
+from pvefix.paths import GRUB_D, MAPPING_FILE
 
 _CONF_RE = re.compile(r"^([1-9][0-9]{2,8})\.conf$")
 
@@ -167,13 +168,13 @@ class HostTree:
 
     def grub_dropins(self) -> dict[str, str]:
         """/etc/default/grub.d/*.cfg (regular files, not links), as update-grub sources them."""
-        folder = self.host_path("/etc/default/grub.d")  # this node's (nodes/NAME/ overlays)
+        folder = self.host_path(GRUB_D)  # this node's (nodes/NAME/ overlays)
         out: dict[str, str] = {}
         if not folder.is_dir() or folder.is_symlink():
             return out
         for entry in sorted(folder.iterdir()):
             if entry.name.endswith(".cfg") and not entry.is_symlink() and entry.is_file():
-                host = f"/etc/default/grub.d/{entry.name}"
+                host = f"{GRUB_D}/{entry.name}"
                 text = self.read_text(host)
                 if text is not None:
                     out[host] = text

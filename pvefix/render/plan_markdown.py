@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pvefix.errors import PvefixError
+from pvefix.paths import vm_config
 from pvefix.planner.model import Change, Plan
 from pvefix.render.diff import file_diffs, unified
 
@@ -118,7 +119,7 @@ def render_plan_markdown(plan: Plan, templates: Path = TEMPLATES) -> str:
                 unified(
                     plan.config_before,
                     plan.config_after,
-                    f"/etc/pve/nodes/{obs.node}/qemu-server/{obs.vmid}.conf",
+                    vm_config(obs.node, obs.vmid),
                 )
             )
         parts += [diff for _, diff in file_diffs(plan, phase)]

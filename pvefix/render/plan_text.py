@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import textwrap
 
+from pvefix.paths import vm_config
 from pvefix.planner.model import Change, Finding, Plan
 from pvefix.planner.rules.p2p import PHASE as P2P_PHASE
 from pvefix.render.diff import file_diffs, unified
@@ -140,7 +141,7 @@ def _diff_lines(text: str, s: _Style) -> list[str]:
 def render_plan_text(plan: Plan, *, color: bool = False, config_path: str | None = None) -> str:
     s = _Style(color)
     obs = plan.observed
-    path = config_path or f"/etc/pve/nodes/{obs.node}/qemu-server/{obs.vmid}.conf"
+    path = config_path or vm_config(obs.node, obs.vmid)
     lines = [
         s(f"pvefix plan for VM {obs.vmid} on node {obs.node}", "bold")
         + f"  ({obs.vm_status}; read via {obs.access.split(':')[0]}; digest {obs.vm_digest[:12]})",

@@ -11,9 +11,9 @@ from pathlib import Path
 from pvefix.errors import ParseError, PvefixError
 from pvefix.hosttree.meta import META_FILE
 from pvefix.hosttree.tree import HostTree, load_tree
+from pvefix.paths import HOST_FILES
 from pvefix.sources.common import pending_items
 from pvefix.state import (
-    HOST_FILES,
     AccessFacts,
     BootToolFacts,
     FileFact,

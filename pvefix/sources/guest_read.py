@@ -13,27 +13,26 @@ from collections.abc import Callable
 
 from pvefix.connection.settings import Connection
 from pvefix.errors import PvefixError
+from pvefix.paths import GRUB_DEFAULT, PROC_CMDLINE
 from pvefix.probe.kernel import scan_kernel_log
 from pvefix.state import FileFact, GuestFacts
 from pvefix.verify.channel import GuestChannel
 from pvefix.verify.guest import GuestAccess
 from pvefix.verify.guest_files import read_guest_file
 
-GUEST_GRUB = "/etc/default/grub"
-GUEST_PROC_CMDLINE = "/proc/cmdline"
-GUEST_FILES = (GUEST_PROC_CMDLINE, GUEST_GRUB)
+GUEST_FILES = (PROC_CMDLINE, GRUB_DEFAULT)  # the guest's own (pvefix.paths)
 DMESG_TIMEOUT_S = 30.0
 
 
 def read_guest_facts(channel: GuestChannel, notes: list[str]) -> GuestFacts:
     """The guest facts the planner uses, read through `channel`."""
     files = {path: FileFact.of(path, read_guest_file(channel, path)) for path in GUEST_FILES}
-    proc = files[GUEST_PROC_CMDLINE].text
+    proc = files[PROC_CMDLINE].text
     if proc is None:
         raise PvefixError("the guest has no /proc/cmdline (not a Linux guest?)",
                           source=channel.where)
-    if files[GUEST_GRUB].text is None:
-        notes.append(f"guest: no {GUEST_GRUB} (not a GRUB guest): pvefix can plan its cmdline "
+    if files[GRUB_DEFAULT].text is None:
+        notes.append(f"guest: no {GRUB_DEFAULT} (not a GRUB guest): pvefix can plan its cmdline "
                      "but not edit it")
     bar_errors: list[str] = []
     dmesg = channel.run(["dmesg"], DMESG_TIMEOUT_S)

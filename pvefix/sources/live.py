@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from pvefix.cmdline.grubd import GRUB_D, is_dropin
+from pvefix.cmdline.grubd import is_dropin
 from pvefix.connection.api import ApiClient, ApiError
 from pvefix.connection.nodes import (
     ClusterView,
@@ -40,8 +40,17 @@ from pvefix.connection.nodes import (
 from pvefix.connection.settings import Connection
 from pvefix.connection.ssh import CommandResult
 from pvefix.errors import PvefixError
-from pvefix.hosttree.mapping import MAPPING_FILE, PciMapping, PciMappingFile
+from pvefix.hosttree.mapping import PciMapping, PciMappingFile
 from pvefix.hosttree.sysfs import PciDevice
+from pvefix.paths import (
+    GRUB_D,
+    GRUB_DEFAULT,
+    KERNEL_CMDLINE,
+    MAPPING_FILE,
+    PROC_CMDLINE,
+    SYSFS_PCI,
+    vm_config,
+)
 from pvefix.sources import remote_facts as rf
 from pvefix.sources.common import (
     bridges_above,
@@ -50,9 +59,6 @@ from pvefix.sources.common import (
     vm_device_addresses,
 )
 from pvefix.state import (
-    GRUB_DEFAULT,
-    KERNEL_CMDLINE,
-    PROC_CMDLINE,
     AccessFacts,
     FileFact,
     GuestFacts,
@@ -93,10 +99,6 @@ class LiveTrace:
     api: ApiClient | None = None
     started: float = 0.0
     finished: float = 0.0
-
-
-def vm_conf_path(node: str, vmid: int) -> str:
-    return f"/etc/pve/nodes/{node}/qemu-server/{vmid}.conf"
 
 
 class _Reader:
@@ -195,7 +197,7 @@ def read_target(
         known_node = reader.find_node(vmid, resources)
         cluster = reader.cluster_view(status)
         notes.extend(_elsewhere(vmid, known_node, node))
-        round_a = [*host_commands(), ["cat", vm_conf_path(known_node, vmid)]]
+        round_a = [*host_commands(), ["cat", vm_config(known_node, vmid)]]
 
         def ssh_first() -> tuple[Shell, list[CommandResult]]:
             opened = reader.connect(known_node, cluster)
@@ -297,7 +299,7 @@ def _read_node_vms(
     """One node's share of `read_targets`: its VMs' states, one SSH session for all of them."""
     shell: Shell | None = None
     ssh_future: Future[tuple[Shell, list[CommandResult]]] | None = None
-    round_a = [*host_commands(), *(["cat", vm_conf_path(node, vmid)] for vmid in vmids)]
+    round_a = [*host_commands(), *(["cat", vm_config(node, vmid)] for vmid in vmids)]
 
     def ssh_first() -> tuple[Shell, list[CommandResult]]:
         opened = reader.connect(node, cluster)
@@ -384,8 +386,8 @@ def _assemble(
 
     # Round B: the VM's raw config (if round A could not name its path) with the physical
     # path of every PCI function (readlink -m), which needs hardware/pci's list.
-    conf_path = vm_conf_path(node, vmid)
-    dev_paths = [f"{rf.SYSFS_PCI}/{a}" for a in addresses]
+    conf_path = vm_config(node, vmid)
+    dev_paths = [f"{SYSFS_PCI}/{a}" for a in addresses]
     readlink_cmds = _chunks(["readlink", "-m"], dev_paths) if shell is not None else []
     round_b = [] if shell is None or ("cat", conf_path) in results else [["cat", conf_path]]
     dropins = _dropin_paths(results.get(tuple(GRUB_D_LIST)))
@@ -459,7 +461,7 @@ def _vm_facts(
     api_digest = str(config.get("digest", ""))
     rows: list[dict[str, Any]] = list(answers["pending"] or [])
     status: dict[str, Any] = answers["status"] or {}
-    conf_path = vm_conf_path(node, vmid)
+    conf_path = vm_config(node, vmid)
     text: str | None = None
     if raw is not None:
         text = rf.file_fact(conf_path, raw).text
@@ -537,8 +539,8 @@ def _pci_devices(
     wanted = sorted(set(wanted))
     if not wanted:
         return sorted(api_devices.values(), key=lambda d: d.address)
-    file_paths = [f"{rf.SYSFS_PCI}/{a}/{name}" for a in wanted for name in rf.SYSFS_FILES]
-    link_paths = [f"{rf.SYSFS_PCI}/{a}/{name}" for a in wanted for name in ("iommu_group",
+    file_paths = [f"{SYSFS_PCI}/{a}/{name}" for a in wanted for name in rf.SYSFS_FILES]
+    link_paths = [f"{SYSFS_PCI}/{a}/{name}" for a in wanted for name in ("iommu_group",
                                                                               "driver")]
     grep_cmds = _chunks(["grep", "-H", ""], file_paths)
     link_cmds = _chunks(["readlink", "-m"], link_paths)
@@ -550,7 +552,7 @@ def _pci_devices(
     for command, result in zip(link_cmds, results[len(grep_cmds) :], strict=True):
         targets.update(rf.readlink_lines(result, command[2:]))
     for address in wanted:
-        prefix = f"{rf.SYSFS_PCI}/{address}/"
+        prefix = f"{SYSFS_PCI}/{address}/"
         device = rf.sysfs_device(
             address,
             {name: texts[prefix + name] for name in rf.SYSFS_FILES if prefix + name in texts},

@@ -14,11 +14,11 @@ from pvefix.connection.ssh import CommandResult
 from pvefix.errors import ParseError, PvefixError
 from pvefix.hosttree.mapping import PciMapping, parse_map_entry
 from pvefix.hosttree.sysfs import PciDevice, parse_resource
+from pvefix.paths import SYSFS_PCI
 from pvefix.sources.common import cpu_vendor, pve_version
 from pvefix.state import BootToolFacts, FileFact, NodeFacts
 from pvefix.vmconfig.config import VMConfig
 
-SYSFS_PCI = "/sys/bus/pci/devices"
 SYSFS_FILES = (
     "vendor", "device", "class", "subsystem_vendor", "subsystem_device", "numa_node", "resource",
 )

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from pvefix.cmdline import GrubDefaultFile
-from pvefix.cmdline.files import GRUB_DEFAULT_PATH
 from pvefix.cmdline.grubd import GrubConfig
 from pvefix.errors import ParseError, RefusedError
+from pvefix.paths import GRUB_DEFAULT
 
 CASES = sorted((Path(__file__).parent / "grub_cases").glob("*.json"))
 
@@ -199,11 +199,11 @@ def test_export_and_indentation_are_understood() -> None:
 def test_an_evaluation_reuses_a_file_read_only_when_its_text_is_the_same() -> None:
     text = 'GRUB_CMDLINE_LINUX_DEFAULT="quiet"\n'
     editor = GrubDefaultFile.parse(text)
-    assert GrubConfig({GRUB_DEFAULT_PATH: text}, parsed={GRUB_DEFAULT_PATH: editor}).files[
-        GRUB_DEFAULT_PATH] is editor
+    assert GrubConfig({GRUB_DEFAULT: text}, parsed={GRUB_DEFAULT: editor}).files[
+        GRUB_DEFAULT] is editor
     other = 'GRUB_CMDLINE_LINUX_DEFAULT="quiet iommu=pt"\n'
-    config = GrubConfig({GRUB_DEFAULT_PATH: other}, parsed={GRUB_DEFAULT_PATH: editor})
-    assert config.files[GRUB_DEFAULT_PATH] is not editor
+    config = GrubConfig({GRUB_DEFAULT: other}, parsed={GRUB_DEFAULT: editor})
+    assert config.files[GRUB_DEFAULT] is not editor
     assert config.cmdline.render() == "quiet iommu=pt"
 
 

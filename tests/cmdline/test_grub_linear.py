@@ -14,8 +14,9 @@ from collections.abc import Callable
 import pytest
 
 from pvefix.cmdline import GrubDefaultFile
-from pvefix.cmdline.grubd import GRUB_D, GrubConfig
+from pvefix.cmdline.grubd import GrubConfig
 from pvefix.errors import PvefixError
+from pvefix.paths import GRUB_D
 
 SHAPES: dict[str, Callable[[int], str]] = {
     "assignments": lambda n: "".join(f'GRUB_CMDLINE_LINUX_DEFAULT="quiet x{i}"\n'

@@ -16,7 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pvefix.cmdline.grubd import GRUB_D, GrubConfig
+from pvefix.cmdline.grubd import GrubConfig
+from pvefix.paths import GRUB_D
 
 DEFAULT = "/etc/default/grub"
 LINUX, LINUX_DEFAULT = "GRUB_CMDLINE_LINUX", "GRUB_CMDLINE_LINUX_DEFAULT"

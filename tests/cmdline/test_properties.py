@@ -18,9 +18,9 @@ from pvefix.cmdline import (
     lint,
     pci_realloc_state,
 )
-from pvefix.cmdline.files import GRUB_DEFAULT_PATH
 from pvefix.cmdline.grubd import GrubConfig
 from pvefix.errors import ParseError, PvefixError, RefusedError
+from pvefix.paths import GRUB_DEFAULT
 
 name = st.sampled_from(
     ["quiet", "iommu", "amd_iommu", "intel-iommu", "vfio-pci.ids", "console", "root", "x"]
@@ -277,8 +277,8 @@ def _read_and_edit(text: str) -> object:
     scanned = _scanned(text)
     if isinstance(scanned, str):
         return scanned
-    config = GrubConfig({GRUB_DEFAULT_PATH: text})
-    grub = config.files[GRUB_DEFAULT_PATH]
+    config = GrubConfig({GRUB_DEFAULT: text})
+    grub = config.files[GRUB_DEFAULT]
     read = (scanned, config.values, config.unknown, config.sources, config.where("quiet"),
             [f.model_dump() for f in grub.findings()])
     try:

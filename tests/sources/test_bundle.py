@@ -12,10 +12,10 @@ import pytest
 from pvefix.errors import ParseError, PvefixError
 from pvefix.hosttree import list_scenarios, load_tree, resolve_scenario
 from pvefix.hosttree.nodes import node_tree
+from pvefix.paths import HOST_FILES
 from pvefix.sim.vmview import api_pending
 from pvefix.sources.bundle import read_bundle
 from pvefix.sources.common import pending_from_api
-from pvefix.state import HOST_FILES
 from pvefix.vmconfig.config import VMConfig
 
 

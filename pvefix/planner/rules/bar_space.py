@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from pvefix.cmdline import Cmdline, GrubDefaultFile, ensure_pci_option, pci_realloc_state
 from pvefix.errors import PvefixError
+from pvefix.paths import GRUB_DEFAULT
 from pvefix.planner import mmio
 from pvefix.planner.context import Context, bar64_total
 from pvefix.planner.model import (
@@ -41,7 +42,6 @@ from pvefix.planner.model import (
     RuleResult,
     VmConfigChange,
 )
-from pvefix.state import GRUB_DEFAULT
 
 NAME = "bar-space"
 GiB = mmio.GiB

@@ -22,9 +22,9 @@ from pvefix.cmdline import GrubDefaultFile, KernelCmdlineFile, ProcCmdline
 from pvefix.cmdline.files import GRUB_LINUX, GRUB_LINUX_DEFAULT
 from pvefix.cmdline.grubd import GrubConfig, duplicates, is_dropin, same_as_running
 from pvefix.errors import PvefixError
+from pvefix.paths import GRUB_DEFAULT, KERNEL_CMDLINE, PROC_CMDLINE
 from pvefix.planner.context import Context
 from pvefix.planner.model import Change, Finding, HostCmdlineChange, ManualChange, Risk, RuleResult
-from pvefix.state import GRUB_DEFAULT, KERNEL_CMDLINE, PROC_CMDLINE
 
 NAME = "host-iommu"
 

@@ -1,0 +1,29 @@
+"""Every path pvefix reads or writes on a Proxmox node or in a guest, in one place.
+
+Floor 0: no imports, so the readers, the executor, the simulator and the host tree all name a
+file the same way. A guest is a Linux system like the node: its command line and GRUB defaults
+live at the same paths (GRUB_DEFAULT, PROC_CMDLINE) as the node's.
+"""
+
+from __future__ import annotations
+
+# The kernel command line, in the three places it lives (DOMAIN.md: which one the boot loader
+# reads is decided by `proxmox-boot-tool status`).
+KERNEL_CMDLINE = "/etc/kernel/cmdline"  # systemd-boot / proxmox-boot-tool (first line only)
+GRUB_DEFAULT = "/etc/default/grub"  # update-grub: GRUB_CMDLINE_LINUX[_DEFAULT]
+GRUB_D = "/etc/default/grub.d"  # update-grub sources *.cfg here after GRUB_DEFAULT
+PROC_CMDLINE = "/proc/cmdline"  # what the running kernel booted with (read only)
+HOST_FILES = (KERNEL_CMDLINE, GRUB_DEFAULT, PROC_CMDLINE)
+
+# Proxmox's cluster file system (pmxcfs): every node's VM configs, the PCI mappings.
+NODES_DIR = "/etc/pve/nodes"
+MAPPING_FILE = "/etc/pve/mapping/pci.cfg"
+
+# The kernel's view of PCI functions (one directory per function, by address).
+SYSFS_PCI = "/sys/bus/pci/devices"
+
+
+def vm_config(node: str, vmid: int) -> str:
+    """A VM's config file, under the node that owns it (what /etc/pve/qemu-server/VMID.conf
+    points to on that node)."""
+    return f"{NODES_DIR}/{node}/qemu-server/{vmid}.conf"
