@@ -93,9 +93,9 @@ def main() -> int:
     args = parser.parse_args()
     sys.path.insert(0, str(HERE.parent))
     from pvefix.check.run import check_live
-    from pvefix.connection.settings import resolve_connection
     from pvefix.desired import dumps_desired
     from pvefix.sim.serve import spawn_simulator
+    from pvefix.target.settings import resolve_connection
 
     lat = args.latency_ms
     out: dict[str, Any] = {"scenario": "large", "vms": args.vms, "latency_ms": lat,

@@ -15,10 +15,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from pvefix.connection.api import count_waves
-from pvefix.connection.settings import resolve_connection
 from pvefix.sim.serve import running_simulator, write_ready_file
 from pvefix.sources.live import LiveTrace, read_live
+from pvefix.target.api import count_waves
+from pvefix.target.settings import resolve_connection
 
 
 def main() -> int:

@@ -15,10 +15,10 @@ import re
 import tarfile
 from dataclasses import dataclass
 
-from pvefix.connection.ssh import CommandResult
 from pvefix.digest import raw_bytes
 from pvefix.errors import PvefixError
 from pvefix.paths import NODES_DIR
+from pvefix.target.ssh import CommandResult
 
 CONF_GLOB = f"{NODES_DIR}/*/qemu-server/*.conf"  # every vm_config() of the cluster
 BULK_COMMAND: tuple[str, ...] = ("sh", "-c", f"tar -c -f - {CONF_GLOB}")

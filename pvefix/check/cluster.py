@@ -23,8 +23,6 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from pvefix.check.bulk import BULK_COMMAND, RawConfig, parse_bulk
-from pvefix.connection.settings import Connection
-from pvefix.connection.ssh import CommandResult
 from pvefix.errors import PvefixError
 from pvefix.observed import (
     ObservedNode,
@@ -34,6 +32,8 @@ from pvefix.observed import (
     vm_from_config,
 )
 from pvefix.paths import GRUB_DEFAULT, KERNEL_CMDLINE, PROC_CMDLINE
+from pvefix.target.settings import Connection
+from pvefix.target.ssh import CommandResult
 
 DEFAULT_WORKERS = 32
 HOST_COMMANDS: tuple[tuple[str, ...], ...] = (
@@ -222,7 +222,7 @@ def _other_nodes(node_shells: NodeShells) -> dict[str, ObservedNode]:
 def _one_node(name: str, factory: Callable[[], Shell]) -> ObservedNode:
     """One node's facts; a session that fails, or lands on another host, is a problem of that
     node (the check then fails for it: pvefix does not call a rule kept when it did not look)."""
-    from pvefix.connection.ssh import same_node
+    from pvefix.target.ssh import same_node
 
     try:
         reached, node = node_from_commands(_host_facts(factory, HOST_COMMANDS))
@@ -281,39 +281,15 @@ def _host_facts(shell_factory: Callable[[], Shell],
         shell.close()
 
 
-def open_api(connection: Connection, workers: int) -> Api:
-    """The API client of `connection`, its keep-alive pool sized for `workers` threads."""
-    if connection.backend == "local":
-        from pvefix.connection.local import LocalApi
-
-        return LocalApi(connection.timeout)
-    from requests.adapters import HTTPAdapter
-
-    from pvefix.connection.api import ApiClient, PinnedAdapter
-
-    client = ApiClient(connection)
-    adapter: HTTPAdapter
-    if connection.fingerprint:
-        adapter = PinnedAdapter(connection.fingerprint, pool_connections=4,
-                                pool_maxsize=workers)
-    else:
-        adapter = HTTPAdapter(pool_connections=4, pool_maxsize=workers)
-    client.session.mount("https://", adapter)
-    return client
-
-
 def shell_factory_for(connection: Connection) -> Callable[[], Shell] | None:
     """How to reach the node's shell (SSH, or the local files), or None when SSH is off."""
-    if connection.backend == "local":
-        from pvefix.connection.local import LocalShell
+    from pvefix.target.open import open_cluster_ssh, open_local
 
-        root = connection.expanded(connection.local_root)
-        return lambda: LocalShell(root, connection.timeout)
+    if connection.backend == "local":
+        return lambda: open_local(connection)
     if not connection.ssh:
         return None
-    from pvefix.connection.ssh import SshShell
-
-    return lambda: SshShell(connection)
+    return lambda: open_cluster_ssh(connection)
 
 
 def node_shells_for(connection: Connection, api: Api,
@@ -325,8 +301,8 @@ def node_shells_for(connection: Connection, api: Api,
         return None
 
     def shells() -> dict[str, Callable[[], Shell]]:
-        from pvefix.connection.nodes import ClusterView, node_address, node_connection
-        from pvefix.connection.ssh import SshShell
+        from pvefix.target.nodes import ClusterView, node_address, node_connection
+        from pvefix.target.open import open_cluster_ssh
 
         view: ClusterView | None = None
         if any(node not in connection.ssh_nodes for node in nodes):
@@ -343,7 +319,7 @@ def node_shells_for(connection: Connection, api: Api,
                 continue  # no address: the node stays unread, and the report says so
             if (address.host, address.port) != own:
                 node_conn = node_connection(connection, address)
-                out[node] = lambda c=node_conn: SshShell(c)  # type: ignore[misc]
+                out[node] = lambda c=node_conn: open_cluster_ssh(c)  # type: ignore[misc]
         return out
 
     return shells
@@ -360,7 +336,9 @@ def read_live_cluster(
 ) -> ClusterRead:
     """`read_cluster` over a connection (API + SSH, or the local backend); `nodes`: the nodes
     whose host facts are wanted (each read through its own SSH session, in parallel)."""
-    api = open_api(connection, workers)
+    from pvefix.target.open import open_api
+
+    api = open_api(connection, workers=workers)
     try:
         # The local backend's shell reads files under its root as text: the per-VM path.
         return read_cluster(api, shell_factory_for(connection), vmids, workers=workers,

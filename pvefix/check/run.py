@@ -15,12 +15,12 @@ from pathlib import Path
 from pvefix.check.cluster import DEFAULT_WORKERS, Progress, read_live_cluster
 from pvefix.check.compare import build_report
 from pvefix.check.report import CheckReport
-from pvefix.connection.settings import Connection
 from pvefix.desired.model import DesiredState
 from pvefix.errors import ParseError, PvefixError
 from pvefix.observed import ObservedNode, ObservedVm, node_from_files, vm_from_config
 from pvefix.paths import HOST_FILES
 from pvefix.state import BootToolFacts
+from pvefix.target.settings import Connection
 
 
 def scope(desired: DesiredState, vmids: Sequence[int], all_vms: bool,

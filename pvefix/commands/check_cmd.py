@@ -47,7 +47,7 @@ def _cluster(opts: ConnectionOptions) -> str | None:
 
         meta = load_meta(opts.bundle / META_FILE)
         return f"cluster-{meta.cluster_name}" if meta.cluster_name else f"node-{meta.node}"
-    from pvefix.connection.nodes import cluster_identity
+    from pvefix.target.nodes import cluster_identity
 
     return cluster_identity(resolve_connection_options(opts))
 

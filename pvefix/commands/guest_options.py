@@ -22,7 +22,7 @@ import typer
 from pvefix.commands.optgroup import option_group
 
 if TYPE_CHECKING:
-    from pvefix.verify.guest import GuestAccess
+    from pvefix.target.guest.access import GuestAccess
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -89,7 +89,7 @@ def optional_guest(guest: GuestOptions, *, env: Mapping[str, str] | None = None,
     if not (guest.agent is True or guest.ssh_host or environ.get("PVEFIX_GUEST_AGENT")
             or environ.get("PVEFIX_GUEST_SSH_HOST")):
         return None  # no way into the guest: the guest modules are not even imported
-    from pvefix.verify.guest import _bool, resolve_guest_access
+    from pvefix.target.guest.access import _bool, resolve_guest_access
 
     flag_agent = guest.agent is True
     env_agent = bool(environ.get("PVEFIX_GUEST_AGENT")) and _bool(
@@ -102,6 +102,6 @@ def optional_guest(guest: GuestOptions, *, env: Mapping[str, str] | None = None,
 def resolve_guest_options(guest: GuestOptions, *,
                           connect_timeout: float | None = None) -> GuestAccess:
     """The GuestAccess these flags and the environment describe."""
-    from pvefix.verify.guest import resolve_guest_access
+    from pvefix.target.guest.access import resolve_guest_access
 
     return resolve_guest_access(guest.flags(), connect_timeout=connect_timeout)

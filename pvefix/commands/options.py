@@ -23,9 +23,9 @@ import typer
 from pvefix.commands.optgroup import option_group
 
 if TYPE_CHECKING:
-    from pvefix.connection.settings import Connection
     from pvefix.state import HostState
-    from pvefix.verify.guest import GuestAccess
+    from pvefix.target.guest.access import GuestAccess
+    from pvefix.target.settings import Connection
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -145,7 +145,7 @@ def connection_options(func: F) -> F:
 
 def resolve_connection_options(opts: ConnectionOptions) -> Connection:
     """The Connection these options, the environment and the config file describe."""
-    from pvefix.connection.settings import resolve_connection
+    from pvefix.target.settings import resolve_connection
 
     return resolve_connection(
         flags=opts.flags(), config=opts.config, profile=opts.profile,

@@ -23,9 +23,9 @@ from pvefix.commands.optgroup import option_group
 
 if TYPE_CHECKING:
     from pvefix.commands.options import ConnectionOptions
-    from pvefix.connection.settings import PlanDefaults
     from pvefix.desired import P2PRule
     from pvefix.planner.model import PlanOptions
+    from pvefix.target.settings import PlanDefaults
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -95,7 +95,7 @@ def plan_options(ask: P2PAsk, opts: ConnectionOptions, vmid: int,
         rule, path = recorded_p2p(folder, vmid, lambda: _cluster(opts))
     profile = None
     if opts.bundle is None or opts.profile is not None:
-        from pvefix.connection.settings import plan_defaults
+        from pvefix.target.settings import plan_defaults
 
         profile = plan_defaults(opts.config, opts.profile)
     return resolve_plan_options(ask, desired=rule, desired_file=path, profile=profile)

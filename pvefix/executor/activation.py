@@ -9,11 +9,10 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from pvefix.connection.api import ApiClient
-from pvefix.connection.nodes import open_node_shell
 from pvefix.console.progress import waiting
 from pvefix.errors import PvefixError
 from pvefix.executor.remote import Remote, TaskFailed
+from pvefix.target.open import open_api, open_node
 from pvefix.vmconfig.machine import Machine
 
 Say = Callable[[str], None]
@@ -105,7 +104,7 @@ def _probe(remote: Remote) -> tuple[bool, bool, int | None]:
     conn = remote.conn.model_copy(update={"timeout": min(remote.conn.timeout, 5.0)})
     api_up, ssh_up, uptime = False, False, None
     try:
-        client = ApiClient(conn)
+        client = open_api(conn)
         try:
             status = client.get(f"/nodes/{remote.node}/status") or {}
             uptime = int(status.get("uptime", 0)) or None
@@ -116,7 +115,7 @@ def _probe(remote: Remote) -> tuple[bool, bool, int | None]:
         pass
     if conn.ssh:
         try:
-            shell = open_node_shell(conn, remote.address())  # the node's own hostname, too
+            shell = open_node(conn, remote.address())  # the node's own hostname, too
             try:
                 ssh_up = shell.run(["true"]).ok
             finally:

@@ -22,7 +22,6 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from pvefix.connection.settings import Connection
 from pvefix.errors import PvefixError
 from pvefix.executor import checks
 from pvefix.executor.activation import (
@@ -51,8 +50,9 @@ from pvefix.executor.vmwrite import ApiVmWriter, QmVmWriter, VmWriter, read_vm
 from pvefix.paths import PROC_CMDLINE
 from pvefix.planner.model import Phase, Plan, PlanOptions
 from pvefix.state import HostState
-from pvefix.verify.channel import GuestChannel
-from pvefix.verify.guest import GuestAccess
+from pvefix.target.guest.access import GuestAccess
+from pvefix.target.guest.channel import GuestChannel
+from pvefix.target.settings import Connection
 from pvefix.verify.qemu_proof import prove as prove_cmdline
 from pvefix.vmconfig.config import VMConfig
 

@@ -3,7 +3,8 @@
 `FileTarget` is what FileStep and RefreshStep (pvefix.executor.steps) need of either side:
 read a file (None when absent), replace one (a temporary file beside it, then a rename, the
 mode kept), run an argument list. `NodeFiles` and `GuestFiles` are thin adapters over today's
-node remote and guest channel; `check` is the one "run, and raise with its stderr unless it
+node remote and guest channel (each guest channel reads and replaces files its own way);
+`check` (pvefix.target.guest.channel) is the one "run, and raise with its stderr unless it
 exits 0" for both.
 """
 
@@ -12,14 +13,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal, Protocol
 
-from pvefix.errors import PvefixError
 from pvefix.executor.remote import Remote
-from pvefix.verify.channel import ExecResult, GuestChannel
-from pvefix.verify.guest_files import (
+from pvefix.target.guest.channel import (
     FILE_TIMEOUT_S,
     REFRESH_TIMEOUT_S,
-    read_guest_file,
-    replace_guest_file,
+    ExecResult,
+    GuestChannel,
+    check,
 )
 
 __all__ = ["FILE_TIMEOUT_S", "REFRESH_TIMEOUT_S", "FileTarget", "GuestFiles", "NodeFiles",
@@ -28,23 +28,8 @@ __all__ = ["FILE_TIMEOUT_S", "REFRESH_TIMEOUT_S", "FileTarget", "GuestFiles", "N
 Side = Literal["host", "guest"]
 
 
-class CommandOutcome(Protocol):
-    """What a command did, on either side."""
-
-    @property
-    def exit_code(self) -> int | None: ...
-    @property
-    def stdout(self) -> str: ...
-    @property
-    def stderr(self) -> str: ...
-    @property
-    def timed_out(self) -> bool: ...
-    @property
-    def ok(self) -> bool: ...
-
-
 class FileTarget(Protocol):
-    """A node or a guest, as file steps see it."""
+    """A node or a guest, as file steps see it (also a `Runs`, so `check` takes it)."""
 
     @property
     def side(self) -> Side: ...
@@ -57,21 +42,7 @@ class FileTarget(Protocol):
 
     def replace_file(self, path: str, text: str) -> None: ...
 
-    def run(self, argv: Sequence[str], timeout: float) -> CommandOutcome: ...
-
-
-def check(target: FileTarget, argv: Sequence[str],
-          timeout: float = FILE_TIMEOUT_S) -> CommandOutcome:
-    """Run `argv` on the target; PvefixError with its last stderr line unless it exits 0."""
-    result = target.run(argv, timeout)
-    if result.timed_out:
-        raise PvefixError(f"`{' '.join(argv)}` did not finish within {timeout:g} s",
-                          source=target.where)
-    if not result.ok:
-        detail = (result.stderr or result.stdout).strip().splitlines()
-        raise PvefixError(f"`{' '.join(argv)}` exited with {result.exit_code}"
-                          + (f": {detail[-1][:300]}" if detail else ""), source=target.where)
-    return result
+    def run(self, argv: Sequence[str], timeout: float) -> ExecResult: ...
 
 
 class NodeFiles:
@@ -94,14 +65,14 @@ class NodeFiles:
     def replace_file(self, path: str, text: str) -> None:
         self.remote.write_file(path, text)
 
-    def run(self, argv: Sequence[str], timeout: float) -> CommandOutcome:
+    def run(self, argv: Sequence[str], timeout: float) -> ExecResult:
         result = self.remote.run(argv)
         return ExecResult(argv=result.argv, exit_code=result.exit_code, stdout=result.stdout,
                           stderr=result.stderr)
 
 
 class GuestFiles:
-    """A guest through its channel (QEMU guest agent or SSH, pvefix.verify)."""
+    """A guest through its channel (QEMU guest agent or SSH, pvefix.target.guest)."""
 
     side: Side = "guest"
 
@@ -113,10 +84,10 @@ class GuestFiles:
         return self.channel.where
 
     def read_file(self, path: str) -> str | None:
-        return read_guest_file(self.channel, path)
+        return self.channel.read_file(path)
 
     def replace_file(self, path: str, text: str) -> None:
-        replace_guest_file(self.channel, path, text)
+        self.channel.replace_file(path, text)
 
-    def run(self, argv: Sequence[str], timeout: float) -> CommandOutcome:
+    def run(self, argv: Sequence[str], timeout: float) -> ExecResult:
         return self.channel.run(argv, timeout)

@@ -15,21 +15,15 @@ import re
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
-from pvefix.connection.api import ApiClient, ApiError
-from pvefix.connection.local import LocalApi, LocalShell
-from pvefix.connection.nodes import (
-    ClusterView,
-    NodeAddress,
-    check_hostname,
-    node_address,
-    open_node_shell,
-)
-from pvefix.connection.settings import Connection
-from pvefix.connection.ssh import CommandResult, SshShell
 from pvefix.errors import PvefixError
+from pvefix.target.api import ApiClient, ApiError
+from pvefix.target.local import LocalApi, LocalShell
+from pvefix.target.nodes import ClusterView, NodeAddress, node_address
+from pvefix.target.open import open_api, open_local, open_node
+from pvefix.target.settings import Connection
+from pvefix.target.ssh import CommandResult, SshShell
 
 TASK_POLL_S = 0.05
 
@@ -96,14 +90,8 @@ class Remote:
         if conn.backend == "local":
             # pvefix runs on the node itself: the API through pvesh (as root@pam), files and
             # commands directly (under local_root: "/" on a real node, a host tree in tests).
-            root = conn.expanded(conn.local_root)
-            self.api = LocalApi(conn.timeout)
-            self.local = LocalShell(root, conn.timeout)
-            if root == Path("/"):
-                name = self.local.run(["hostname"])
-                check_hostname(node, self.address(), name.stdout, name.exit_code, None)
-        else:
-            self.api = ApiClient(conn)
+            self.local = open_local(conn, node)  # on a real node: this host must be `node`
+        self.api = open_api(conn)
         self._ssh: SshShell | None = None
         self._cluster: ClusterView | None = None
         self.on_warning: Callable[[str], None] = _stderr  # where task warnings are shown
@@ -120,7 +108,7 @@ class Remote:
         return self._cluster
 
     def address(self) -> NodeAddress:
-        """Where this node's SSH is (pvefix.connection.nodes); with --local, this host."""
+        """Where this node's SSH is (pvefix.target.nodes); with --local, this host."""
         if self.local is not None:
             return NodeAddress(self.node, "this host", 0, "--local")
         return node_address(self.conn, self.node, self.cluster())
@@ -229,7 +217,7 @@ class Remote:
                 self._ssh.close()
             self._ssh = None
         if self._ssh is None:
-            self._ssh = open_node_shell(self.conn, self.address())
+            self._ssh = open_node(self.conn, self.address())
         return self._ssh
 
     def run(self, argv: Sequence[str]) -> CommandResult:
@@ -290,7 +278,7 @@ class Remote:
     def reconnect(self) -> None:
         """New API and SSH sessions (after a host reboot dropped the old ones)."""
         self.close()
-        self.api = LocalApi(self.conn.timeout) if self.local is not None else ApiClient(self.conn)
+        self.api = open_api(self.conn)
 
     def close(self) -> None:
         if self._ssh is not None:

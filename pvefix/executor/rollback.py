@@ -25,8 +25,8 @@ from pvefix.executor.steps import FileStep, RefreshStep, StepContext
 from pvefix.executor.vmwrite import ApiVmWriter, VmWriter, read_vm
 from pvefix.paths import vm_config
 from pvefix.state import HostState
-from pvefix.verify.channel import GuestChannel
-from pvefix.verify.guest import GuestAccess
+from pvefix.target.guest.access import GuestAccess
+from pvefix.target.guest.channel import GuestChannel
 from pvefix.vmconfig.config import VMConfig
 
 

@@ -8,9 +8,9 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from pvefix.connection.api import ApiError
 from pvefix.errors import PvefixError, RefusedError
 from pvefix.executor.remote import Remote, TaskFailed
+from pvefix.target.api import ApiError
 
 DIGEST_MISMATCH = "checksum mismatch"
 

@@ -13,7 +13,6 @@ from typing import assert_never
 
 from pydantic import BaseModel, ConfigDict
 
-from pvefix.connection.settings import Connection
 from pvefix.desired import record as record_desired
 from pvefix.desired.derive import p2p_rule
 from pvefix.errors import PvefixError, RefusedError
@@ -40,9 +39,10 @@ from pvefix.paths import GRUB_DEFAULT
 from pvefix.planner.model import Phase, Plan
 from pvefix.probe.report import Report
 from pvefix.state import HostState
-from pvefix.verify.guest import GuestAccess
+from pvefix.target.guest.access import GuestAccess
+from pvefix.target.open import open_guest
+from pvefix.target.settings import Connection
 from pvefix.verify.p2p_verdict import judge as judge_p2p
-from pvefix.verify.take import open_channel
 from pvefix.vmconfig.args import clique_map
 
 
@@ -240,7 +240,7 @@ def apply_phase(
                                 console)
     remote = Remote(conn, live.vm.node)
     remote.on_warning = console.progress
-    channel = open_channel(conn, guest, vmid) if guest is not None and wants_guest(
+    channel = open_guest(conn, guest, vmid) if guest is not None and wants_guest(
         phase) else None
     try:
         with vm_lock(options.state_dir, remote, vmid, f"apply phase {phase.number}",

@@ -10,11 +10,11 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from pvefix.connection.settings import Connection
 from pvefix.errors import PvefixError
 from pvefix.executor.console import Console
 from pvefix.probe.report import Report
-from pvefix.verify.guest import GuestAccess
+from pvefix.target.guest.access import GuestAccess
+from pvefix.target.settings import Connection
 from pvefix.verify.outcome import VerifyOutcome, build_outcome, render_outcome
 from pvefix.verify.store import store_report
 from pvefix.verify.take import take_probe

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pvefix.connection.settings import Connection
 from pvefix.errors import RefusedError
 from pvefix.executor.checks import config_diff, moved_since
 from pvefix.executor.console import Console
@@ -26,15 +25,16 @@ from pvefix.executor.rollback import (
 )
 from pvefix.executor.snapshot import Snapshot, find_snapshot
 from pvefix.flow.guards import refuse_ha_restart
-from pvefix.verify.channel import GuestChannel
-from pvefix.verify.guest import GuestAccess
+from pvefix.target.guest.access import GuestAccess
+from pvefix.target.guest.channel import GuestChannel
+from pvefix.target.settings import Connection
 
 
 def run_rollback(conn: Connection, state_dir: Path, vmid: int | None, snapshot_id: str | None,
                  options: RollbackOptions, console: Console,
                  guest: GuestAccess | None = None) -> RollbackResult:
     """`pvefix rollback`: pick the snapshot, refuse if the target moved, confirm, restore."""
-    from pvefix.connection.nodes import cluster_identity
+    from pvefix.target.nodes import cluster_identity
 
     snapshot = find_snapshot(state_dir, snapshot_id, vmid, cluster_identity(conn))
     meta = snapshot.meta
@@ -42,9 +42,9 @@ def run_rollback(conn: Connection, state_dir: Path, vmid: int | None, snapshot_i
     touched, _ = guest_changes(snapshot)
     if not touched:
         return _run_rollback(target, snapshot, options, console, None, state_dir)
-    from pvefix.verify.take import open_channel
+    from pvefix.target.open import open_guest
 
-    channel = open_channel(target, guest_for(snapshot, guest), meta.vmid)
+    channel = open_guest(target, guest_for(snapshot, guest), meta.vmid)
     try:
         files = GuestFiles(channel)
         current = {path: files.read_file(path) for path in sorted(touched)}

@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING
 from pvefix.sources.bundle import read_bundle
 
 if TYPE_CHECKING:
-    from pvefix.connection.settings import Connection
     from pvefix.sources.live import LiveTrace
     from pvefix.state import HostState
-    from pvefix.verify.guest import GuestAccess
+    from pvefix.target.guest.access import GuestAccess
+    from pvefix.target.settings import Connection
 
 
 def read_live(connection: Connection, vmid: int, *, trace: LiveTrace | None = None,

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pvefix.connection.settings import Connection
 from pvefix.errors import PvefixError
 from pvefix.paths import GRUB_DEFAULT, PROC_CMDLINE
 from pvefix.probe.kernel import scan_kernel_log
 from pvefix.state import FileFact, GuestFacts
-from pvefix.verify.channel import GuestChannel
-from pvefix.verify.guest import GuestAccess
-from pvefix.verify.guest_files import read_guest_file
+from pvefix.target.guest.access import GuestAccess
+from pvefix.target.guest.channel import GuestChannel
+from pvefix.target.settings import Connection
 
 GUEST_FILES = (PROC_CMDLINE, GRUB_DEFAULT)  # the guest's own (pvefix.paths)
 DMESG_TIMEOUT_S = 30.0
@@ -26,7 +25,7 @@ DMESG_TIMEOUT_S = 30.0
 
 def read_guest_facts(channel: GuestChannel, notes: list[str]) -> GuestFacts:
     """The guest facts the planner uses, read through `channel`."""
-    files = {path: FileFact.of(path, read_guest_file(channel, path)) for path in GUEST_FILES}
+    files = {path: FileFact.of(path, channel.read_file(path)) for path in GUEST_FILES}
     proc = files[PROC_CMDLINE].text
     if proc is None:
         raise PvefixError("the guest has no /proc/cmdline (not a Linux guest?)",
@@ -52,10 +51,10 @@ def guest_reader(conn: Connection | None, guest: GuestAccess, vmid: int,
     """A function of the node's name that opens the channel, reads the facts and closes it."""
 
     def read(node: str) -> GuestFacts:
-        from pvefix.verify.take import open_channel
+        from pvefix.target.open import open_guest
 
         target = conn.model_copy(update={"node": node}) if conn is not None else None
-        channel = open_channel(target, guest, vmid)
+        channel = open_guest(target, guest, vmid)
         try:
             return read_guest_facts(channel, notes)
         finally:

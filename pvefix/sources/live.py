@@ -7,7 +7,7 @@ wave, and the SSH session is opened and used for the host files while that wave 
       names) and /cluster/status (node addresses); a node the connection names gets its
       wave 1 sent along, used only when the VM really lives there
     wave 1: config?current=1, pending, status/current, node status, hardware/pci, mappings
-    SSH to the VM's node (pvefix.connection.nodes: its address, then `hostname` checked), on
+    SSH to the VM's node (pvefix.target.nodes: its address, then `hostname` checked), on
     one connection, concurrent channels:
       A (during wave 1): cat the host files, pci.cfg and the VM config, proxmox-boot-tool
         status, uname -r, lspci -D -vv (ACS)
@@ -25,20 +25,9 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from pvefix.cmdline.grubd import is_dropin
-from pvefix.connection.api import ApiClient, ApiError
-from pvefix.connection.nodes import (
-    ClusterView,
-    NodeAddress,
-    check_hostname,
-    node_address,
-    open_node_shell,
-)
-from pvefix.connection.settings import Connection
-from pvefix.connection.ssh import CommandResult
 from pvefix.errors import PvefixError
 from pvefix.hosttree.mapping import PciMapping, PciMappingFile
 from pvefix.hosttree.sysfs import PciDevice
@@ -65,7 +54,12 @@ from pvefix.state import (
     HostState,
     VmFacts,
 )
-from pvefix.verify.guest import GuestAccess
+from pvefix.target.api import ApiClient, ApiError
+from pvefix.target.guest.access import GuestAccess
+from pvefix.target.nodes import ClusterView, node_address
+from pvefix.target.open import open_api, open_local, open_node, vm_node
+from pvefix.target.settings import Connection
+from pvefix.target.ssh import CommandResult
 from pvefix.vmconfig.config import VMConfig
 
 T = TypeVar("T")
@@ -133,12 +127,7 @@ class _Reader:
             if exc.status in (401, 403):
                 raise  # "token refused" says it all
             raise PvefixError(f"cannot find the node of VM {vmid}: {exc}") from None
-        for item in items or []:
-            if item.get("vmid") == vmid and item.get("type", "qemu") == "qemu":
-                return str(item["node"])
-        nodes = sorted({str(item["node"]) for item in items or [] if item.get("node")})
-        raise PvefixError(f"no QEMU VM {vmid} in this cluster; nodes looked at: "
-                          f"{', '.join(nodes) or 'none with VMs'} (GET /cluster/resources)")
+        return vm_node(items, vmid)
 
     def cluster_view(self, status: Future[Any]) -> ClusterView:
         """/cluster/status (a reader without the right to it gets a standalone view)."""
@@ -609,30 +598,24 @@ def _open(
 ) -> tuple[Api, ShellFactory | None, AccessFacts]:
     """The API session, the way to open a node's SSH session, and what access they give."""
     if connection.backend == "local":
-        from pvefix.connection.local import LocalApi, LocalShell
-
-        root = connection.expanded(connection.local_root)
         # pvesh and qm run as root@pam on the node: the same rights as a root@pam ticket.
         access = AccessFacts(method="local", user="root@pam", auth="ticket", ssh=True,
                              guest=guest.method if guest else None)
 
         def local_shell(node: str, cluster: ClusterView) -> Shell:
-            shell = LocalShell(root, connection.timeout)
-            if root == Path("/"):  # on a real node: this host must be the VM's node
-                name = shell.run(["hostname"])
-                check_hostname(node, NodeAddress(node, "this host", 0, "--local"), name.stdout,
-                               name.exit_code, vmid_on(node))
-            return shell
+            # On a real node: this host must be the VM's node.
+            return open_local(connection, node, vmid_on(node))
 
-        return LocalApi(connection.timeout), local_shell, access
-    client = ApiClient(connection, record=trace.record_api)
+        return open_api(connection), local_shell, access
+    client = open_api(connection, record=trace.record_api)
+    assert isinstance(client, ApiClient)  # the API backend
     trace.api = client
     shell_factory: ShellFactory | None = None
     if connection.ssh:
 
         def shell_factory(node: str, cluster: ClusterView) -> Shell:
             address = node_address(connection, node, cluster)
-            return open_node_shell(connection, address, vmid_on(node))
+            return open_node(connection, address, vmid_on(node))
 
     access = AccessFacts(
         method="api",

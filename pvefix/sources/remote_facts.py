@@ -10,13 +10,13 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from pvefix.connection.ssh import CommandResult
 from pvefix.errors import ParseError, PvefixError
 from pvefix.hosttree.mapping import PciMapping, parse_map_entry
 from pvefix.hosttree.sysfs import PciDevice, parse_resource
 from pvefix.paths import SYSFS_PCI
 from pvefix.sources.common import cpu_vendor, pve_version
 from pvefix.state import BootToolFacts, FileFact, NodeFacts
+from pvefix.target.ssh import CommandResult
 from pvefix.vmconfig.config import VMConfig
 
 SYSFS_FILES = (

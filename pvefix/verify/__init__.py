@@ -9,7 +9,7 @@ only when a probe is taken.
 from __future__ import annotations
 
 from pvefix.probe.report import Report as ProbeReport
-from pvefix.verify.guest import GuestAccess, resolve_guest_access
+from pvefix.target.guest.access import GuestAccess, resolve_guest_access
 from pvefix.verify.store import store_report
 from pvefix.verify.take import take_probe
 

@@ -1,22 +1,21 @@
 """Deliver the probe into a guest, run it, read its report back, clean up.
 
-A channel is the one seam between the guest and this code: `upload(path, data)` and
-`run(argv, timeout)`. SSH (SFTP + exec) and the QEMU guest agent (file-write + exec) implement
-it. Every command is an argument list; the SSH channel quotes it with shlex.join, the agent
-passes it as its command array.
+The probe needs two things of a guest channel (pvefix.target.guest.channel): `upload(path,
+data)` and `run(argv, timeout)`; SSH (SFTP + exec) and the QEMU guest agent (file-write +
+exec) give both.
 """
 
 from __future__ import annotations
 
 import secrets
-import sys
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Protocol
 
 from pvefix.errors import PvefixError
 from pvefix.probe.report import Report
+from pvefix.target.guest.channel import ExecResult, GuestChannel, remove_quietly
 from pvefix.verify.zipapp import build_probe_zipapp
+
+__all__ = ["ExecResult", "GuestChannel", "parse_report", "probe_argv", "probe_path",
+           "remove_quietly", "run_probe"]
 
 #: Where the probe lands in the guest: /tmp/pvefix-probe-<id>.pyz.
 GUEST_DIR = "/tmp"  # noqa: S108 - a fresh random name, removed afterwards
@@ -24,33 +23,6 @@ QUICK_BUDGET_S = 28.0
 FULL_BUDGET_S = 600.0
 #: Time on top of the probe's own budget: start-up, nvidia-smi, output transfer.
 MARGIN_S = 60.0
-
-
-@dataclass(frozen=True)
-class ExecResult:
-    """What a guest command did."""
-
-    argv: tuple[str, ...]
-    exit_code: int | None
-    stdout: str
-    stderr: str
-    timed_out: bool = False
-
-    @property
-    def ok(self) -> bool:
-        return self.exit_code == 0 and not self.timed_out
-
-
-class GuestChannel(Protocol):
-    """A way to put a file into the guest and run a command there."""
-
-    where: str
-
-    def upload(self, path: str, data: bytes) -> None: ...
-
-    def run(self, argv: Sequence[str], timeout: float) -> ExecResult: ...
-
-    def close(self) -> None: ...
 
 
 def probe_path(token: str | None = None) -> str:
@@ -94,14 +66,3 @@ def run_probe(channel: GuestChannel, *, quick: bool, python: str = "python3",
         remove_quietly(channel, [path])
     return parse_report(result, channel.where)
 
-
-def remove_quietly(channel: GuestChannel, paths: Sequence[str]) -> None:
-    """`rm -f PATHS` in the guest; a failure is a warning (the report is still good)."""
-    try:
-        done = channel.run(["rm", "-f", *paths], 60.0)
-        problem = None if done.ok else done.stderr.strip()[:200] or f"exit {done.exit_code}"
-    except PvefixError as exc:
-        problem = str(exc)
-    if problem:
-        print(f"pvefix: warning: could not remove {' '.join(paths)} in the guest "
-              f"({channel.where}): {problem}", file=sys.stderr)

@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal, TextIO
 
-from pvefix.connection.settings import Connection
 from pvefix.errors import EXIT_CHANGES, EXIT_OK, PvefixError
 from pvefix.probe.report import Report
 from pvefix.store.statedir import resolve_state_dir
-from pvefix.verify.guest import GuestAccess
+from pvefix.target.guest.access import GuestAccess
+from pvefix.target.settings import Connection
 from pvefix.verify.outcome import build_outcome, render_outcome
 from pvefix.verify.store import find_report, read_report, store_report, stored_reports
 from pvefix.verify.take import take_probe
@@ -55,11 +55,11 @@ def execute_workload(
     state_dir: Path | None, fmt: Literal["text", "json"], stdout: TextIO,
 ) -> int:
     """`verify --workload`: run it, keep the result, print it. 0 pass; 2 fail or hang."""
-    from pvefix.verify.take import open_channel
+    from pvefix.target.open import open_guest
     from pvefix.verify.workload import run_workload, store_workload
 
     state = resolve_state_dir(state_dir)
-    channel = open_channel(conn, guest, vmid)
+    channel = open_guest(conn, guest, vmid)
     try:
         result = run_workload(channel, vmid, command, timeout)
     finally:

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict
 
 from pvefix.errors import PvefixError
 from pvefix.store.statedir import ensure_private_dir, write_private
-from pvefix.verify.channel import GuestChannel
+from pvefix.target.guest.channel import GuestChannel
 from pvefix.verify.store import new_report_id
 
 WORKLOADS = "workloads"

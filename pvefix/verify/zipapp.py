@@ -6,9 +6,9 @@ It holds `pvefix/__init__.py`, `pvefix/errors.py` and every module of `pvefix/pr
 (a child interpreter cannot run a file that lies inside a zip) and (3) calls the probe's own
 command line: `python3 FILE.pyz --format json [--quick] [--timeout S]`.
 
-The guest agent's file-write takes at most 60 KiB per call and replaces the file each time, so
-a larger zipapp is sent in parts and put together in the guest by a second, tiny zipapp (the
-joiner), which checks the SHA-256 of the whole before it writes it.
+The guest agent's file-write takes at most 60 KiB per call, so a larger zipapp is sent in parts
+and put together in the guest by the joiner (pvefix.target.guest.joiner), which checks the
+SHA-256 of the whole before it writes it.
 """
 
 from __future__ import annotations
@@ -18,11 +18,9 @@ import zipfile
 from pathlib import Path
 
 import pvefix
+from pvefix.target.guest.joiner import zip_member as _add
 
 PACKAGE_ROOT = Path(pvefix.__file__).parent
-
-#: A fixed timestamp, so the same sources always give the same bytes.
-_EPOCH = (2020, 1, 1, 0, 0, 0)
 
 PROBE_MAIN = '''\
 """pvefix probe, packed by `pvefix verify` (standard library only)."""
@@ -60,36 +58,6 @@ def _run():
 sys.exit(_run())
 '''
 
-JOINER_MAIN = '''\
-"""pvefix part joiner: NAME SHA256 COUNT. Joins NAME.part000.. (files next to this zipapp)
-into NAME, checks the SHA-256 of the whole, removes the parts."""
-import hashlib
-import os
-import sys
-
-here = os.path.dirname(os.path.abspath(sys.argv[0]))
-name, digest, count = os.path.basename(sys.argv[1]), sys.argv[2], int(sys.argv[3])
-target = os.path.join(here, name)
-parts = ["%s.part%03d" % (target, i) for i in range(count)]
-data = b"".join(open(p, "rb").read() for p in parts)
-for p in parts:
-    os.remove(p)
-if hashlib.sha256(data).hexdigest() != digest:
-    sys.stderr.write("pvefix joiner: SHA-256 mismatch: the upload was damaged\\n")
-    sys.exit(3)
-fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-with os.fdopen(fd, "wb") as out:
-    out.write(data)
-'''
-
-
-def _add(zf: zipfile.ZipFile, name: str, data: bytes) -> None:
-    info = zipfile.ZipInfo(name, date_time=_EPOCH)
-    info.compress_type = zipfile.ZIP_DEFLATED
-    info.external_attr = 0o644 << 16
-    zf.writestr(info, data, compresslevel=9)
-
-
 def probe_sources() -> dict[str, bytes]:
     """Archive name -> source bytes of every module the probe needs in a guest."""
     files = {
@@ -108,12 +76,4 @@ def build_probe_zipapp(*, extra: dict[str, bytes] | None = None) -> bytes:
         _add(zf, "__main__.py", PROBE_MAIN.encode())
         for name, data in {**probe_sources(), **(extra or {})}.items():
             _add(zf, name, data)
-    return buffer.getvalue()
-
-
-def build_joiner_zipapp() -> bytes:
-    """The tiny zipapp that puts uploaded parts together in the guest."""
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w") as zf:
-        _add(zf, "__main__.py", JOINER_MAIN.encode())
     return buffer.getvalue()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "pvefix"
 # What the planner may import: values and pure helpers, never a package that does I/O.
-IO_PACKAGES = {"sources", "executor", "connection", "sim", "check", "desired", "verify",
+IO_PACKAGES = {"sources", "executor", "target", "sim", "check", "desired", "verify",
                "commands", "collect", "probe", "render", "store"}
 
 

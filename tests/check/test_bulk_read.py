@@ -12,11 +12,11 @@ from typing import Any
 
 from pvefix.check.bulk import BULK_COMMAND, parse_bulk
 from pvefix.check.cluster import HOST_COMMANDS, read_live_cluster
-from pvefix.connection.settings import resolve_connection
-from pvefix.connection.ssh import CommandResult
 from pvefix.observed import ObservedVm
 from pvefix.sim.serve import ReadyInfo, write_ready_file
 from pvefix.sim.stats import fetch_stats
+from pvefix.target.settings import resolve_connection
+from pvefix.target.ssh import CommandResult
 from tests.simkit import api, run, ssh
 
 Sim = Callable[..., ReadyInfo]
@@ -28,7 +28,9 @@ def stats(info: ReadyInfo, reset: bool = False) -> dict[str, Any]:
 
 def test_bulk_and_per_vm_reads_agree_on_every_vm_of_large(fresh_sim: Sim,
                                                           tmp_path: Path) -> None:
-    info = fresh_sim("large", inject=["lock=105:backup", "lock=640:migrate"])
+    # 20 ms per request and command: a wave is then a round trip, not a scheduling gap of a
+    # loaded machine (at 0 ms a busy CI box splits one wave into two).
+    info = fresh_sim("large", inject=["lock=105:backup", "lock=640:migrate", "latency=20"])
     prox = api(info, "ticket")
     where = {int(r["vmid"]): r["node"] for r in prox.cluster.resources.get(type="vm")}
     # A pending delete, a snapshot section and a running VM, written as Proxmox would.

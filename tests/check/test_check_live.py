@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from pvefix.check.run import check_live
-from pvefix.connection.settings import Connection, resolve_connection
 from pvefix.desired import (
     DesiredState,
     HostPciRule,
@@ -25,6 +24,7 @@ from pvefix.desired import (
 from pvefix.main import main
 from pvefix.sim.serve import ReadyInfo, write_ready_file
 from pvefix.sources.live import read_live
+from pvefix.target.settings import Connection, resolve_connection
 from tests.simkit import api, run, ssh, ssh_when_back
 
 Sim = Callable[..., ReadyInfo]

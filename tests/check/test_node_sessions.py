@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from pvefix.check.cluster import HOST_COMMANDS, read_live_cluster
-from pvefix.connection.settings import resolve_connection
 from pvefix.sim.serve import ReadyInfo, write_ready_file
 from pvefix.sim.stats import fetch_stats
+from pvefix.target.settings import resolve_connection
 
 Sim = Callable[..., ReadyInfo]
 NODES = [f"node{i}" for i in range(1, 9)]

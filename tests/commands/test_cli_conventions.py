@@ -13,9 +13,9 @@ import pytest
 
 from pvefix.cli import build_command
 from pvefix.commands.clihelp import EXAMPLES
-from pvefix.connection.settings import resolve_connection
 from pvefix.errors import ParseError
 from pvefix.main import main
+from pvefix.target.settings import resolve_connection
 
 
 def _commands(command: Any, path: str = "") -> list[tuple[str, Any]]:

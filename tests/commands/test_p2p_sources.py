@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from pvefix.commands.p2p_options import P2PAsk, resolve_plan_options
-from pvefix.connection.settings import PlanDefaults, plan_defaults, resolve_connection
 from pvefix.desired import P2PRule, dumps_desired, loads_desired
 from pvefix.desired.model import DesiredState, VmDesired
 from pvefix.errors import ParseError, PvefixError
 from pvefix.hosttree import resolve_scenario
 from pvefix.main import main
+from pvefix.target.settings import PlanDefaults, plan_defaults, resolve_connection
 
 PROFILE = PlanDefaults(profile="lab", source="/cfg.toml", p2p=True, clique_map="hostpci0=1")
 WANTS = P2PRule(wanted=True, clique_map="hostpci0=0,hostpci1=0")

@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from pvefix.commands.rollback_cmd import render_rollback
-from pvefix.connection.settings import Connection
 from pvefix.executor.apply import ApplyOptions
 from pvefix.executor.console import Console
 from pvefix.executor.journal import Hook
@@ -21,6 +20,7 @@ from pvefix.flow.apply import ApplyResult, apply_phase
 from pvefix.flow.rollback import run_rollback
 from pvefix.planner.model import Plan
 from pvefix.sim.serve import ReadyInfo, Simulator, write_ready_file
+from pvefix.target.settings import Connection
 
 HOST_FILES = ("/etc/kernel/cmdline", "/etc/default/grub", "/proc/cmdline")
 

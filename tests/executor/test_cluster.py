@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-from pvefix.connection.settings import Connection, resolve_connection
 from pvefix.desired import load_recorded
 from pvefix.errors import PvefixError, RefusedError
 from pvefix.executor.snapshot import list_snapshots
 from pvefix.planner import plan as make_plan
 from pvefix.sources.live import read_live
+from pvefix.target.settings import Connection, resolve_connection
 from tests.executor.conftest import Captured, Node
 
 CYGNUS_CMDLINE = "root=ZFS=rpool/ROOT/pve-1 boot=zfs\n"

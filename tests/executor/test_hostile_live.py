@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
-from pvefix.connection.settings import Connection
 from pvefix.errors import PvefixError
 from pvefix.main import main
 from pvefix.sources.live import read_live
+from pvefix.target.settings import Connection
 from tests.executor.conftest import Node
 
 

@@ -18,10 +18,10 @@ import pytest
 
 from pvefix.cli import build_command
 from pvefix.commands.run import run_app
-from pvefix.connection.nodes import NodeMismatch
-from pvefix.connection.settings import Connection
 from pvefix.errors import EXIT_OK, EXIT_REFUSED
 from pvefix.executor.remote import Remote
+from pvefix.target.nodes import NodeMismatch
+from pvefix.target.settings import Connection
 from tests.executor.conftest import Node
 
 FAKE = Path(__file__).with_name("fake_node_tools.py")

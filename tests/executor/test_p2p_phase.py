@@ -21,7 +21,7 @@ from pvefix.planner import plan as make_plan
 from pvefix.planner.model import PlanOptions
 from pvefix.sim.qemu_cmdline import qemu_pid
 from pvefix.sources.live import read_live
-from pvefix.verify.guest import GuestAccess
+from pvefix.target.guest.access import GuestAccess
 from pvefix.vmconfig import VMConfig
 from pvefix.vmconfig.args import clique_map
 from tests.executor.conftest import Captured, Node

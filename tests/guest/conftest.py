@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from pvefix.sim.serve import Simulator, write_ready_file
-from pvefix.verify.guest import GuestAccess
+from pvefix.target.guest.access import GuestAccess
 from tests.executor.conftest import Node
 from tests.simkit import api, wait_task
 

@@ -14,7 +14,7 @@ from pvefix.executor.filetarget import GuestFiles, NodeFiles, Side
 from pvefix.executor.remote import Remote
 from pvefix.executor.steps import FileStep, RefreshStep, StepContext, UndoConflict
 from pvefix.executor.vmwrite import ApiVmWriter
-from pvefix.verify.take import open_channel
+from pvefix.target.open import open_guest
 from tests.executor.conftest import Node
 from tests.guest.conftest import AGENT, VMID, guest_root
 
@@ -28,7 +28,7 @@ def ctx(own_node: Callable[..., Node]) -> Iterator[tuple[Node, StepContext]]:
     node = own_node()
     conn = node.conn()
     remote = Remote(conn, node.info.node)
-    channel = open_channel(conn, AGENT, VMID)
+    channel = open_guest(conn, AGENT, VMID)
     try:
         yield node, StepContext(remote=remote, vmid=VMID,
                                 writer=ApiVmWriter(remote, VMID, 10), vm_digest="",

@@ -18,12 +18,21 @@ from pvefix.flow.apply import apply_phase
 from pvefix.flow.rollback import run_rollback
 from pvefix.main import main
 from pvefix.sim.guest_tree import FAIL_UPDATE_GRUB
+from pvefix.target.open import open_guest
 from tests.executor.conftest import Captured, Node
 from tests.guest.conftest import AGENT, VMID, guest_root
 
 
 def guest_files(node: Node) -> dict[str, bytes]:
+    """The guest's files on disk, after the agent read its grub (the simulator seeds a guest's
+    tree on first use: the test must not depend on another test having reached the guest)."""
+    channel = open_guest(node.conn(), AGENT, VMID)
+    try:
+        seen = channel.read_file("/etc/default/grub")
+    finally:
+        channel.close()
     root = guest_root(node)
+    assert seen is not None and seen.encode() == (root / "etc/default/grub").read_bytes()
     return {name: (root / name).read_bytes()
             for name in ("etc/default/grub", "boot/grub/grub.cfg", "proc/cmdline")}
 

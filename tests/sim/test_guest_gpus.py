@@ -9,7 +9,7 @@ from pathlib import Path
 from pvefix.probe.report import Report
 from pvefix.sim.guest_gpus import gpus_and_matrix
 from pvefix.sim.serve import ReadyInfo
-from pvefix.verify.guest import GuestAccess
+from pvefix.target.guest.access import GuestAccess
 from pvefix.verify.take import take_probe
 from tests.simkit import api, wait_task
 from tests.verify.conftest import connection

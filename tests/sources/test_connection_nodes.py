@@ -9,15 +9,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pvefix.connection.nodes import (
+from pvefix.errors import ParseError
+from pvefix.target.nodes import (
     ClusterView,
     NodeMismatch,
     check_hostname,
     node_address,
     split_address,
 )
-from pvefix.connection.settings import Connection, resolve_connection
-from pvefix.errors import ParseError
+from pvefix.target.settings import Connection, resolve_connection
 
 STATUS = [
     {"type": "cluster", "id": "cluster", "name": "prod", "nodes": 2, "quorate": 1},

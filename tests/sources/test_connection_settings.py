@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pvefix.connection.settings import Connection, resolve_connection
 from pvefix.errors import ParseError, PvefixError
+from pvefix.target.settings import Connection, resolve_connection
 
 SECRET = "s3cr3t-Value-42"
 
@@ -177,7 +177,7 @@ def test_the_config_example_in_the_docs_uses_only_known_keys(tmp_path: Path) -> 
     import re
     import tomllib
 
-    from pvefix.connection.settings import SECRET_FIELDS, SECRET_SOURCES
+    from pvefix.target.settings import SECRET_FIELDS, SECRET_SOURCES
 
     doc = (Path(__file__).parents[2] / "docs" / "connection.md").read_text()
     example = re.search(r"```toml\n(.*?)```", doc, re.S)

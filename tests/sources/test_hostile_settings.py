@@ -13,11 +13,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pvefix.connection.settings import ready_file_layer, resolve_connection
-from pvefix.connection.ssh import load_known_hosts
 from pvefix.errors import ParseError, PvefixError
 from pvefix.flow.planfile import load_plan_file
 from pvefix.main import main
+from pvefix.target.settings import ready_file_layer, resolve_connection
+from pvefix.target.ssh import load_known_hosts
 
 FUZZ = settings(max_examples=60, deadline=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture])

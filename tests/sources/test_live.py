@@ -12,15 +12,15 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from cryptography import x509
 
-from pvefix.connection.api import count_waves
-from pvefix.connection.settings import Connection, resolve_connection
-from pvefix.connection.ssh import HostKeyUnknown, SshShell
 from pvefix.errors import PvefixError
 from pvefix.sim.serve import write_ready_file
 from pvefix.sources.bundle import read_bundle
 from pvefix.sources.common import bridges_above, vm_device_addresses
 from pvefix.sources.live import LiveTrace, read_live, same_mappings
 from pvefix.state import HostState
+from pvefix.target.api import count_waves
+from pvefix.target.settings import Connection, resolve_connection
+from pvefix.target.ssh import HostKeyUnknown, SshShell
 from pvefix.vmconfig.config import VMConfig
 
 if TYPE_CHECKING:

@@ -9,13 +9,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pvefix.connection.local import LocalApi, LocalShell
-from pvefix.connection.settings import Connection
-from pvefix.connection.ssh import CommandResult
 from pvefix.errors import PvefixError
 from pvefix.hosttree import resolve_scenario
 from pvefix.sources import remote_facts as rf
 from pvefix.sources.live import read_live
+from pvefix.target.local import LocalApi, LocalShell
+from pvefix.target.settings import Connection
+from pvefix.target.ssh import CommandResult
 
 
 def test_the_local_shell_reads_files_under_its_root() -> None:

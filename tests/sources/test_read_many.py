@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from pvefix.connection.settings import resolve_connection
 from pvefix.main import main
 from pvefix.sim.serve import ReadyInfo, write_ready_file
 from pvefix.sim.stats import fetch_stats
 from pvefix.sources.live import read_live, read_live_many
+from pvefix.target.settings import resolve_connection
 
 Sim = Callable[..., ReadyInfo]
 # cluster3: VM 300 on atlas, 310-313 on cygnus, 320 on borealis.

@@ -51,7 +51,7 @@ def test_no_host_write_reaches_a_node_other_than_the_vms(
 def test_a_per_node_ssh_address_from_the_profile_is_used_for_the_vms_node(
     fresh_sim: Callable[..., ReadyInfo], tmp_path: Path
 ) -> None:
-    from pvefix.connection.settings import resolve_connection
+    from pvefix.target.settings import resolve_connection
 
     info = fresh_sim("large")
     config = tmp_path / "config.toml"

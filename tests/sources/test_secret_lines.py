@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from pvefix.connection.settings import resolve_connection
 from pvefix.errors import ParseError
+from pvefix.target.settings import resolve_connection
 
 SECRET = "0c5f2b9e-7d31-4b8a-9f6e-2a1d3c4b5e6f"
 

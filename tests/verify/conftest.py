@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from pvefix.connection.settings import Connection, resolve_connection
 from pvefix.probe.report import (
     AllReduceRow,
     AllReduceRun,
@@ -25,7 +24,8 @@ from pvefix.probe.report import (
     TopologySection,
 )
 from pvefix.sim.serve import ReadyInfo, write_ready_file
-from pvefix.verify.guest import GuestAccess
+from pvefix.target.guest.access import GuestAccess
+from pvefix.target.settings import Connection, resolve_connection
 from tests.simkit import api, wait_task
 
 AGENT_VM = 101

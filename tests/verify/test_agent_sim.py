@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from pvefix.connection.api import ApiClient, ApiError
 from pvefix.probe.report import Report
 from pvefix.sim.serve import ReadyInfo
-from pvefix.verify.agent import CHUNK_BYTES, MAX_CONTENT, AgentChannel
+from pvefix.target.api import ApiClient, ApiError
+from pvefix.target.guest.access import GuestAccess
+from pvefix.target.guest.agent import CHUNK_BYTES, MAX_CONTENT, AgentChannel
 from pvefix.verify.channel import run_probe
-from pvefix.verify.guest import GuestAccess
 from pvefix.verify.take import take_probe
 from pvefix.verify.zipapp import build_probe_zipapp
 from tests.simkit import api
@@ -121,9 +121,9 @@ def test_an_exited_command_is_reported_once_as_qemu_ga_does(
 
 
 def test_the_guest_agent_with_local_is_refused_with_the_way_that_works() -> None:
-    from pvefix.connection.settings import Connection
     from pvefix.errors import PvefixError
-    from pvefix.verify.take import open_channel
+    from pvefix.target.open import open_guest
+    from pvefix.target.settings import Connection
 
     with pytest.raises(PvefixError, match="--guest-ssh-host"):
-        open_channel(Connection(backend="local"), AGENT, 100)
+        open_guest(Connection(backend="local"), AGENT, 100)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pvefix.connection.ssh import HostKeyUnknown
 from pvefix.sim.serve import ReadyInfo
+from pvefix.target.ssh import HostKeyUnknown
 from pvefix.verify.take import take_probe
 from tests.simkit import run, ssh
 from tests.verify.conftest import ssh_guest

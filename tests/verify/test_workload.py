@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from pvefix.connection.api import ApiClient
 from pvefix.main import main
 from pvefix.sim.serve import ReadyInfo, write_ready_file
-from pvefix.verify.agent import AgentChannel
+from pvefix.target.api import ApiClient
+from pvefix.target.guest.agent import AgentChannel
 from tests.verify.conftest import AGENT_VM, connection
 
 

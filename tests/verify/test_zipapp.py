@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from pvefix.probe.report import Report
-from pvefix.verify.agent import CHUNK_BYTES
-from pvefix.verify.zipapp import build_joiner_zipapp, build_probe_zipapp
+from pvefix.target.guest.agent import CHUNK_BYTES
+from pvefix.target.guest.joiner import build_joiner_zipapp
+from pvefix.verify.zipapp import build_probe_zipapp
 
 FIXTURE = Path(__file__).parents[1] / "probe" / "fixtures" / "h200-1gpu" / "probe_full.json"
 

@@ -34,8 +34,8 @@ from proxmoxer.core import (
 )
 from requests.adapters import HTTPAdapter
 
-from pvefix.connection.settings import Connection
 from pvefix.errors import PvefixError, RefusedError, os_error_in, unreachable_hint
+from pvefix.target.settings import Connection
 
 POOL_SIZE = 16  # enough keep-alive connections for one wave of parallel reads
 

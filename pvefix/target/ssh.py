@@ -23,8 +23,8 @@ from typing import NoReturn
 
 import paramiko
 
-from pvefix.connection.settings import Connection
 from pvefix.errors import PvefixError, RefusedError
+from pvefix.target.settings import Connection
 
 # OpenSSH's sshd allows 10 sessions per connection (MaxSessions); stay under it.
 MAX_CHANNELS = 8

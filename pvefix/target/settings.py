@@ -169,7 +169,7 @@ class Connection(BaseModel):
         address = self.ssh_nodes.get(node)
         if address is None:
             return self
-        from pvefix.connection.nodes import split_address
+        from pvefix.target.nodes import split_address
 
         host, port = split_address(address, self.ssh_port)
         return self.model_copy(update={"ssh_host": host, "ssh_port": port})

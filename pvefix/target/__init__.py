@@ -5,6 +5,6 @@ Only the settings load here; the API and SSH modules import proxmoxer and parami
 when a command needs them.
 """
 
-from pvefix.connection.settings import ENV_VARS, Connection, resolve_connection
+from pvefix.target.settings import ENV_VARS, Connection, resolve_connection
 
 __all__ = ["ENV_VARS", "Connection", "resolve_connection"]

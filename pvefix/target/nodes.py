@@ -1,4 +1,4 @@
-"""The node a VM lives on, and the one way to open an SSH session to it.
+"""The node a VM lives on, and where its SSH session goes (pvefix.target.open opens it).
 
 Every host read and write goes to the VM's own node. Its SSH address comes from the profile
 (`[profiles.X.ssh.nodes] node6 = "10.0.0.16"`, or a simulator's ready file, with an optional
@@ -13,11 +13,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pvefix.connection.settings import Connection
 from pvefix.errors import PvefixError, RefusedError
+from pvefix.target.settings import Connection
 
 if TYPE_CHECKING:
-    from pvefix.connection.ssh import SshShell
+    pass
 
 
 class NodeMismatch(RefusedError):
@@ -100,7 +100,7 @@ def check_hostname(node: str, address: NodeAddress, answer: str, exit_code: int,
                    vmid: int | None = None) -> None:
     """Refuse unless `hostname` on the far side names `node` (its short name); a `hostname`
     that fails is refused too (pvefix cannot tell which host it reached)."""
-    from pvefix.connection.ssh import node_mismatch, same_node
+    from pvefix.target.ssh import node_mismatch, same_node
 
     if exit_code != 0 or not answer.strip():
         raise NodeMismatch(f"SSH to {address} did not say which host it is (`hostname` exit "
@@ -110,37 +110,22 @@ def check_hostname(node: str, address: NodeAddress, answer: str, exit_code: int,
                            source=f"node {node}")
 
 
-def open_node_shell(conn: Connection, address: NodeAddress,
-                    vmid: int | None = None) -> SshShell:
-    """An SshShell to `address`, after its `hostname` was checked against the node."""
-    from pvefix.connection.ssh import SshShell
-
-    shell = SshShell(node_connection(conn, address))
-    try:
-        result = shell.run(["hostname"])
-        check_hostname(address.node, address, result.stdout, result.exit_code, vmid)
-    except BaseException:
-        shell.close()
-        raise
-    return shell
-
-
 def cluster_identity(conn: Connection) -> str | None:
     """The identity of the cluster this connection reaches (pvefix's state is kept under it);
     None when it cannot tell (an offline read, no right to /cluster/status)."""
-    from pvefix.connection.api import ApiClient
-    from pvefix.connection.local import LocalApi
+    from pvefix.target.api import ApiClient
+    from pvefix.target.local import LocalApi
+    from pvefix.target.open import open_api
 
     client: ApiClient | LocalApi
-    if conn.backend == "local":
-        try:
-            client = LocalApi(conn.timeout)  # pvesh on this node
-        except PvefixError:
-            return None
-    elif not conn.host:
+    if conn.backend != "local" and not conn.host:
         return None
-    else:
-        client = ApiClient(conn)
+    try:
+        client = open_api(conn)  # pvesh on this node with --local
+    except PvefixError:
+        if conn.backend == "local":
+            return None
+        raise
     try:
         view = ClusterView.parse(client.get("/cluster/status"))
     except PvefixError:

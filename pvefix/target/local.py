@@ -18,9 +18,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from pvefix.connection.api import ApiError
-from pvefix.connection.ssh import MAX_CHANNELS, CommandResult
 from pvefix.errors import PvefixError
+from pvefix.target.api import ApiError
+from pvefix.target.ssh import MAX_CHANNELS, CommandResult
 
 #: File commands the executor sends (locks, backups), done under the root by LocalShell.
 _FILE_COMMANDS = frozenset({"mkdir", "rm", "cp"})

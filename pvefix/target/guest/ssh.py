@@ -7,17 +7,18 @@ connection timeout, so the exec here waits for the probe's own budget.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import shlex
 from collections.abc import Sequence
 
 import paramiko
 
-from pvefix.connection.settings import Connection
-from pvefix.connection.ssh import HostKeyChanged, HostKeyUnknown, SshShell
 from pvefix.errors import PvefixError
-from pvefix.verify.channel import ExecResult
-from pvefix.verify.guest import GuestAccess
+from pvefix.target.guest.access import GuestAccess
+from pvefix.target.guest.channel import ExecResult, cat_file, remove_temp, temp_path
+from pvefix.target.settings import Connection
+from pvefix.target.ssh import SshShell
 
 
 def guest_connection(guest: GuestAccess) -> Connection:
@@ -32,14 +33,9 @@ def guest_connection(guest: GuestAccess) -> Connection:
 class SshChannel:
     """Files and commands in a guest reached over SSH."""
 
-    def __init__(self, guest: GuestAccess) -> None:
-        try:
-            self.shell = SshShell(guest_connection(guest))
-        except (HostKeyUnknown, HostKeyChanged) as exc:
-            # Same rules as for the node; the hint names the guest's flag.
-            message = exc.message.replace("--accept-new-host-key", "--guest-accept-new-host-key")
-            message = message.replace("on the node", "in the guest")
-            raise type(exc)(message, source=exc.source) from None
+    def __init__(self, shell: SshShell) -> None:
+        """`shell` is the guest's SSH session (pvefix.target.open.open_guest opens it)."""
+        self.shell = shell
         self.where = f"SSH {self.shell.where}"
 
     def upload(self, path: str, data: bytes) -> None:
@@ -69,6 +65,32 @@ class SshChannel:
             raise PvefixError(f"{self.where}: {command!r}: {exc or 'closed'}") from None
         return ExecResult(tuple(argv), code, stdout.decode("utf-8", "replace"),
                           stderr.decode("utf-8", "replace"))
+
+    def read_file(self, path: str) -> str | None:
+        """`cat PATH` in the guest (None when the file does not exist)."""
+        return cat_file(self, path)
+
+    def replace_file(self, path: str, text: str) -> None:
+        """SFTP writes a temporary file beside `path`, gives it the old file's mode, and
+        renames it over `path` (posix-rename); a failure removes the temporary file."""
+        tmp = temp_path(path)
+        data = text.encode("utf-8", "surrogateescape")
+        try:
+            sftp = self.shell.client.open_sftp()
+            try:
+                mode: int | None = None
+                with contextlib.suppress(OSError):
+                    mode = sftp.stat(path).st_mode
+                sftp.putfo(io.BytesIO(data), tmp)
+                if mode is not None:
+                    sftp.chmod(tmp, mode & 0o7777)
+                sftp.posix_rename(tmp, path)
+            finally:
+                sftp.close()
+        except (OSError, EOFError, paramiko.SSHException) as exc:
+            remove_temp(self, tmp)
+            raise PvefixError(f"cannot write {path} in the guest: {exc}",
+                              source=self.where) from None
 
     def close(self) -> None:
         self.shell.close()

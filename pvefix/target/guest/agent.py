@@ -19,23 +19,22 @@ from typing import Any
 import requests
 from proxmoxer.core import ResourceException
 
-from pvefix.connection.api import ApiClient, ApiError
 from pvefix.errors import PvefixError
-from pvefix.verify.channel import ExecResult, remove_quietly
-from pvefix.verify.zipapp import build_joiner_zipapp
+from pvefix.target.api import ApiClient, ApiError
+from pvefix.target.guest.channel import (
+    ExecResult,
+    cat_file,
+    check,
+    remove_quietly,
+    remove_temp,
+    temp_path,
+)
+from pvefix.target.guest.joiner import build_joiner_zipapp
 
 #: file-write's limit on `content` (characters): 60 KiB.
 MAX_CONTENT = 60 * 1024
 #: Data bytes per file-write: their base64 is exactly 60 KiB.
 CHUNK_BYTES = MAX_CONTENT // 4 * 3
-
-
-def find_node(api: ApiClient, vmid: int) -> str:
-    """The node VM `vmid` lives on (GET /cluster/resources?type=vm)."""
-    for item in api.get("/cluster/resources", {"type": "vm"}) or []:
-        if item.get("vmid") == vmid and item.get("type") == "qemu":
-            return str(item["node"])
-    raise PvefixError(f"no QEMU VM {vmid} in this cluster (GET /cluster/resources)")
 
 
 class AgentChannel:
@@ -79,14 +78,14 @@ class AgentChannel:
     def status(self, pid: int) -> dict[str, Any]:
         return dict(self._call("GET", "exec-status", {"pid": pid}))
 
-    def write_file(self, path: str, data: bytes) -> None:
+    def agent_file_write(self, path: str, data: bytes) -> None:
         """One file-write (replaces the file): at most CHUNK_BYTES of data."""
         if len(data) > CHUNK_BYTES:
             raise PvefixError(f"{path}: {len(data)} bytes is more than one file-write takes")
         content = base64.b64encode(data).decode("ascii")
         self._call("POST", "file-write", {"file": path, "content": content, "encode": 0})
 
-    def read_file(self, path: str) -> bytes:
+    def agent_file_read(self, path: str) -> bytes:
         """file-read's content (at most 16 MiB; text)."""
         answer = self._call("GET", "file-read", {"file": path})
         if answer.get("truncated"):
@@ -118,15 +117,15 @@ class AgentChannel:
     def upload(self, path: str, data: bytes) -> None:
         """Put `data` at `path`: one file-write, or parts joined (and checked) in the guest."""
         if len(data) <= CHUNK_BYTES:
-            self.write_file(path, data)
+            self.agent_file_write(path, data)
             return
         parts = [data[i:i + CHUNK_BYTES] for i in range(0, len(data), CHUNK_BYTES)]
         names = [f"{path}.part{i:03d}" for i in range(len(parts))]
         joiner = path.removesuffix(".pyz") + "-join.pyz"
         try:
             for name, part in zip(names, parts, strict=True):
-                self.write_file(name, part)
-            self.write_file(joiner, build_joiner_zipapp())
+                self.agent_file_write(name, part)
+            self.agent_file_write(joiner, build_joiner_zipapp())
             digest = hashlib.sha256(data).hexdigest()
             # The joiner finds the parts next to itself: only names cross over, not paths.
             name = path.rsplit("/", 1)[-1]
@@ -139,6 +138,27 @@ class AgentChannel:
             remove_quietly(self, names)
             raise PvefixError(f"{self.where}: putting the upload together failed: "
                               f"{done.stderr.strip()[:300] or done.exit_code}")
+
+    def read_file(self, path: str) -> str | None:
+        """`cat PATH` through the agent (None when the file does not exist)."""
+        return cat_file(self, path)
+
+    def replace_file(self, path: str, text: str) -> None:
+        """file-write creates new files with the agent's own mode, so the old file is copied
+        first (`cp -p` keeps its mode and owner), its copy's content replaced, and the copy
+        renamed over it (`mv -f`); a failure removes the copy and leaves the file as it was."""
+        tmp = temp_path(path)
+        data = text.encode("utf-8", "surrogateescape")
+        if len(data) > CHUNK_BYTES:
+            raise PvefixError(f"{path}: {len(data)} bytes is more than one file-write takes",
+                              source=self.where)
+        try:
+            check(self, ["cp", "-p", path, tmp])
+            self.agent_file_write(tmp, data)
+            check(self, ["mv", "-f", tmp, path])
+        except PvefixError:
+            remove_temp(self, tmp)
+            raise
 
     def close(self) -> None:
         self.api.close()

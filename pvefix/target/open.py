@@ -1,0 +1,143 @@
+"""The only place that opens a session to a node or a guest.
+
+Everything that reaches a Proxmox host or a VM's guest gets its session from here and passes it
+down; readers and writers take sessions, not settings. An architecture test
+(tests/architecture/test_sessions.py) keeps it so: the session classes are constructed nowhere
+else in pvefix.
+
+- `open_api(conn)`: the Proxmox API (proxmoxer over checked TLS), or `pvesh` with `--local`.
+- `open_node(conn, address, vmid)`: SSH to one node, refused unless the far side's `hostname`
+  is that node (pvefix.target.nodes.check_hostname).
+- `open_cluster_ssh(conn)`: SSH to the connection's own SSH host, for reads that any node of
+  the cluster answers alike (pmxcfs under /etc/pve).
+- `open_local(conn, node, vmid)`: this host's files and commands (`--local`), its hostname
+  checked against `node` on a real node.
+- `open_guest(conn, guest, vmid)`: the guest over SSH, or its QEMU guest agent (pinged first).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pvefix.errors import PvefixError
+from pvefix.target.nodes import NodeAddress, check_hostname, node_connection
+from pvefix.target.settings import Connection
+
+if TYPE_CHECKING:
+    from pvefix.target.api import ApiClient
+    from pvefix.target.guest.access import GuestAccess
+    from pvefix.target.guest.channel import GuestChannel
+    from pvefix.target.local import LocalApi, LocalShell
+    from pvefix.target.ssh import SshShell
+
+
+def open_api(conn: Connection, *, record: bool = False,
+             workers: int | None = None) -> ApiClient | LocalApi:
+    """The API session of `conn`: pvesh on this node with `--local`, else proxmoxer over HTTPS.
+    `workers` sizes its keep-alive pool for that many threads; `record` keeps every request
+    (benchmarks and the read trace count them)."""
+    if conn.backend == "local":
+        from pvefix.target.local import LocalApi
+
+        return LocalApi(conn.timeout)
+    from pvefix.target.api import ApiClient
+
+    client = ApiClient(conn, record=record)
+    if workers is not None:
+        from requests.adapters import HTTPAdapter
+
+        from pvefix.target.api import PinnedAdapter
+
+        adapter: HTTPAdapter
+        if conn.fingerprint:
+            adapter = PinnedAdapter(conn.fingerprint, pool_connections=4, pool_maxsize=workers)
+        else:
+            adapter = HTTPAdapter(pool_connections=4, pool_maxsize=workers)
+        client.session.mount("https://", adapter)
+    return client
+
+
+def open_node(conn: Connection, address: NodeAddress, vmid: int | None = None) -> SshShell:
+    """SSH to `address`, after its `hostname` was checked against the node it stands for."""
+    from pvefix.target.ssh import SshShell
+
+    shell = SshShell(node_connection(conn, address))
+    try:
+        result = shell.run(["hostname"])
+        check_hostname(address.node, address, result.stdout, result.exit_code, vmid)
+    except BaseException:
+        shell.close()
+        raise
+    return shell
+
+
+def open_cluster_ssh(conn: Connection) -> SshShell:
+    """SSH to the connection's own SSH host (for cluster-wide reads any node answers alike)."""
+    from pvefix.target.ssh import SshShell
+
+    return SshShell(conn)
+
+
+def open_local(conn: Connection, node: str | None = None, vmid: int | None = None) -> LocalShell:
+    """This host's files and commands under `conn.local_root`. On a real node (root "/") with
+    `node` given, this host's hostname must be that node."""
+    from pvefix.target.local import LocalShell
+
+    root = conn.expanded(conn.local_root)
+    shell = LocalShell(root, conn.timeout)
+    if node is not None and root == Path("/"):
+        name = shell.run(["hostname"])
+        check_hostname(node, NodeAddress(node, "this host", 0, "--local"), name.stdout,
+                       name.exit_code, vmid)
+    return shell
+
+
+def vm_node(items: Sequence[Mapping[str, Any]] | None, vmid: int) -> str:
+    """The node QEMU VM `vmid` lives on, from GET /cluster/resources?type=vm."""
+    for item in items or []:
+        if item.get("vmid") == vmid and item.get("type", "qemu") == "qemu":
+            return str(item["node"])
+    nodes = sorted({str(item["node"]) for item in items or [] if item.get("node")})
+    raise PvefixError(f"no QEMU VM {vmid} in this cluster; nodes looked at: "
+                      f"{', '.join(nodes) or 'none with VMs'} (GET /cluster/resources)")
+
+
+def open_guest(conn: Connection | None, guest: GuestAccess, vmid: int) -> GuestChannel:
+    """SSH to the guest, or the guest agent of VM `vmid` (checked with a ping first)."""
+    if guest.method == "ssh":
+        return _guest_ssh(guest)
+    if conn is None:
+        raise PvefixError("the guest agent is reached through the Proxmox API: give the "
+                          "node's connection settings (--host, --connection, a profile)")
+    if conn.backend == "local":
+        raise PvefixError("the guest agent is reached through the Proxmox API over HTTPS, which"
+                          " --local does not use: reach the guest over SSH (--guest-ssh-host),"
+                          " or run pvefix with the API backend (--host)")
+    from pvefix.target.api import ApiClient
+    from pvefix.target.guest.agent import AgentChannel
+
+    api = ApiClient(conn)
+    try:
+        node = conn.node or vm_node(api.get("/cluster/resources", {"type": "vm"}), vmid)
+        channel = AgentChannel(api, node, vmid, python=guest.python)
+        channel.ping()
+    except BaseException:
+        api.close()
+        raise
+    return channel
+
+
+def _guest_ssh(guest: GuestAccess) -> GuestChannel:
+    from pvefix.target.guest.ssh import SshChannel, guest_connection
+    from pvefix.target.ssh import HostKeyChanged, HostKeyUnknown, SshShell
+
+    try:
+        shell = SshShell(guest_connection(guest))
+    except (HostKeyUnknown, HostKeyChanged) as exc:
+        # Same rules as for the node; the hint names the guest's flag.
+        message = exc.message.replace("--accept-new-host-key", "--guest-accept-new-host-key")
+        message = message.replace("on the node", "in the guest")
+        raise type(exc)(message, source=exc.source) from None
+    return SshChannel(shell)
