@@ -217,7 +217,7 @@ def apply_steps(remote: Remote, conn: Connection, live: HostState, plan: Plan, p
         ran_before = [*stopped, *([vmid] if target_ran else [])]
         activated += _start_again(remote, ran_before, others or [], options, console, journal)
     # The guest's files were verified before activation; a restarted guest may not answer yet.
-    after = reader(conn, vmid) if channel is None else _read_host_only(conn, vmid)
+    after = reader(conn, vmid) if channel is None else _read_host_only(remote, conn, vmid)
     problems = checks.verify_live(phase, plan, after, restarted=restarting)
     clique = next((c for c in phase.changes if c.rule == "p2p" and c.key == "args"), None)
     if restarting and clique is not None:
@@ -287,10 +287,10 @@ def _start_again(remote: Remote, ran_before: list[int], others: list[NodeVm],
     return report
 
 
-def _read_host_only(conn: Connection, vmid: int) -> HostState:
+def _read_host_only(remote: Remote, conn: Connection, vmid: int) -> HostState:
     from pvefix.sources.live import read_live
 
-    return read_live(conn, vmid)
+    return read_live(conn, vmid, sessions=remote.sessions)
 
 
 def _parse(text: str) -> VMConfig:

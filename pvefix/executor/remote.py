@@ -21,7 +21,7 @@ from pvefix.errors import PvefixError
 from pvefix.target.api import ApiClient, ApiError
 from pvefix.target.local import LocalApi, LocalShell
 from pvefix.target.nodes import ClusterView, NodeAddress, node_address
-from pvefix.target.open import open_api, open_local, open_node
+from pvefix.target.sessions import Sessions
 from pvefix.target.settings import Connection
 from pvefix.target.ssh import CommandResult, SshShell
 
@@ -82,17 +82,16 @@ def _stderr(line: str) -> None:
 class Remote:
     """A connected node: the API client and, when SSH is on, one SSH session (opened lazily)."""
 
-    def __init__(self, conn: Connection, node: str) -> None:
+    def __init__(self, conn: Connection, node: str, sessions: Sessions | None = None) -> None:
         self.conn = conn.for_node(node)  # SSH goes to the VM's own node
         self.node = node
+        self.sessions = sessions if sessions is not None else Sessions(conn)
+        self._owns = sessions is None  # a command's sessions are closed by the command
         self.local: LocalShell | None = None
-        self.api: ApiClient | LocalApi
         if conn.backend == "local":
             # pvefix runs on the node itself: the API through pvesh (as root@pam), files and
             # commands directly (under local_root: "/" on a real node, a host tree in tests).
-            self.local = open_local(conn, node)  # on a real node: this host must be `node`
-        self.api = open_api(conn)
-        self._ssh: SshShell | None = None
+            self.local = self.sessions.local(node)  # on a real node: this host must be `node`
         self._cluster: ClusterView | None = None
         self.on_warning: Callable[[str], None] = _stderr  # where task warnings are shown
 
@@ -207,18 +206,17 @@ class Remote:
         """Host files and commands are reachable (SSH, or this host with --local)."""
         return self.local is not None or self.conn.ssh
 
+    @property
+    def api(self) -> ApiClient | LocalApi:
+        """The command's API session (opened on first use)."""
+        return self.sessions.api()
+
     def ssh(self) -> SshShell:
+        """The node's SSH session. One that dropped (network, sshd restart) is opened again,
+        so that undo and rollback can still reach the host."""
         if not self.conn.ssh:
             raise PvefixError("this needs SSH to the node (it is off: --no-ssh)")
-        if self._ssh is not None and not self._ssh.transport.is_active():
-            # The connection dropped (network, sshd restart): open a new one, so that undo
-            # and rollback can still reach the host.
-            with contextlib.suppress(Exception):
-                self._ssh.close()
-            self._ssh = None
-        if self._ssh is None:
-            self._ssh = open_node(self.conn, self.address())
-        return self._ssh
+        return self.sessions.node(self.node, self.address)
 
     def run(self, argv: Sequence[str]) -> CommandResult:
         """Run one command on the node: an argument list, quoted with shlex.join over SSH,
@@ -277,12 +275,9 @@ class Remote:
 
     def reconnect(self) -> None:
         """New API and SSH sessions (after a host reboot dropped the old ones)."""
-        self.close()
-        self.api = open_api(self.conn)
+        self.sessions.forget()
 
     def close(self) -> None:
-        if self._ssh is not None:
-            with contextlib.suppress(Exception):
-                self._ssh.close()
-            self._ssh = None
-        self.api.close()
+        """Close the sessions this Remote opened itself (a command's stay open for it)."""
+        if self._owns:
+            self.sessions.close()

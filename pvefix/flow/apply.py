@@ -40,7 +40,7 @@ from pvefix.planner.model import Phase, Plan
 from pvefix.probe.report import Report
 from pvefix.state import HostState
 from pvefix.target.guest.access import GuestAccess
-from pvefix.target.open import open_guest
+from pvefix.target.sessions import Sessions
 from pvefix.target.settings import Connection
 from pvefix.verify.p2p_verdict import judge as judge_p2p
 from pvefix.vmconfig.args import clique_map
@@ -138,14 +138,26 @@ def apply_phase(
     guest: GuestAccess | None = None,
 ) -> ApplyResult:
     """Apply phase `options.phase` of `plan` (or of a fresh plan) to VM `vmid`; `guest` is
-    the way into its guest (for guest-cmdline changes and --verify), if any."""
-    from pvefix.planner import plan as make_plan
-    from pvefix.sources.live import read_live
-
+    the way into its guest (for guest-cmdline changes and --verify), if any. One API session,
+    one SSH session to the node and one guest channel serve the whole command (reads, lock,
+    writes, checks); the guest probe of --verify opens its own, across the restart."""
     if options.verify and guest is None:
         raise PvefixError("--verify runs the probe inside the guest: give a way into it "
                           "(--guest-agent, or --guest-ssh-host HOST); nothing was written")
-    reader: StateReader = read or (lambda c, v: read_live(c, v, guest=guest))
+    with Sessions(conn) as sessions:
+        return _apply_phase(conn, vmid, options, console, plan, hook, read, guest, sessions)
+
+
+def _apply_phase(
+    conn: Connection, vmid: int, options: ApplyOptions, console: Console, plan: Plan | None,
+    hook: Hook | None, read: StateReader | None, guest: GuestAccess | None,
+    sessions: Sessions,
+) -> ApplyResult:
+    from pvefix.planner import plan as make_plan
+    from pvefix.sources.live import read_live
+
+    reader: StateReader = read or (
+        lambda c, v: read_live(c, v, guest=guest, sessions=sessions))
     live = reader(conn, vmid)
     conn = conn.model_copy(update={"node": live.vm.node})
     planned_with = plan
@@ -213,7 +225,7 @@ def apply_phase(
         )
     if reboots or starts:
         refuse_ha_restart(live, "a host reboot" if reboots else "--restart/--start")
-        probe = Remote(conn, live.vm.node)
+        probe = Remote(conn, live.vm.node, sessions)
         try:
             vms = node_vms(probe)
         finally:
@@ -238,9 +250,9 @@ def apply_phase(
     if options.verify and guest is not None:
         baseline = probe_before(conn, guest, vmid, options.state_dir, options.verify_quick,
                                 console)
-    remote = Remote(conn, live.vm.node)
+    remote = Remote(conn, live.vm.node, sessions)
     remote.on_warning = console.progress
-    channel = open_guest(conn, guest, vmid) if guest is not None and wants_guest(
+    channel = sessions.guest(guest, vmid, live.vm.node) if guest is not None and wants_guest(
         phase) else None
     try:
         with vm_lock(options.state_dir, remote, vmid, f"apply phase {phase.number}",
@@ -253,8 +265,6 @@ def apply_phase(
                                      p2p=p2p_rule(plan.options))
             console.progress(f"desired state recorded in {desired} (pvefix check {vmid} uses it)")
     finally:
-        if channel is not None:
-            channel.close()
         remote.close()
     result = ApplyResult(
         vmid=vmid, phase=phase.number, snapshot_id=reached.snapshot_id, done=reached.done,

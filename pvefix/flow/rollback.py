@@ -27,41 +27,42 @@ from pvefix.executor.snapshot import Snapshot, find_snapshot
 from pvefix.flow.guards import refuse_ha_restart
 from pvefix.target.guest.access import GuestAccess
 from pvefix.target.guest.channel import GuestChannel
+from pvefix.target.sessions import Sessions
 from pvefix.target.settings import Connection
 
 
 def run_rollback(conn: Connection, state_dir: Path, vmid: int | None, snapshot_id: str | None,
                  options: RollbackOptions, console: Console,
                  guest: GuestAccess | None = None) -> RollbackResult:
-    """`pvefix rollback`: pick the snapshot, refuse if the target moved, confirm, restore."""
+    """`pvefix rollback`: pick the snapshot, refuse if the target moved, confirm, restore.
+    One API session, one SSH session to the node and one guest channel serve it all."""
     from pvefix.target.nodes import cluster_identity
 
-    snapshot = find_snapshot(state_dir, snapshot_id, vmid, cluster_identity(conn))
-    meta = snapshot.meta
-    target = conn.model_copy(update={"node": conn.node or meta.node})
-    touched, _ = guest_changes(snapshot)
-    if not touched:
-        return _run_rollback(target, snapshot, options, console, None, state_dir)
-    from pvefix.target.open import open_guest
-
-    channel = open_guest(target, guest_for(snapshot, guest), meta.vmid)
-    try:
+    with Sessions(conn) as sessions:
+        # The API backend asks through the command's session; --local asks pvesh itself.
+        api = sessions.api() if conn.backend == "api" and conn.host else None
+        snapshot = find_snapshot(state_dir, snapshot_id, vmid, cluster_identity(conn, api))
+        meta = snapshot.meta
+        target = conn.model_copy(update={"node": conn.node or meta.node})
+        touched, _ = guest_changes(snapshot)
+        if not touched:
+            return _run_rollback(target, snapshot, options, console, None, state_dir,
+                                 sessions)
+        channel = sessions.guest(guest_for(snapshot, guest), meta.vmid, target.node)
         files = GuestFiles(channel)
         current = {path: files.read_file(path) for path in sorted(touched)}
         return _run_rollback(target, snapshot, options, console, (channel, current),
-                             state_dir)
-    finally:
-        channel.close()
+                             state_dir, sessions)
 
 
 def _run_rollback(conn: Connection, snapshot: Snapshot, options: RollbackOptions,
                   console: Console,
                   guest: tuple[GuestChannel, dict[str, str | None]] | None,
-                  state_dir: Path) -> RollbackResult:
+                  state_dir: Path, sessions: Sessions) -> RollbackResult:
     from pvefix.sources.live import read_live
 
     meta = snapshot.meta
-    live = read_live(conn, meta.vmid)
+    live = read_live(conn, meta.vmid, sessions=sessions)
     differs = what_differs(snapshot, live)
     guest_differs = [] if guest is None else [
         p for p, text in guest[1].items() if text != snapshot.guest_file_text(p)]
@@ -95,7 +96,7 @@ def _run_rollback(conn: Connection, snapshot: Snapshot, options: RollbackOptions
         console.say(f"guest {path}: will be restored")
     if not options.yes and not console.confirm(f"Roll VM {meta.vmid} back to {meta.id}?"):
         raise RefusedError("not confirmed: nothing was written (use --yes to confirm)")
-    remote = Remote(conn, meta.node)
+    remote = Remote(conn, meta.node, sessions)
     remote.on_warning = console.progress
     try:
         with vm_lock(state_dir, remote, meta.vmid, "rollback", console.progress):

@@ -26,10 +26,10 @@ from pvefix.hosttree.synth import (
     GIB,
     MIB,
     Function,
-    Region,
     render_vm_config,
     write_function,
 )
+from pvefix.pci import Region
 
 CLUSTER = "lab3"
 NODES = ["atlas", "borealis", "cygnus"]

@@ -23,10 +23,10 @@ from pvefix.hosttree.synth import (
     GIB,
     MIB,
     Function,
-    Region,
     render_vm_config,
     write_function,
 )
+from pvefix.pci import Region
 
 NODES = [f"node{i}" for i in range(1, 9)]
 VM_COUNT = 1000

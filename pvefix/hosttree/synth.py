@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pvefix.hosttree.sysfs import IORESOURCE_MEM, IORESOURCE_MEM_64, IORESOURCE_PREFETCH
+from pvefix.pci import IORESOURCE_MEM, IORESOURCE_MEM_64, IORESOURCE_PREFETCH, Region
 
 # Flags as a real kernel prints them (ioport.h: MEM, PREFETCH, MEM_64, SIZEALIGN = 0x40000, plus
 # the low PCI_BASE_ADDRESS bits for 64-bit and prefetchable).
@@ -25,16 +25,6 @@ FLAGS_BRIDGE_MEM64_PREFETCH = 0x102201
 KIB = 1024
 MIB = 1024 * KIB
 GIB = 1024 * MIB
-
-
-@dataclass(frozen=True)
-class Region:
-    """One resource line: a BAR (index 0-5), the ROM (6) or a bridge window (13-16)."""
-
-    index: int
-    start: int
-    size: int
-    flags: int
 
 
 @dataclass(frozen=True)

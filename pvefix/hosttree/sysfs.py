@@ -14,22 +14,24 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from pvefix import pci
 from pvefix.errors import ParseError
 from pvefix.hosttree import safe
+from pvefix.pci import (
+    BAR_COUNT,
+    IORESOURCE_IO,
+    IORESOURCE_MEM,
+    IORESOURCE_MEM_64,
+    IORESOURCE_PREFETCH,
+    ROM_INDEX,
+    bars_and_rom,
+)
 
-# Resource flags from include/linux/ioport.h.
-IORESOURCE_IO = 0x100
-IORESOURCE_MEM = 0x200
-IORESOURCE_PREFETCH = 0x2000
-IORESOURCE_MEM_64 = 0x100000
-
-BAR_COUNT = 6  # lines 0-5 of `resource` are the BARs; line 6 is the expansion ROM
-ROM_INDEX = 6
+__all__ = ["BAR_COUNT", "IORESOURCE_IO", "IORESOURCE_MEM", "IORESOURCE_MEM_64",
+           "IORESOURCE_PREFETCH", "ROM_INDEX", "Bar", "PciDevice", "parse_resource"]
 
 DEVICE_DIR_RE = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 ROOT_COMPLEX_RE = re.compile(r"^pci[0-9a-f]{4}:[0-9a-f]{2}$")
-_HEX16 = r"0x([0-9a-fA-F]{1,16})"
-_RESOURCE_LINE_RE = re.compile(rf"^{_HEX16} {_HEX16} {_HEX16}$")
 _HEX_RE = re.compile(r"^0x[0-9a-fA-F]+$")
 _REQUIRED = ("vendor", "device", "class")
 
@@ -118,49 +120,15 @@ class PciDevice(BaseModel):
 
 
 def parse_resource(text: str, source: str = "resource") -> tuple[list[Bar], Bar | None]:
-    """Parse a sysfs `resource` file: the used BARs 0-5 and the ROM (line 6), if any.
+    """The used BARs 0-5 and the ROM (line 6) of a sysfs `resource` file (pvefix.pci parses
+    it; later lines, SR-IOV BARs and bridge windows, are checked but not returned)."""
+    bars, rom = bars_and_rom(pci.parse_resource(text, source))
+    return [_bar(r) for r in bars], None if rom is None else _bar(rom)
 
-    Lines are `0x<start> 0x<end> 0x<flags>`; a region is unused when start and end are 0.
-    Lines after the ROM (SR-IOV BARs, bridge windows) are checked but not returned.
-    """
-    bars: list[Bar] = []
-    rom: Bar | None = None
-    lines = text.split("\n")
-    if lines[-1] == "":
-        lines.pop()  # the final newline ends the last line; it does not start another
-    for number, line in enumerate(lines, start=1):
-        match = _RESOURCE_LINE_RE.match(line)
-        if match is None:
-            raise ParseError(
-                f"resource line {number}: expected '0x<start> 0x<end> 0x<flags>', got {line!r}",
-                source=source,
-                line=number,
-            )
-        start, end, flags = (int(group, 16) for group in match.groups())
-        if start == 0 and end == 0:
-            continue
-        if end < start:
-            raise ParseError(
-                f"resource line {number}: end 0x{end:x} is below start 0x{start:x}",
-                source=source,
-                line=number,
-            )
-        index = number - 1
-        if index > ROM_INDEX:
-            continue
-        region = Bar(
-            index=index,
-            start=start,
-            size=end - start + 1,
-            flags=flags,
-            is_64bit=bool(flags & IORESOURCE_MEM_64),
-            prefetchable=bool(flags & IORESOURCE_PREFETCH),
-        )
-        if index == ROM_INDEX:
-            rom = region
-        else:
-            bars.append(region)
-    return bars, rom
+
+def _bar(region: pci.Region) -> Bar:
+    return Bar(index=region.index, start=region.start, size=region.size, flags=region.flags,
+               is_64bit=region.is_64bit, prefetchable=region.prefetchable)
 
 
 def _read(path: Path) -> str | None:

@@ -8,46 +8,19 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pvefix.errors import ParseError
+from pvefix import pci
 from pvefix.probe.report import Bar, Gpu, Link
 
 NVIDIA_VENDOR = 0x10DE
 _DISPLAY_CLASS = 0x03  # PCI base class 0x03: display controller (VGA 0x0300, 3D 0x0302)
-_IORESOURCE_PREFETCH = 0x2000
-_IORESOURCE_MEM_64 = 0x100000
 
 
 def parse_resource(text: str, *, source: str = "resource") -> tuple[Bar, ...]:
-    """Parse a sysfs `resource` file: one 'start end flags' line per region, in hex.
-
-    Unassigned regions (start and end 0) are left out; index 6 is the expansion ROM.
-    """
-    bars: list[Bar] = []
-    for lineno, raw in enumerate(text.splitlines(), start=1):
-        if not raw.strip():
-            continue
-        parts = raw.split()
-        if len(parts) != 3:
-            raise ParseError(f"expected 3 fields, got {len(parts)}", source=source, line=lineno)
-        try:
-            start, end, flags = (int(p, 16) for p in parts)
-        except ValueError:
-            raise ParseError(f"not hex: {raw.strip()!r}", source=source, line=lineno) from None
-        if start == 0 and end == 0:
-            continue
-        if end < start:
-            raise ParseError(f"end {end:#x} before start {start:#x}", source=source, line=lineno)
-        bars.append(
-            Bar(
-                index=lineno - 1,
-                start=start,
-                size=end - start + 1,
-                flags=flags,
-                prefetchable=bool(flags & _IORESOURCE_PREFETCH),
-                is_64bit=bool(flags & _IORESOURCE_MEM_64),
-            )
-        )
-    return tuple(bars)
+    """Every used region of a sysfs `resource` file (pvefix.pci parses it); index 6 is the
+    expansion ROM."""
+    return tuple(Bar(index=r.index, start=r.start, size=r.size, flags=r.flags,
+                     prefetchable=r.prefetchable, is_64bit=r.is_64bit)
+                 for r in pci.parse_resource(text, source))
 
 
 def _read(path: Path) -> str | None:

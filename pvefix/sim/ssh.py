@@ -142,7 +142,7 @@ class SshServer:
             self._transports.add(transport)
         try:
             transport.start_server(server=iface)
-            stats_for(self.state).ssh_connection()
+            stats_for(self.state).ssh_connection(self.state.node)
         except (paramiko.SSHException, OSError, EOFError):
             transport.close()
         while transport.is_active() and not self._stopped.is_set():

@@ -1,10 +1,11 @@
 """What a simulated node served, counted for benchmarks and tests: `GET /_sim/stats`.
 
-Requests by method and path, ticket logins, SSH connections and channels (exec commands by
-their first word, SFTP sessions), and `waves`: how many times the node went from idle to busy.
-While a client's requests overlap, they are one wave; a client that waits for one answer before
-it sends the next request makes one wave per round trip. So `waves` counts the sequential round
-trips a command cost, independent of the latency the node was given.
+Requests by method and path, ticket logins, SSH connections (in all and by node) and channels
+(exec commands by their first word, SFTP sessions), and `waves`: how many times the node went
+from idle to busy. While a client's requests overlap, they are one wave; a client that waits
+for one answer before it sends the next request makes one wave per round trip. So `waves`
+counts the sequential round trips a command cost, independent of the latency the node was
+given.
 
 One counter per simulator: its nodes share it (`share_stats`), so a read that talks to every
 node of a cluster at once (one SSH session each) is counted as the cluster saw it, waves
@@ -44,6 +45,7 @@ class SimStats:
             self.paths: Counter[str] = Counter()
             self.logins = 0
             self.ssh_connections = 0
+            self.ssh_by_node: Counter[str] = Counter()
             self.ssh_channels: Counter[str] = Counter()
             self.waves = 0
             self.peak_in_flight = 0
@@ -72,9 +74,10 @@ class SimStats:
         with self._lock:
             self.logins += 1
 
-    def ssh_connection(self) -> None:
+    def ssh_connection(self, node: str) -> None:
         with self._lock:
             self.ssh_connections += 1
+            self.ssh_by_node[node] += 1
 
     def ssh_channel(self, kind: str) -> None:
         with self._lock:
@@ -88,6 +91,7 @@ class SimStats:
                 "paths": dict(sorted(self.paths.items())),
                 "ticket_logins": self.logins,
                 "ssh_connections": self.ssh_connections,
+                "ssh_by_node": dict(sorted(self.ssh_by_node.items())),
                 "ssh_channels": dict(sorted(self.ssh_channels.items())),
                 "ssh_channels_total": sum(self.ssh_channels.values()),
                 "waves": self.waves,

@@ -17,6 +17,7 @@ from pvefix.probe.kernel import scan_kernel_log
 from pvefix.state import FileFact, GuestFacts
 from pvefix.target.guest.access import GuestAccess
 from pvefix.target.guest.channel import GuestChannel
+from pvefix.target.sessions import Sessions
 from pvefix.target.settings import Connection
 
 GUEST_FILES = (PROC_CMDLINE, GRUB_DEFAULT)  # the guest's own (pvefix.paths)
@@ -47,11 +48,16 @@ def read_guest_facts(channel: GuestChannel, notes: list[str]) -> GuestFacts:
 
 
 def guest_reader(conn: Connection | None, guest: GuestAccess, vmid: int,
-                 notes: list[str]) -> Callable[[str], GuestFacts]:
-    """A function of the node's name that opens the channel, reads the facts and closes it."""
+                 notes: list[str], sessions: Sessions | None = None,
+                 ) -> Callable[[str], GuestFacts]:
+    """A function of the node's name that opens the channel, reads the facts and closes it
+    (with `sessions`: borrows the command's channel and leaves it open)."""
 
     def read(node: str) -> GuestFacts:
         from pvefix.target.open import open_guest
+
+        if sessions is not None:
+            return read_guest_facts(sessions.guest(guest, vmid, node), notes)
 
         target = conn.model_copy(update={"node": node}) if conn is not None else None
         channel = open_guest(target, guest, vmid)

@@ -58,6 +58,7 @@ from pvefix.target.api import ApiClient, ApiError
 from pvefix.target.guest.access import GuestAccess
 from pvefix.target.nodes import ClusterView, node_address
 from pvefix.target.open import open_api, open_local, open_node, vm_node
+from pvefix.target.sessions import Borrowed, Sessions
 from pvefix.target.settings import Connection
 from pvefix.target.ssh import CommandResult
 from pvefix.vmconfig.config import VMConfig
@@ -76,7 +77,8 @@ ShellFactory = Callable[[str, ClusterView], "Shell"]
 
 
 class Shell(Protocol):
-    exec_count: int
+    @property
+    def exec_count(self) -> int: ...
 
     def run_many(self, commands: Sequence[Sequence[str]]) -> list[CommandResult]: ...
 
@@ -554,10 +556,12 @@ def _pci_devices(
 
 
 def read_live(connection: Connection, vmid: int, *, trace: LiveTrace | None = None,
-              guest: GuestAccess | None = None) -> HostState:
+              guest: GuestAccess | None = None, sessions: Sessions | None = None) -> HostState:
     """Read VM `vmid` and its node live: the API (token or root@pam ticket) plus one SSH
     session, or the local backend on the node itself. See the module docstring for the waves.
-    With `guest`, the guest's cmdline, GRUB defaults and BAR errors are read too.
+    With `guest`, the guest's cmdline, GRUB defaults and BAR errors are read too. With
+    `sessions` (a command that reads more than once, like apply), its sessions are used and
+    left open; otherwise the read opens its own and closes them.
     """
     trace = trace or LiveTrace()
     guest_read = None
@@ -565,8 +569,8 @@ def read_live(connection: Connection, vmid: int, *, trace: LiveTrace | None = No
     if guest is not None:
         from pvefix.sources.guest_read import guest_reader
 
-        guest_read = guest_reader(connection, guest, vmid, guest_notes)
-    api, shell_factory, access = _open(connection, lambda node: vmid, trace, guest)
+        guest_read = guest_reader(connection, guest, vmid, guest_notes, sessions)
+    api, shell_factory, access = _open(connection, lambda node: vmid, trace, guest, sessions)
     try:
         state = read_target(
             api, shell_factory, vmid, node=connection.node, access=access, trace=trace,
@@ -575,7 +579,8 @@ def read_live(connection: Connection, vmid: int, *, trace: LiveTrace | None = No
     except ApiError as exc:
         raise _not_on_node(connection, vmid, exc) from None
     finally:
-        api.close()
+        if sessions is None:
+            api.close()
     return _with_notes(state, guest_notes)
 
 
@@ -584,7 +589,7 @@ def read_live_many(connection: Connection, vmids: Sequence[int], *,
     """Read several VMs and their nodes live, sessions opened once (see `read_targets`)."""
     trace = trace or LiveTrace()
     # A refused hostname names the node (several VMs may live on it), not a VM.
-    api, shell_factory, access = _open(connection, lambda node: None, trace, None)
+    api, shell_factory, access = _open(connection, lambda node: None, trace, None, None)
     try:
         return read_targets(api, shell_factory, vmids, node=connection.node, access=access,
                             trace=trace)
@@ -594,9 +599,12 @@ def read_live_many(connection: Connection, vmids: Sequence[int], *,
 
 def _open(
     connection: Connection, vmid_on: Callable[[str], int | None], trace: LiveTrace,
-    guest: GuestAccess | None,
+    guest: GuestAccess | None, sessions: Sessions | None,
 ) -> tuple[Api, ShellFactory | None, AccessFacts]:
-    """The API session, the way to open a node's SSH session, and what access they give."""
+    """The API session, the way to open a node's SSH session, and what access they give
+    (borrowed from `sessions` when given: the reader's close leaves them open)."""
+    if sessions is not None:
+        return _borrow(connection, vmid_on, guest, sessions)
     if connection.backend == "local":
         # pvesh and qm run as root@pam on the node: the same rights as a root@pam ticket.
         access = AccessFacts(method="local", user="root@pam", auth="ticket", ssh=True,
@@ -625,6 +633,33 @@ def _open(
         guest=guest.method if guest else None,
     )
     return client, shell_factory, access
+
+
+def _borrow(
+    connection: Connection, vmid_on: Callable[[str], int | None], guest: GuestAccess | None,
+    sessions: Sessions,
+) -> tuple[Api, ShellFactory | None, AccessFacts]:
+    """`_open` over a command's sessions."""
+    method = guest.method if guest else None
+    if connection.backend == "local":
+
+        def local_shell(node: str, cluster: ClusterView) -> Shell:
+            return Borrowed(sessions.local(node, vmid_on(node)))
+
+        access = AccessFacts(method="local", user="root@pam", auth="ticket", ssh=True,
+                             guest=method)
+        return sessions.api(), local_shell, access
+    shell_factory: ShellFactory | None = None
+    if connection.ssh:
+
+        def shell_factory(node: str, cluster: ClusterView) -> Shell:
+            return Borrowed(sessions.node(
+                node, lambda: node_address(connection, node, cluster), vmid_on(node)))
+
+    access = AccessFacts(method="api", user=connection.api_user,
+                         auth="token" if connection.auth_method == "token" else "ticket",
+                         ssh=connection.ssh, guest=method)
+    return sessions.api(), shell_factory, access
 
 
 def _not_on_node(connection: Connection, vmid: int, exc: ApiError) -> Exception:

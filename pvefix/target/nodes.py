@@ -110,7 +110,7 @@ def check_hostname(node: str, address: NodeAddress, answer: str, exit_code: int,
                            source=f"node {node}")
 
 
-def cluster_identity(conn: Connection) -> str | None:
+def cluster_identity(conn: Connection, api: Any = None) -> str | None:
     """The identity of the cluster this connection reaches (pvefix's state is kept under it);
     None when it cannot tell (an offline read, no right to /cluster/status)."""
     from pvefix.target.api import ApiClient
@@ -121,7 +121,8 @@ def cluster_identity(conn: Connection) -> str | None:
     if conn.backend != "local" and not conn.host:
         return None
     try:
-        client = open_api(conn)  # pvesh on this node with --local
+        # A command's own API session when given (left open), else one for this question.
+        client = api if api is not None else open_api(conn)  # pvesh with --local
     except PvefixError:
         if conn.backend == "local":
             return None
@@ -131,7 +132,8 @@ def cluster_identity(conn: Connection) -> str | None:
     except PvefixError:
         return None
     finally:
-        client.close()
+        if api is None:
+            client.close()
     if view.name:
         return view.identity("")
     return view.identity(next(iter(view.node_ips))) if len(view.node_ips) == 1 else None

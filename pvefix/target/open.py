@@ -104,8 +104,11 @@ def vm_node(items: Sequence[Mapping[str, Any]] | None, vmid: int) -> str:
                       f"{', '.join(nodes) or 'none with VMs'} (GET /cluster/resources)")
 
 
-def open_guest(conn: Connection | None, guest: GuestAccess, vmid: int) -> GuestChannel:
-    """SSH to the guest, or the guest agent of VM `vmid` (checked with a ping first)."""
+def open_guest(conn: Connection | None, guest: GuestAccess, vmid: int, *,
+               api: ApiClient | None = None) -> GuestChannel:
+    """SSH to the guest, or the guest agent of VM `vmid` (checked with a ping first). The
+    agent speaks through `api` when given (a command's own API session, left open when the
+    channel closes), else through a session of its own."""
     if guest.method == "ssh":
         return _guest_ssh(guest)
     if conn is None:
@@ -118,13 +121,15 @@ def open_guest(conn: Connection | None, guest: GuestAccess, vmid: int) -> GuestC
     from pvefix.target.api import ApiClient
     from pvefix.target.guest.agent import AgentChannel
 
-    api = ApiClient(conn)
+    owns = api is None
+    client = ApiClient(conn) if api is None else api
     try:
-        node = conn.node or vm_node(api.get("/cluster/resources", {"type": "vm"}), vmid)
-        channel = AgentChannel(api, node, vmid, python=guest.python)
+        node = conn.node or vm_node(client.get("/cluster/resources", {"type": "vm"}), vmid)
+        channel = AgentChannel(client, node, vmid, python=guest.python, owns_api=owns)
         channel.ping()
     except BaseException:
-        api.close()
+        if owns:
+            client.close()
         raise
     return channel
 

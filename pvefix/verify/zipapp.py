@@ -63,6 +63,7 @@ def probe_sources() -> dict[str, bytes]:
     files = {
         "pvefix/__init__.py": (PACKAGE_ROOT / "__init__.py").read_bytes(),
         "pvefix/errors.py": (PACKAGE_ROOT / "errors.py").read_bytes(),
+        "pvefix/pci.py": (PACKAGE_ROOT / "pci.py").read_bytes(),  # the resource parser
     }
     for path in sorted((PACKAGE_ROOT / "probe").glob("*.py")):
         files[f"pvefix/probe/{path.name}"] = path.read_bytes()

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from pvefix.errors import ParseError
 from pvefix.hosttree import HostTree, load_tree, parse_resource
-from pvefix.hosttree.synth import Function, Region, resource_text, write_function
+from pvefix.hosttree.synth import Function, resource_text, write_function
+from pvefix.pci import Region
 
 ZERO = "0x0000000000000000 0x0000000000000000 0x0000000000000000"
 GPU = Path("sys/devices/pci0000:40/0000:40:01.1/0000:41:00.0")

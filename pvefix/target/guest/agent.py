@@ -41,8 +41,9 @@ class AgentChannel:
     """Files and commands in VM `vmid`'s guest through its QEMU guest agent."""
 
     def __init__(self, api: ApiClient, node: str, vmid: int, *, poll_s: float = 0.2,
-                 python: str = "python3") -> None:
+                 python: str = "python3", owns_api: bool = True) -> None:
         self.api = api
+        self.owns_api = owns_api  # False: the API session is a command's, closed by it
         self.python = python
         self.vmid = vmid
         self.base = f"nodes/{node}/qemu/{vmid}/agent"
@@ -161,4 +162,5 @@ class AgentChannel:
             raise
 
     def close(self) -> None:
-        self.api.close()
+        if self.owns_api:
+            self.api.close()

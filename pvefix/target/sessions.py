@@ -1,0 +1,166 @@
+"""The sessions of one command, opened once and passed down.
+
+`pvefix apply` reads the target, re-reads it after writing, takes its lock, writes and checks;
+`pvefix rollback` reads, locks and restores. Each of those steps used to open its own API
+session and SSH connection (an apply logged in over SSH three times to one node). A `Sessions`
+holds one API session, one SSH session per node and one guest channel per VM, each opened on
+first use through pvefix.target.open and closed together at the end of the command.
+
+Whoever borrows a session from here does not close it: the command that made the `Sessions`
+does (`with Sessions(conn) as sessions: ...`). An SSH session whose transport dropped (sshd
+restarted, the node rebooted) is opened afresh on the next use; `forget()` drops every session
+after a host reboot, so the next use logs in again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections import Counter
+from collections.abc import Callable, Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+from pvefix.target.nodes import NodeAddress
+from pvefix.target.open import open_api, open_guest, open_local, open_node
+from pvefix.target.settings import Connection
+
+if TYPE_CHECKING:
+    from pvefix.target.api import ApiClient
+    from pvefix.target.guest.access import GuestAccess
+    from pvefix.target.guest.channel import GuestChannel
+    from pvefix.target.local import LocalApi, LocalShell
+    from pvefix.target.ssh import CommandResult, SshShell
+
+
+class Sessions:
+    """One API session, one SSH session per node, one guest channel per VM: opened on first
+    use, closed by `close()` (or the `with` block)."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self._lock = threading.Lock()
+        self._node_locks: dict[str, threading.Lock] = {}
+        self._api: ApiClient | LocalApi | None = None
+        self._shells: dict[str, SshShell] = {}
+        self._locals: dict[str, LocalShell] = {}
+        self._guests: dict[int, GuestChannel] = {}
+        #: What was opened, by kind ("api", "ssh", "local", "guest"): tests count it.
+        self.opened: Counter[str] = Counter()
+
+    def __enter__(self) -> Sessions:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def api(self) -> ApiClient | LocalApi:
+        """The command's API session (pvesh with --local)."""
+        with self._lock:
+            if self._api is None:
+                self._api = open_api(self.conn)
+                self.opened["api"] += 1
+            return self._api
+
+    def node(self, node: str, address: Callable[[], NodeAddress],
+             vmid: int | None = None) -> SshShell:
+        """The SSH session to `node` (its hostname checked when opened); `address` says where
+        it is, asked only when a session must be opened."""
+        with self._node_lock(node):
+            shell = self._shells.get(node)
+            if shell is not None and not _alive(shell):
+                with contextlib.suppress(Exception):
+                    shell.close()
+                shell = None
+            if shell is None:
+                shell = open_node(self.conn, address(), vmid)
+                self._shells[node] = shell
+                self.opened["ssh"] += 1
+            return shell
+
+    def local(self, node: str | None = None, vmid: int | None = None) -> LocalShell:
+        """This host's files and commands (--local), its hostname checked against `node`."""
+        key = node or ""
+        with self._node_lock(f"local:{key}"):
+            shell = self._locals.get(key)
+            if shell is None:
+                shell = open_local(self.conn, node, vmid)
+                self._locals[key] = shell
+                self.opened["local"] += 1
+            return shell
+
+    def guest(self, guest: GuestAccess, vmid: int, node: str | None = None) -> GuestChannel:
+        """VM `vmid`'s guest channel (the agent is found through `node` when given)."""
+        with self._lock:
+            channel = self._guests.get(vmid)
+        if channel is None:
+            conn = self.conn.model_copy(update={"node": node}) if node else self.conn
+            api: ApiClient | None = None
+            if guest.method == "agent" and conn.backend == "api":
+                from pvefix.target.api import ApiClient
+
+                shared = self.api()
+                api = shared if isinstance(shared, ApiClient) else None
+            channel = open_guest(conn, guest, vmid, api=api)
+            with self._lock:
+                self._guests[vmid] = channel
+                self.opened["guest"] += 1
+        return channel
+
+    def forget(self) -> None:
+        """Close the node sessions and the API session (a host reboot dropped them); the next
+        use opens new ones. Guest channels stay: their guest is not the node."""
+        with self._lock:
+            closing: list[object] = [*self._shells.values(), *self._locals.values()]
+            if self._api is not None:
+                closing.append(self._api)
+            self._shells.clear()
+            self._locals.clear()
+            self._api = None
+        for session in closing:
+            with contextlib.suppress(Exception):
+                session.close()  # type: ignore[attr-defined]
+
+    def close(self) -> None:
+        with self._lock:
+            closing: list[object] = [*self._guests.values(), *self._shells.values(),
+                                     *self._locals.values()]
+            if self._api is not None:
+                closing.append(self._api)
+            self._guests.clear()
+            self._shells.clear()
+            self._locals.clear()
+            self._api = None
+        for session in closing:
+            with contextlib.suppress(Exception):
+                session.close()  # type: ignore[attr-defined]
+
+    def _node_lock(self, key: str) -> threading.Lock:
+        with self._lock:
+            return self._node_locks.setdefault(key, threading.Lock())
+
+
+class Borrowed:
+    """A node's shell lent to a reader that closes what it is given: `close()` is a no-op,
+    the `Sessions` that owns the shell closes it."""
+
+    def __init__(self, shell: SshShell | LocalShell) -> None:
+        self.shell = shell
+
+    @property
+    def exec_count(self) -> int:
+        return self.shell.exec_count
+
+    def run(self, argv: Sequence[str]) -> CommandResult:
+        return self.shell.run(argv)
+
+    def run_many(self, commands: Sequence[Sequence[str]]) -> list[CommandResult]:
+        return self.shell.run_many(commands)
+
+    def close(self) -> None:
+        """Left to the owner."""
+
+
+def _alive(shell: SshShell) -> bool:
+    return bool(shell.transport.is_active())
