@@ -89,11 +89,12 @@ def optional_guest(guest: GuestOptions, *, env: Mapping[str, str] | None = None,
     if not (guest.agent is True or guest.ssh_host or environ.get("PVEFIX_GUEST_AGENT")
             or environ.get("PVEFIX_GUEST_SSH_HOST")):
         return None  # no way into the guest: the guest modules are not even imported
-    from pvefix.target.guest.access import _bool, resolve_guest_access
+    from pvefix.target.guest.access import resolve_guest_access
+    from pvefix.target.settings import parse_bool
 
     flag_agent = guest.agent is True
-    env_agent = bool(environ.get("PVEFIX_GUEST_AGENT")) and _bool(
-        "PVEFIX_GUEST_AGENT", environ["PVEFIX_GUEST_AGENT"])
+    env_agent = bool(environ.get("PVEFIX_GUEST_AGENT")) and parse_bool(
+        "PVEFIX_GUEST_AGENT", environ["PVEFIX_GUEST_AGENT"], "environment")
     if not (flag_agent or guest.ssh_host or env_agent or environ.get("PVEFIX_GUEST_SSH_HOST")):
         return None
     return resolve_guest_access(guest.flags(), environ, connect_timeout=connect_timeout)

@@ -14,13 +14,8 @@ from collections.abc import Sequence
 from typing import Literal, Protocol
 
 from pvefix.executor.remote import Remote
-from pvefix.target.guest.channel import (
-    FILE_TIMEOUT_S,
-    REFRESH_TIMEOUT_S,
-    ExecResult,
-    GuestChannel,
-    check,
-)
+from pvefix.target.guest.channel import FILE_TIMEOUT_S, REFRESH_TIMEOUT_S, GuestChannel, check
+from pvefix.target.result import CommandResult
 
 __all__ = ["FILE_TIMEOUT_S", "REFRESH_TIMEOUT_S", "FileTarget", "GuestFiles", "NodeFiles",
            "Side", "check"]
@@ -42,7 +37,7 @@ class FileTarget(Protocol):
 
     def replace_file(self, path: str, text: str) -> None: ...
 
-    def run(self, argv: Sequence[str], timeout: float) -> ExecResult: ...
+    def run(self, argv: Sequence[str], timeout: float) -> CommandResult: ...
 
 
 class NodeFiles:
@@ -65,9 +60,9 @@ class NodeFiles:
     def replace_file(self, path: str, text: str) -> None:
         self.remote.write_file(path, text)
 
-    def run(self, argv: Sequence[str], timeout: float) -> ExecResult:
+    def run(self, argv: Sequence[str], timeout: float) -> CommandResult:
         result = self.remote.run(argv)
-        return ExecResult(argv=result.argv, exit_code=result.exit_code, stdout=result.stdout,
+        return CommandResult(argv=result.argv, exit_code=result.exit_code, stdout=result.stdout,
                           stderr=result.stderr)
 
 
@@ -89,5 +84,5 @@ class GuestFiles:
     def replace_file(self, path: str, text: str) -> None:
         self.channel.replace_file(path, text)
 
-    def run(self, argv: Sequence[str], timeout: float) -> ExecResult:
+    def run(self, argv: Sequence[str], timeout: float) -> CommandResult:
         return self.channel.run(argv, timeout)

@@ -96,7 +96,7 @@ def node_connection(conn: Connection, address: NodeAddress) -> Connection:
     return conn.model_copy(update={"ssh_host": address.host, "ssh_port": address.port})
 
 
-def check_hostname(node: str, address: NodeAddress, answer: str, exit_code: int,
+def check_hostname(node: str, address: NodeAddress, answer: str, exit_code: int | None,
                    vmid: int | None = None) -> None:
     """Refuse unless `hostname` on the far side names `node` (its short name); a `hostname`
     that fails is refused too (pvefix cannot tell which host it reached)."""

@@ -203,7 +203,9 @@ _LAYER_RANK = {"environment": 1, "command line": 2}
 _BOOL_FIELDS = {"insecure", "ssh", "ssh_agent", "accept_new_host_key"}
 
 
-def _as_bool(name: str, value: object, source: str) -> bool:
+def parse_bool(name: str, value: object, source: str = "settings") -> bool:
+    """A setting's boolean (the one parser of connection and guest settings): a bool, or
+    1/true/yes/on, 0/false/no/off or empty, in any case; anything else names the setting."""
     if isinstance(value, bool):
         return value
     text = str(value).strip().lower()
@@ -352,7 +354,7 @@ class PlanDefaults(BaseModel):
 
 def _plan_value(key: str, value: object, source: str) -> bool | str:
     if key == "p2p":
-        return _as_bool(key, value, source)
+        return parse_bool(key, value, source)
     if not isinstance(value, str):
         raise ParseError(f"{key}: expected text like \"hostpci0=0,hostpci1=0\"", source=source)
     return value
@@ -411,7 +413,7 @@ def peer_env_layer(env: Mapping[str, str]) -> dict[str, Any]:
         out["token_id"], out["token_secret"] = token_id, secret
     validate = env.get(ENV_VALIDATE_CERTS)
     if validate:
-        out["insecure"] = not _as_bool(ENV_VALIDATE_CERTS, validate, "environment")
+        out["insecure"] = not parse_bool(ENV_VALIDATE_CERTS, validate, "environment")
     return out
 
 
@@ -522,7 +524,7 @@ def _validated(values: dict[str, Any], sources: dict[str, str]) -> Connection:
         raise ParseError("token_secret: holds non-ASCII characters",
                          source=sources.get("token_secret", "settings"))
     for name in _BOOL_FIELDS & set(values):
-        values[name] = _as_bool(name, values[name], sources.get(name, "settings"))
+        values[name] = parse_bool(name, values[name], sources.get(name, "settings"))
     try:
         return Connection.model_validate(values)
     except pydantic.ValidationError as exc:

@@ -17,31 +17,19 @@ import socket
 import sys
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
 import paramiko
 
 from pvefix.errors import PvefixError, RefusedError
+from pvefix.target.result import CommandResult
 from pvefix.target.settings import Connection
+
+__all__ = ["MAX_CHANNELS", "CommandResult", "HostKeyChanged", "HostKeyUnknown", "SshShell"]
 
 # OpenSSH's sshd allows 10 sessions per connection (MaxSessions); stay under it.
 MAX_CHANNELS = 8
-
-
-@dataclass(frozen=True)
-class CommandResult:
-    """What one remote command printed, and its exit status."""
-
-    argv: tuple[str, ...]
-    exit_code: int
-    stdout: str
-    stderr: str
-
-    @property
-    def ok(self) -> bool:
-        return self.exit_code == 0
 
 
 class HostKeyUnknown(RefusedError):
@@ -232,27 +220,36 @@ class SshShell:
         self.client = client
         self.transport = transport
 
-    def run(self, argv: Sequence[str]) -> CommandResult:
-        """Run one command (an argument list, quoted with shlex.join)."""
+    def execute(self, argv: Sequence[str], timeout: float | None = None, *,
+                errors: str = "surrogateescape") -> CommandResult:
+        """The one exec loop: run an argument list (quoted with shlex.join) on its own channel.
+        A command silent for `timeout` seconds (default: the connection's) comes back
+        `timed_out`; a broken connection is a PvefixError. `errors` decodes the output."""
         command = shlex.join(argv)
         self.exec_count += 1
         try:
             channel = self.transport.open_session(timeout=self.timeout)
-            channel.settimeout(self.timeout)
+            channel.settimeout(self.timeout if timeout is None else timeout)
             channel.exec_command(command)
             stdout = channel.makefile("rb").read()
             stderr = channel.makefile_stderr("rb").read()
             code = channel.recv_exit_status()
             channel.close()
+        except TimeoutError:  # socket.timeout: no byte for `timeout` seconds
+            return CommandResult(tuple(argv), None, "", "", timed_out=True)
         except (paramiko.SSHException, OSError, EOFError) as exc:
-            reason = "timed out" if isinstance(exc, socket.timeout) else str(exc) or "closed"
-            raise PvefixError(f"SSH command {command!r} on {self.where}: {reason}") from None
-        return CommandResult(
-            tuple(argv),
-            code,
-            stdout.decode("utf-8", "surrogateescape"),
-            stderr.decode("utf-8", "surrogateescape"),
-        )
+            raise PvefixError(f"SSH command {command!r} on {self.where}: "
+                              f"{exc or 'closed'}") from None
+        return CommandResult(tuple(argv), code, stdout.decode("utf-8", errors),
+                             stderr.decode("utf-8", errors))
+
+    def run(self, argv: Sequence[str]) -> CommandResult:
+        """Run one command on the node; one that outlasts the connection's timeout is a
+        PvefixError (a node command that hangs is a failure, not a result)."""
+        result = self.execute(argv)
+        if result.timed_out:
+            raise PvefixError(f"SSH command {shlex.join(argv)!r} on {self.where}: timed out")
+        return result
 
     def run_many(self, commands: Sequence[Sequence[str]]) -> list[CommandResult]:
         """Run independent commands at once, each on its own channel; results in order."""

@@ -11,10 +11,11 @@ import secrets
 
 from pvefix.errors import PvefixError
 from pvefix.probe.report import Report
-from pvefix.target.guest.channel import ExecResult, GuestChannel, remove_quietly
+from pvefix.target.guest.channel import GuestChannel, remove_quietly
+from pvefix.target.result import CommandResult
 from pvefix.verify.zipapp import build_probe_zipapp
 
-__all__ = ["ExecResult", "GuestChannel", "parse_report", "probe_argv", "probe_path",
+__all__ = ["CommandResult", "GuestChannel", "parse_report", "probe_argv", "probe_path",
            "remove_quietly", "run_probe"]
 
 #: Where the probe lands in the guest: /tmp/pvefix-probe-<id>.pyz.
@@ -37,7 +38,7 @@ def probe_argv(python: str, path: str, quick: bool, budget: float) -> list[str]:
     return argv
 
 
-def parse_report(result: ExecResult, where: str) -> Report:
+def parse_report(result: CommandResult, where: str) -> Report:
     """The probe's JSON from stdout, validated by pydantic; PvefixError says what went wrong."""
     if result.timed_out:
         raise PvefixError(f"the probe did not finish in time in the guest ({where})")

@@ -18,6 +18,7 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from pvefix.errors import ParseError, PvefixError
+from pvefix.target.settings import parse_bool
 
 #: Environment variable -> GuestAccess field.
 GUEST_ENV_VARS: dict[str, str] = {
@@ -57,17 +58,6 @@ class GuestAccess(BaseModel):
         return f"SSH {self.ssh_user}@{self.ssh_host}:{self.ssh_port}"
 
 
-def _bool(name: str, value: object) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("1", "true", "yes", "on"):
-        return True
-    if text in ("0", "false", "no", "off", ""):
-        return False
-    raise ParseError(f"{name}: expected a boolean, got {text!r}", source="guest settings")
-
-
 def resolve_guest_access(
     flags: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None,
     *, connect_timeout: float | None = None,
@@ -82,7 +72,7 @@ def resolve_guest_access(
     }
     values.update({k: v for k, v in (flags or {}).items() if v is not None})
     for name in _BOOLS & set(values):
-        values[name] = _bool(name, values[name])
+        values[name] = parse_bool(name, values[name], "guest settings")
     agent = values.pop("agent", False)
     if agent and values.get("ssh_host"):
         raise PvefixError("choose one way into the guest: --guest-agent or --guest-ssh-host, "

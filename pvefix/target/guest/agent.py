@@ -21,15 +21,9 @@ from proxmoxer.core import ResourceException
 
 from pvefix.errors import PvefixError
 from pvefix.target.api import ApiClient, ApiError
-from pvefix.target.guest.channel import (
-    ExecResult,
-    cat_file,
-    check,
-    remove_quietly,
-    remove_temp,
-    temp_path,
-)
+from pvefix.target.guest.channel import cat_file, check, remove_quietly, remove_temp, temp_path
 from pvefix.target.guest.joiner import build_joiner_zipapp
+from pvefix.target.result import CommandResult
 
 #: file-write's limit on `content` (characters): 60 KiB.
 MAX_CONTENT = 60 * 1024
@@ -95,7 +89,7 @@ class AgentChannel:
 
     # -- the channel ------------------------------------------------------------------------
 
-    def run(self, argv: Sequence[str], timeout: float) -> ExecResult:
+    def run(self, argv: Sequence[str], timeout: float) -> CommandResult:
         """Start `argv`, poll until it exits or `timeout` passes (it keeps running then: the
         agent cannot kill it, so the probe bounds its own time)."""
         pid = self.start(argv)
@@ -107,11 +101,11 @@ class AgentChannel:
                 code = status.get("exitcode")
                 if code is None and status.get("signal") is not None:
                     code = 128 + int(status["signal"])
-                return ExecResult(tuple(argv), None if code is None else int(code),
+                return CommandResult(tuple(argv), None if code is None else int(code),
                                   str(status.get("out-data", "")),
                                   str(status.get("err-data", "")))
             if time.monotonic() >= deadline:
-                return ExecResult(tuple(argv), None, "", "", timed_out=True)
+                return CommandResult(tuple(argv), None, "", "", timed_out=True)
             time.sleep(delay)
             delay = min(delay * 2, self.poll_s)
 

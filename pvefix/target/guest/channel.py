@@ -17,30 +17,15 @@ import posixpath
 import secrets
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Protocol
 
 from pvefix.errors import PvefixError
+from pvefix.target.result import CommandResult
 
 #: Seconds a file command may take in the guest (cat, cp, mv).
 FILE_TIMEOUT_S = 60.0
 #: Seconds a boot loader refresh may take (update-grub scans every kernel).
 REFRESH_TIMEOUT_S = 300.0
-
-
-@dataclass(frozen=True)
-class ExecResult:
-    """What a guest command did."""
-
-    argv: tuple[str, ...]
-    exit_code: int | None
-    stdout: str
-    stderr: str
-    timed_out: bool = False
-
-    @property
-    def ok(self) -> bool:
-        return self.exit_code == 0 and not self.timed_out
 
 
 class Runs(Protocol):
@@ -49,7 +34,7 @@ class Runs(Protocol):
     @property
     def where(self) -> str: ...
 
-    def run(self, argv: Sequence[str], timeout: float) -> ExecResult: ...
+    def run(self, argv: Sequence[str], timeout: float) -> CommandResult: ...
 
 
 class GuestChannel(Protocol):
@@ -59,7 +44,7 @@ class GuestChannel(Protocol):
 
     def upload(self, path: str, data: bytes) -> None: ...
 
-    def run(self, argv: Sequence[str], timeout: float) -> ExecResult: ...
+    def run(self, argv: Sequence[str], timeout: float) -> CommandResult: ...
 
     def read_file(self, path: str) -> str | None:
         """A guest file's text (None when it does not exist)."""
@@ -70,7 +55,7 @@ class GuestChannel(Protocol):
     def close(self) -> None: ...
 
 
-def check(target: Runs, argv: Sequence[str], timeout: float = FILE_TIMEOUT_S) -> ExecResult:
+def check(target: Runs, argv: Sequence[str], timeout: float = FILE_TIMEOUT_S) -> CommandResult:
     """Run `argv`; PvefixError with its last stderr line unless it exits 0 in time."""
     result = target.run(argv, timeout)
     if result.timed_out:

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import io
-import shlex
 from collections.abc import Sequence
 
 import paramiko
 
 from pvefix.errors import PvefixError
 from pvefix.target.guest.access import GuestAccess
-from pvefix.target.guest.channel import ExecResult, cat_file, remove_temp, temp_path
+from pvefix.target.guest.channel import cat_file, remove_temp, temp_path
+from pvefix.target.result import CommandResult
 from pvefix.target.settings import Connection
 from pvefix.target.ssh import SshShell
 
@@ -49,22 +49,10 @@ class SshChannel:
         except (OSError, paramiko.SSHException) as exc:
             raise PvefixError(f"{self.where}: cannot upload {path}: {exc}") from None
 
-    def run(self, argv: Sequence[str], timeout: float) -> ExecResult:
-        command = shlex.join(argv)
-        try:
-            channel = self.shell.transport.open_session(timeout=self.shell.timeout)
-            channel.settimeout(timeout)
-            channel.exec_command(command)
-            stdout = channel.makefile("rb").read()
-            stderr = channel.makefile_stderr("rb").read()
-            code = channel.recv_exit_status()
-            channel.close()
-        except TimeoutError:  # socket.timeout: no byte for `timeout` seconds
-            return ExecResult(tuple(argv), None, "", "", timed_out=True)
-        except (paramiko.SSHException, OSError, EOFError) as exc:
-            raise PvefixError(f"{self.where}: {command!r}: {exc or 'closed'}") from None
-        return ExecResult(tuple(argv), code, stdout.decode("utf-8", "replace"),
-                          stderr.decode("utf-8", "replace"))
+    def run(self, argv: Sequence[str], timeout: float) -> CommandResult:
+        # The shell's exec loop, waiting for the probe's own budget; the guest's output is
+        # decoded with replacement characters (the probe's JSON must stay valid text).
+        return self.shell.execute(argv, timeout, errors="replace")
 
     def read_file(self, path: str) -> str | None:
         """`cat PATH` in the guest (None when the file does not exist)."""
