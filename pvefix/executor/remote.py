@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
-import posixpath
 import re
 import sys
 import time
@@ -19,6 +17,7 @@ from typing import Any
 
 from pvefix.errors import PvefixError
 from pvefix.target.api import ApiClient, ApiError
+from pvefix.target.files import ReplaceFailed
 from pvefix.target.local import LocalApi, LocalShell
 from pvefix.target.nodes import ClusterView, NodeAddress, node_address
 from pvefix.target.sessions import Sessions
@@ -237,41 +236,23 @@ class Remote:
             )
         return result
 
+    def shell(self) -> SshShell | LocalShell:
+        """The node's files and commands: this host with --local, else its SSH session."""
+        return self.local if self.local is not None else self.ssh()
+
     def read_file(self, path: str) -> str | None:
         """A host file's text (None when it does not exist)."""
-        result = self.run(["cat", path])
-        if result.ok:
-            return result.stdout
-        if "No such file" in result.stderr:
-            return None
-        raise PvefixError(f"cannot read: {result.stderr.strip()}", source=path)
+        return self.shell().read_file(path)
 
     def write_file(self, path: str, text: str) -> None:
         """Replace a host file atomically: a temporary file beside it, then a rename (the
         mode of the old file is kept). A reader never sees half a file."""
-        if self.local is not None:
-            self.local.write_file(path, text)
-            return
-        sftp = self.ssh().client.open_sftp()
-        folder, name = posixpath.split(path)
-        tmp = posixpath.join(folder, f"{name}.tmp.{os.getpid()}")
         try:
-            mode: int | None = None
-            with contextlib.suppress(OSError):
-                mode = sftp.stat(path).st_mode
-            with sftp.open(tmp, "w") as handle:
-                handle.write(text.encode("utf-8", "surrogateescape"))
-            if mode is not None:
-                sftp.chmod(tmp, mode & 0o7777)
-            sftp.posix_rename(tmp, path)
-        except Exception as exc:  # OSError, EOFError, paramiko's SSHException family
-            with contextlib.suppress(Exception):
-                sftp.close()
-            with contextlib.suppress(Exception):  # on a new connection if this one broke
-                self.run(["rm", "-f", tmp])
-            raise PvefixError(f"cannot write: {type(exc).__name__}: {exc}", source=path) from None
-        with contextlib.suppress(Exception):
-            sftp.close()
+            self.shell().replace_file(path, text)
+        except ReplaceFailed as exc:
+            with contextlib.suppress(Exception):  # on a new connection if that one broke
+                self.run(["rm", "-f", exc.tmp])
+            raise
 
     def reconnect(self) -> None:
         """New API and SSH sessions (after a host reboot dropped the old ones)."""

@@ -20,7 +20,9 @@ from typing import Any
 
 from pvefix.errors import PvefixError
 from pvefix.target.api import ApiError
-from pvefix.target.ssh import MAX_CHANNELS, CommandResult
+from pvefix.target.files import cat_text, temp_path
+from pvefix.target.result import CommandResult
+from pvefix.target.ssh import MAX_CHANNELS
 
 #: File commands the executor sends (locks, backups), done under the root by LocalShell.
 _FILE_COMMANDS = frozenset({"mkdir", "rm", "cp"})
@@ -164,11 +166,15 @@ class LocalShell:
             return CommandResult(args, 1, "", f"{args[0]}: {name}: {exc.strerror}\n")
         return CommandResult(args, 0, "", "")
 
-    def write_file(self, host_path: str, text: str) -> None:
+    def read_file(self, host_path: str) -> str | None:
+        """`cat PATH` under `root`: its text (None when it does not exist)."""
+        return cat_text(self.run(["cat", host_path]), host_path, "this host")
+
+    def replace_file(self, host_path: str, text: str) -> None:
         """Replace a file atomically under `root`: a temporary file beside it, then a rename;
         the old file's mode is kept."""
         path = self._path(host_path)
-        tmp = path.with_name(f"{path.name}.tmp.{os.getpid()}")
+        tmp = self._path(temp_path(host_path))
         try:
             mode = path.stat().st_mode & 0o7777 if path.exists() else None
             tmp.write_bytes(text.encode("utf-8", "surrogateescape"))
@@ -178,7 +184,8 @@ class LocalShell:
         except OSError as exc:
             with contextlib.suppress(OSError):
                 tmp.unlink()
-            raise PvefixError(f"cannot write: {exc.strerror}", source=host_path) from None
+            raise PvefixError(f"cannot write {host_path}: {exc.strerror}",
+                              source="this host") from None
 
     def _cat(self, args: tuple[str, ...]) -> CommandResult:
         out, err, code = "", "", 0

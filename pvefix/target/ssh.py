@@ -10,7 +10,9 @@ independent ones run at once as separate exec channels of one connection.
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
+import io
 import os
 import shlex
 import socket
@@ -23,6 +25,7 @@ from typing import NoReturn
 import paramiko
 
 from pvefix.errors import PvefixError, RefusedError
+from pvefix.target.files import ReplaceFailed, cat_text, temp_path
 from pvefix.target.result import CommandResult
 from pvefix.target.settings import Connection
 
@@ -250,6 +253,35 @@ class SshShell:
         if result.timed_out:
             raise PvefixError(f"SSH command {shlex.join(argv)!r} on {self.where}: timed out")
         return result
+
+    def read_file(self, path: str) -> str | None:
+        """`cat PATH`: its text (None when it does not exist)."""
+        return cat_text(self.run(["cat", path]), path, self.where)
+
+    def replace_file(self, path: str, text: str) -> None:
+        """Replace `path` atomically: SFTP writes a temporary file beside it with the old
+        file's mode, then renames it over `path` (posix-rename). A reader never sees half a
+        file; a failure removes the temporary file (on a new channel if this one broke)."""
+        tmp = temp_path(path)
+        data = text.encode("utf-8", "surrogateescape")
+        try:
+            sftp = self.client.open_sftp()
+            try:
+                mode: int | None = None
+                with contextlib.suppress(OSError):
+                    mode = sftp.stat(path).st_mode
+                sftp.putfo(io.BytesIO(data), tmp)
+                if mode is not None:
+                    sftp.chmod(tmp, mode & 0o7777)
+                sftp.posix_rename(tmp, path)
+            finally:
+                with contextlib.suppress(Exception):
+                    sftp.close()
+        except Exception as exc:  # OSError, EOFError, paramiko's SSHException family
+            with contextlib.suppress(Exception):
+                self.execute(["rm", "-f", tmp])
+            raise ReplaceFailed(f"cannot write {path}: {type(exc).__name__}: {exc}",
+                                tmp=tmp, source=self.where) from None
 
     def run_many(self, commands: Sequence[Sequence[str]]) -> list[CommandResult]:
         """Run independent commands at once, each on its own channel; results in order."""

@@ -90,5 +90,5 @@ def test_a_dropped_ssh_connection_while_writing_a_host_file_is_undone(
     with pytest.raises(PvefixError, match="cannot write"):
         n.apply(100, 2)
     assert n.fingerprint(100) == before
-    tmp_left = list(n.sim.state.tree.host_path("/etc/kernel/cmdline").parent.glob("*.tmp.*"))
+    tmp_left = list(n.sim.state.tree.host_path("/etc/kernel/cmdline").parent.glob("*pvefix-tmp*"))
     assert tmp_left == [], "the temporary file is removed over a new connection"

@@ -68,3 +68,35 @@ def test_non_utf8_bytes_in_a_host_file_are_kept_not_a_traceback(bundle: Path) ->
     state = read_bundle(bundle, 100)
     text = state.file("/etc/kernel/cmdline").text
     assert text is not None and text.encode("utf-8", "surrogateescape").endswith(b"\xff\xfe\n")
+
+
+def _gpu_attribute(bundle: Path, name: str) -> Path:
+    """A sysfs attribute of the first NVIDIA function (read beside its siblings: the fast
+    path of hosttree.safe, which skips resolving links for files that are not links)."""
+    vendor = next(p for p in sorted(bundle.glob("sys/devices/**/vendor"))
+                  if p.read_text().strip() == "0x10de")
+    return vendor.parent / name
+
+
+@pytest.mark.parametrize("name", ["resource", "vendor"])
+def test_a_sysfs_attribute_linked_out_of_its_device_is_refused(
+    bundle: Path, tmp_path: Path, name: str
+) -> None:
+    outside = tmp_path / "elsewhere"
+    outside.write_text("0x10de\n")
+    target = _gpu_attribute(bundle, name)
+    _replace(target)
+    target.symlink_to(outside)
+    with pytest.raises(PvefixError, match="leads out of the host tree") as err:
+        read_bundle(bundle, 100)
+    assert str(target) in str(err.value)
+
+
+def test_a_sysfs_attribute_that_is_a_fifo_is_never_opened_for_a_blocking_read(
+    bundle: Path,
+) -> None:
+    target = _gpu_attribute(bundle, "resource")
+    _replace(target)
+    os.mkfifo(target)
+    with pytest.raises(PvefixError, match="not a regular file"):
+        read_bundle(bundle, 100)

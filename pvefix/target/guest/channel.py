@@ -13,17 +13,17 @@ then renamed over it (each channel says how it keeps the old file's mode).
 from __future__ import annotations
 
 import contextlib
-import posixpath
-import secrets
 import sys
 from collections.abc import Sequence
 from typing import Protocol
 
 from pvefix.errors import PvefixError
+from pvefix.target.files import FILE_TIMEOUT_S, cat_text, temp_path
 from pvefix.target.result import CommandResult
 
-#: Seconds a file command may take in the guest (cat, cp, mv).
-FILE_TIMEOUT_S = 60.0
+__all__ = ["FILE_TIMEOUT_S", "REFRESH_TIMEOUT_S", "GuestChannel", "Runs", "cat_file", "check",
+           "remove_quietly", "remove_temp", "temp_path"]
+
 #: Seconds a boot loader refresh may take (update-grub scans every kernel).
 REFRESH_TIMEOUT_S = 300.0
 
@@ -70,19 +70,7 @@ def check(target: Runs, argv: Sequence[str], timeout: float = FILE_TIMEOUT_S) ->
 
 def cat_file(channel: Runs, path: str) -> str | None:
     """`cat PATH` in the guest: its text, None when the file does not exist."""
-    result = channel.run(["cat", path], FILE_TIMEOUT_S)
-    if result.ok:
-        return result.stdout
-    if "No such file" in result.stderr:
-        return None
-    detail = result.stderr.strip()[:300] or f"exit {result.exit_code}"
-    raise PvefixError(f"cannot read {path} in the guest: {detail}", source=channel.where)
-
-
-def temp_path(path: str) -> str:
-    """A fresh name beside `path` for the new text before the rename."""
-    folder, name = posixpath.split(path)
-    return posixpath.join(folder, f".{name}.pvefix-tmp-{secrets.token_hex(4)}")
+    return cat_text(channel.run(["cat", path], FILE_TIMEOUT_S), path, channel.where)
 
 
 def remove_temp(channel: Runs, tmp: str) -> None:

@@ -7,7 +7,6 @@ connection timeout, so the exec here waits for the probe's own budget.
 
 from __future__ import annotations
 
-import contextlib
 import io
 from collections.abc import Sequence
 
@@ -15,7 +14,7 @@ import paramiko
 
 from pvefix.errors import PvefixError
 from pvefix.target.guest.access import GuestAccess
-from pvefix.target.guest.channel import cat_file, remove_temp, temp_path
+from pvefix.target.guest.channel import cat_file
 from pvefix.target.result import CommandResult
 from pvefix.target.settings import Connection
 from pvefix.target.ssh import SshShell
@@ -59,26 +58,9 @@ class SshChannel:
         return cat_file(self, path)
 
     def replace_file(self, path: str, text: str) -> None:
-        """SFTP writes a temporary file beside `path`, gives it the old file's mode, and
-        renames it over `path` (posix-rename); a failure removes the temporary file."""
-        tmp = temp_path(path)
-        data = text.encode("utf-8", "surrogateescape")
-        try:
-            sftp = self.shell.client.open_sftp()
-            try:
-                mode: int | None = None
-                with contextlib.suppress(OSError):
-                    mode = sftp.stat(path).st_mode
-                sftp.putfo(io.BytesIO(data), tmp)
-                if mode is not None:
-                    sftp.chmod(tmp, mode & 0o7777)
-                sftp.posix_rename(tmp, path)
-            finally:
-                sftp.close()
-        except (OSError, EOFError, paramiko.SSHException) as exc:
-            remove_temp(self, tmp)
-            raise PvefixError(f"cannot write {path} in the guest: {exc}",
-                              source=self.where) from None
+        """The shell's SFTP replace: a temporary file beside `path` with its mode, then a
+        posix-rename; a failure removes the temporary file."""
+        self.shell.replace_file(path, text)
 
     def close(self) -> None:
         self.shell.close()
