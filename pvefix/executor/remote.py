@@ -124,32 +124,15 @@ class Remote:
               timeout: float | None = None) -> Any:
         """POST or PUT; ApiError carries Proxmox's message (never the request's values).
         `timeout`: a task's time, for pvesh (--local), which runs the task before it answers."""
-        from proxmoxer.core import ResourceException
-        from requests.exceptions import RequestException
-
         if isinstance(self.api, LocalApi):
             return self.api.write(method, path, data, timeout)
-        resource = self.api.root(path.strip("/"))
         try:
-            if method == "PUT":
-                return resource.put(**dict(data))
-            return resource.post(**dict(data))
-        except ResourceException as exc:
-            message = str(getattr(exc, "status_message", "") or "").strip()
-            content = str(getattr(exc, "content", "") or "").strip()
-            errors = getattr(exc, "errors", None)
-            text = content or message or str(exc)
-            if errors:
-                text += " " + "; ".join(f"{k}: {v}" for k, v in dict(errors).items())
-            raise ApiError(f"{method} {path}: {exc.status_code} {text}"
-                           + unreachable_hint(exc.status_code, self.node),
-                           status=exc.status_code, source=self.api.base_url) from None
-        except RequestException as exc:
-            raise PvefixError(f"{method} {path}: connection lost ({type(exc).__name__})",
-                              source=self.api.base_url) from None
-        except (ValueError, TypeError, OSError) as exc:  # http.client quotes a bad header
-            raise PvefixError(f"{method} {path}: {type(exc).__name__}",
-                              source=self.api.base_url) from None
+            return self.api.request(method, path, data)
+        except ApiError as exc:
+            hint = unreachable_hint(exc.status, self.node)
+            if not hint:
+                raise
+            raise ApiError(exc.message + hint, status=exc.status, source=exc.source) from None
 
     def wait_task(self, upid: str, timeout: float) -> str:
         """Wait for a task to stop; returns its exit status (raises when it does not stop, or

@@ -231,25 +231,47 @@ class ApiClient:
 
     def get(self, path: str, params: Mapping[str, str] | None = None) -> Any:
         """GET an API path ("/nodes/kpro6/status"); ApiError names the path on failure."""
+        return self.request("GET", path, params)
+
+    def request(self, method: str, path: str, data: Mapping[str, Any] | None = None, *,
+                what: str | None = None) -> Any:
+        """GET, POST or PUT an API path: the one place a proxmoxer or requests failure
+        becomes a pvefix error. ApiError carries the status and Proxmox's own message (never
+        the request's values); `what` names the call in it (default "METHOD PATH"). A write
+        whose connection broke says so ("connection lost": it may or may not have happened);
+        a read says why the API could not be reached."""
+        label = what or f"{method} {path}"
+        resource = self.root(path.strip("/"))
         try:
-            return self.root(path.strip("/")).get(**dict(params or {}))
+            if method == "GET":
+                return resource.get(**dict(data or {}))
+            if method == "PUT":
+                return resource.put(**dict(data or {}))
+            return resource.post(**dict(data or {}))
         except ResourceException as exc:
-            message = str(getattr(exc, "content", "") or exc).strip()
-            if exc.status_code == 401:
-                what = ("token refused: check the token id and its secret (and that the token "
-                        "is not expired)" if self.conn.auth_method == "token" else
-                        "password refused (the login ticket is no longer accepted)")
-                raise ApiError(f"{what} (GET {path}: HTTP 401)", status=401,
-                               source=self.base_url) from None
-            raise ApiError(
-                f"GET {path}: {exc.status_code} {message}", status=exc.status_code,
-                source=self.base_url,
-            ) from None
+            raise self._api_error(exc, label) from None
         except requests.exceptions.RequestException as exc:
-            raise self._transport_error(exc) from None
+            if method == "GET":
+                raise self._transport_error(exc) from None
+            raise PvefixError(f"{label}: connection lost ({type(exc).__name__})",
+                              source=self.base_url) from None
         except (ValueError, TypeError, OSError) as exc:  # http.client quotes a bad header
-            raise PvefixError(f"GET {path}: {type(exc).__name__}", source=self.base_url
+            raise PvefixError(f"{label}: {type(exc).__name__}", source=self.base_url
                               ) from None
+
+    def _api_error(self, exc: ResourceException, label: str) -> ApiError:
+        if exc.status_code == 401:
+            who = ("token refused: check the token id and its secret (and that the token is "
+                   "not expired)" if self.conn.auth_method == "token" else
+                   "password refused (the login ticket is no longer accepted)")
+            return ApiError(f"{who} ({label}: HTTP 401)", status=401, source=self.base_url)
+        content = str(getattr(exc, "content", "") or "").strip()
+        text = content or str(getattr(exc, "status_message", "") or "").strip() or str(exc)
+        errors = getattr(exc, "errors", None)
+        if errors:
+            text += " " + "; ".join(f"{k}: {v}" for k, v in dict(errors).items())
+        return ApiError(f"{label}: {exc.status_code} {text}", status=exc.status_code,
+                        source=self.base_url)
 
     def _transport_error(self, exc: requests.exceptions.RequestException) -> PvefixError:
         assert self.conn.host is not None

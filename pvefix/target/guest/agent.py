@@ -16,11 +16,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-import requests
-from proxmoxer.core import ResourceException
-
 from pvefix.errors import PvefixError
-from pvefix.target.api import ApiClient, ApiError
+from pvefix.target.api import ApiClient
 from pvefix.target.guest.channel import cat_file, check, remove_quietly, remove_temp, temp_path
 from pvefix.target.guest.joiner import build_joiner_zipapp
 from pvefix.target.result import CommandResult
@@ -49,17 +46,8 @@ class AgentChannel:
 
     def _call(self, method: str, command: str, data: dict[str, Any]) -> Any:
         self.calls += 1
-        resource = self.api.root(f"{self.base}/{command}")
-        try:
-            if method == "GET":
-                return resource.get(**data)
-            return resource.post(**data)
-        except ResourceException as exc:
-            message = str(getattr(exc, "content", "") or exc).strip()
-            raise ApiError(f"{self.where}: {command}: {message}", status=exc.status_code,
-                           source=self.api.base_url) from None
-        except requests.exceptions.RequestException as exc:
-            raise self.api._transport_error(exc) from None
+        return self.api.request(method, f"{self.base}/{command}", data,
+                                what=f"{self.where}: {command}")
 
     def ping(self) -> None:
         """Fails with Proxmox's message when the agent is not configured or not running."""
