@@ -24,7 +24,7 @@ demo: $(STAMP)
 # Measured on the 2-core machine (docs/benchmarks.md): one process 316 s, -n 2 227 s, -n 3 with
 # worksteal 162 s. PYTEST_WORKERS=0 runs them in one process; `-m "not slow"` leaves out the
 # crash drills.
-PYTEST_WORKERS ?= $(shell python3 -c 'import os; print((os.cpu_count() or 1) + 1)')
+PYTEST_WORKERS ?= $(shell $(PYTHON) -c 'import os; print((os.cpu_count() or 1) + 1)')
 test: $(STAMP)
 	$(BIN)/ruff check pvefix tests bench
 	$(BIN)/mypy
