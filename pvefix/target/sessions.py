@@ -19,7 +19,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from pvefix.target.nodes import NodeAddress
 from pvefix.target.open import open_api, open_guest, open_local, open_node
@@ -31,6 +31,10 @@ if TYPE_CHECKING:
     from pvefix.target.guest.channel import GuestChannel
     from pvefix.target.local import LocalApi, LocalShell
     from pvefix.target.ssh import CommandResult, SshShell
+
+
+class Closable(Protocol):
+    def close(self) -> None: ...
 
 
 class Sessions:
@@ -111,30 +115,26 @@ class Sessions:
     def forget(self) -> None:
         """Close the node sessions and the API session (a host reboot dropped them); the next
         use opens new ones. Guest channels stay: their guest is not the node."""
-        with self._lock:
-            closing: list[object] = [*self._shells.values(), *self._locals.values()]
-            if self._api is not None:
-                closing.append(self._api)
-            self._shells.clear()
-            self._locals.clear()
-            self._api = None
-        for session in closing:
-            with contextlib.suppress(Exception):
-                session.close()  # type: ignore[attr-defined]
+        self._close(guests=False)
 
     def close(self) -> None:
+        """Close every session this command opened."""
+        self._close(guests=True)
+
+    def _close(self, *, guests: bool) -> None:
         with self._lock:
-            closing: list[object] = [*self._guests.values(), *self._shells.values(),
-                                     *self._locals.values()]
+            closing: list[Closable] = [*self._shells.values(), *self._locals.values()]
             if self._api is not None:
                 closing.append(self._api)
-            self._guests.clear()
+            if guests:
+                closing.extend(self._guests.values())
+                self._guests.clear()
             self._shells.clear()
             self._locals.clear()
             self._api = None
         for session in closing:
             with contextlib.suppress(Exception):
-                session.close()  # type: ignore[attr-defined]
+                session.close()
 
     def _node_lock(self, key: str) -> threading.Lock:
         with self._lock:

@@ -29,8 +29,19 @@ def give_agent(node: Node, vmid: int = VMID) -> None:
 
 
 def guest_root(node: Node, vmid: int = VMID) -> Path:
-    """The simulated guest's files on this machine (etc/default/grub, proc/cmdline, ...)."""
-    return Path(node.info.root) / ".pvefix-sim" / "guests" / str(vmid)
+    """The simulated guest's files on this machine (etc/default/grub, proc/cmdline, ...).
+    The simulator makes a guest's tree on first use, so a test that looks before anything
+    reached the guest (it may run first on its xdist worker) reaches it through the agent."""
+    root = Path(node.info.root) / ".pvefix-sim" / "guests" / str(vmid)
+    if not (root / "etc" / "default" / "grub").exists():
+        from pvefix.target.open import open_guest
+
+        channel = open_guest(node.conn(), AGENT, vmid)
+        try:
+            channel.read_file("/etc/default/grub")
+        finally:
+            channel.close()
+    return root
 
 
 def start_node(root: Path, state: Path) -> tuple[Simulator, Node]:

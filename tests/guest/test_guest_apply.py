@@ -24,14 +24,13 @@ from tests.guest.conftest import AGENT, VMID, guest_root
 
 
 def guest_files(node: Node) -> dict[str, bytes]:
-    """The guest's files on disk, after the agent read its grub (the simulator seeds a guest's
-    tree on first use: the test must not depend on another test having reached the guest)."""
+    """The guest's files on disk (the same text the agent reads)."""
+    root = guest_root(node)
     channel = open_guest(node.conn(), AGENT, VMID)
     try:
         seen = channel.read_file("/etc/default/grub")
     finally:
         channel.close()
-    root = guest_root(node)
     assert seen is not None and seen.encode() == (root / "etc/default/grub").read_bytes()
     return {name: (root / name).read_bytes()
             for name in ("etc/default/grub", "boot/grub/grub.cfg", "proc/cmdline")}
