@@ -32,6 +32,7 @@ from pvefix.observed import (
     vm_from_config,
 )
 from pvefix.paths import GRUB_DEFAULT, KERNEL_CMDLINE, PROC_CMDLINE
+from pvefix.sources import remote_facts as rf  # at import: not in the node threads
 from pvefix.target.settings import Connection
 from pvefix.target.ssh import CommandResult
 
@@ -92,8 +93,6 @@ class ClusterRead:
 
 def node_from_commands(results: Sequence[CommandResult]) -> tuple[str, ObservedNode]:
     """The node an SSH session reaches, from the HOST_COMMANDS results (in that order)."""
-    from pvefix.sources import remote_facts as rf
-
     by_argv = {r.argv: r for r in results}
     host = by_argv[("hostname",)]
     if not host.ok or not host.stdout.strip():

@@ -83,8 +83,22 @@ def render_text(report: CheckReport, *, verbose: bool = False) -> str:
     return "\n".join(lines) + "\n"
 
 
+# The C encoder (it takes no `indent`): a report's items are most of its bytes.
+_ONE_LINE = json.JSONEncoder(separators=(", ", ": "))
+
+
 def render_json(report: CheckReport) -> str:
-    return json.dumps(report.to_json_dict(), indent=2) + "\n"
+    """pvefix.check/v1, indented, with one item per line (a 10,000-VM report stays greppable
+    and diffable line by line, and is encoded by the C encoder: ~4x faster than indenting
+    every item, docs/benchmarks.md)."""
+    fields = []
+    for key, value in report.to_json_dict().items():
+        if key == "items" and value:
+            text = "[\n" + ",\n".join(f"    {_ONE_LINE.encode(item)}" for item in value) + "\n  ]"
+        else:
+            text = json.dumps(value, indent=2).replace("\n", "\n  ")
+        fields.append(f"  {json.dumps(key)}: {text}")
+    return "{\n" + ",\n".join(fields) + "\n}\n"
 
 
 def _escape_data(text: str) -> str:

@@ -82,6 +82,7 @@ class CheckReport(BaseModel):
             "read_path": self.read_path,
             "exit_code": self.exit_code,
             "summary": {s: self.count(s) for s in ("ok", "drift", "unknown", "skipped")},
-            "items": [item.model_dump() for item in self.items],
+            # One serializer call for every item (a call per item costs ~5 us each).
+            "items": self.model_dump(include={"items"})["items"],
             "notes": list(self.notes),
         }

@@ -32,11 +32,13 @@ class CheckFormat(StrEnum):
 
 def _desired(desired: Path | None, state_dir: Path | None, vmids: list[int],
              cluster: str | None = None) -> object:
-    from pvefix.desired import load_desired, load_recorded
+    if desired is not None:
+        from pvefix.desired.parse import load_desired
+
+        return load_desired(desired)  # the recorded-state store (and what it needs) unloaded
+    from pvefix.desired.store import load_recorded
     from pvefix.store.statedir import resolve_state_dir
 
-    if desired is not None:
-        return load_desired(desired)
     return load_recorded(resolve_state_dir(state_dir), vmids or None, cluster)
 
 
@@ -103,7 +105,6 @@ def check_command(
     Exit codes: 0 no drift, 2 drift (also when it only waits in [PENDING] or for a host
     reboot), 1 error or something that could not be checked.
     """
-    from pvefix.check.junit import render_junit
     from pvefix.check.progress import ProgressBar
     from pvefix.check.render import github_annotations, render_json, render_text
     from pvefix.check.run import check_bundle, check_live
@@ -134,6 +135,8 @@ def check_command(
     text = render_text(report, verbose=verbose)
     body = {CheckFormat.text: text, CheckFormat.json: render_json(report)}.get(fmt)
     if fmt is CheckFormat.junit:
+        from pvefix.check.junit import render_junit  # XML only when asked for
+
         body = render_junit(report)
     assert body is not None
     text_on_stdout = output is not None or fmt is CheckFormat.text

@@ -1,4 +1,4 @@
-"""Read a desired-state file: TOML through tomllib, then the pydantic model.
+"""Read a desired-state file: TOML (pvefix.tomltext), then the pydantic model.
 
 Every error is a pvefix ParseError naming the file, the line (where one can be found) and the
 field, e.g. `plans/desired.toml:12: vms.100.machine.family: Input should be 'i440fx', ...`.
@@ -7,15 +7,14 @@ field, e.g. `plans/desired.toml:12: vms.100.machine.family: Input should be 'i44
 from __future__ import annotations
 
 import re
-import tomllib
 from pathlib import Path
 
 import pydantic
 
 from pvefix.desired.model import SCHEMA, DesiredState
 from pvefix.errors import ParseError
+from pvefix.tomltext import parse_toml
 
-_AT_LINE = re.compile(r"\(at line (\d+), column \d+\)")
 _HEADER = re.compile(r"^\s*\[\[?\s*(.+?)\s*\]\]?\s*(#.*)?$")
 _ASSIGN = re.compile(r"^\s*((?:[A-Za-z0-9_\-]+|\"[^\"]*\"|'[^']*')"
                      r"(?:\s*\.\s*(?:[A-Za-z0-9_\-]+|\"[^\"]*\"|'[^']*'))*)\s*=")
@@ -79,15 +78,7 @@ def _describe(err: dict[str, object]) -> tuple[tuple[str | int, ...], str]:
 
 def loads_desired(text: str, source: str = "<desired>") -> DesiredState:
     """Parse the text of a desired-state file; ParseError names the source, line and field."""
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        m = _AT_LINE.search(str(exc))
-        reason = _AT_LINE.sub("", str(exc)).strip()
-        raise ParseError(f"not valid TOML: {reason}", source=source,
-                         line=int(m.group(1)) if m else None) from None
-    except (ValueError, RecursionError) as exc:  # tomllib raises these on a few odd inputs
-        raise ParseError(f"not valid TOML: {type(exc).__name__}", source=source) from None
+    data = parse_toml(text, source)
     schema = data.get("schema")
     if schema != SCHEMA:
         line = locate(text, ("schema",))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 import tempfile
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from pvefix.errors import ParseError, PvefixError
 from pvefix.hosttree import safe
@@ -131,13 +131,14 @@ class HostTree:
         `/etc/pve/qemu-server/` and `/etc/pve/local/` resolve to the local node's directory
         when the file lives there, as pmxcfs's links do on a real host.
         """
-        pure = PurePosixPath(host_path)
-        if not pure.is_absolute() or ".." in pure.parts:
+        # The components as PurePosixPath splits them (empty and "." ones dropped), in strings:
+        # a simulated cluster maps thousands of paths per `tar`.
+        parts = tuple(p for p in host_path.split("/") if p and p != ".")
+        if not host_path.startswith("/") or ".." in parts:
             raise PvefixError(f"not an absolute host path: {host_path!r}", source=str(self.root))
-        parts = pure.parts[1:]
         if not parts or parts[0].startswith("."):
             raise PvefixError(f"not a host path: {host_path!r}", source=str(self.root))
-        path = self.root.joinpath(*parts)
+        path = Path(f"{self.root}/{'/'.join(parts)}")
         if parts[:2] == ("etc", "pve") and len(parts) > 3 and not path.exists():
             node_dir = ("etc", "pve", "nodes", self.meta.node)
             if parts[2] == "qemu-server":

@@ -8,7 +8,7 @@ from pvefix.sim import vmops
 from pvefix.sim.api_node import check_node
 from pvefix.sim.errors import ApiError, param_error
 from pvefix.sim.qemu_cmdline import qemu_pid
-from pvefix.sim.state import NodeState
+from pvefix.sim.state import LoadedConfig, NodeState
 from pvefix.sim.vmview import api_config, api_pending, api_snapshot_config
 from pvefix.vmconfig.schema import parse_bool
 
@@ -33,16 +33,26 @@ def _memory_mib(value: str | None) -> int:
 
 def vm_summary(state: NodeState, vmid: int, node: str) -> dict[str, object]:
     loaded = state.load(vmid, node)
-    cfg = loaded.parse()
-    main = cfg.main
     run = state.run_state(vmid)
+    item: dict[str, object] = {
+        "vmid": vmid,
+        "status": run.status,
+        "uptime": state.uptime(vmid),
+        # What the config decides, parsed once per digest (a cluster's listing asks for every
+        # VM's: the simulator should not be the slow part of what it simulates).
+        **state.cached_view(loaded, "summary", lambda: _summary_of_config(loaded, vmid)),
+    }
+    if run.status == "running":
+        item["pid"] = qemu_pid(vmid)
+    return item
+
+
+def _summary_of_config(loaded: LoadedConfig, vmid: int) -> dict[str, object]:
+    main = loaded.parse().main
     sockets = int(main.get("sockets") or "1") if (main.get("sockets") or "1").isdigit() else 1
     cores = int(main.get("cores") or "1") if (main.get("cores") or "1").isdigit() else 1
     item: dict[str, object] = {
-        "vmid": vmid,
         "name": main.get("name") or f"VM {vmid}",
-        "status": run.status,
-        "uptime": state.uptime(vmid),
         "cpus": sockets * cores,
         "maxmem": _memory_mib(main.get("memory")) * 1024 * 1024,
         "maxdisk": 0,
@@ -61,8 +71,6 @@ def vm_summary(state: NodeState, vmid: int, node: str) -> dict[str, object]:
         item["tags"] = main.get("tags")
     if main.get("template") in ("1", "on", "yes", "true"):
         item["template"] = 1
-    if run.status == "running":
-        item["pid"] = qemu_pid(vmid)
     return item
 
 

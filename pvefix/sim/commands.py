@@ -64,7 +64,12 @@ class Shell:
     def host(self, path: str) -> str:
         return posixpath.normpath(posixpath.join(self.cwd, path))
 
-    def tree_path(self, path: str) -> Path:
+    def tree_path(self, path: str, folders: dict[Path, bool] | None = None) -> Path:
+        """The tree path of a host path; ShellError when it (links resolved) leaves the tree.
+
+        `folders` caches which folders were found inside the tree, for a command that reads
+        many files of few folders (a cluster's `tar`): a file that is not a link is then
+        checked through its folder, resolved once."""
         host = self.host(path)
         parts = [p for p in host.split("/") if p]
         if parts and parts[0] in HIDDEN:
@@ -73,6 +78,12 @@ class Shell:
             target = self.state.tree.host_path(host if parts else "/.")
         except PvefixError:
             return self.state.tree.root
+        if folders is not None and not target.is_symlink():
+            ok = folders.get(target.parent)
+            if ok is None:
+                ok = folders[target.parent] = safe.inside(target.parent, self.state.tree.root)
+            if ok:
+                return target
         if not safe.inside(target, self.state.tree.root):
             # As its SFTP server does: nothing outside the host tree, links included.
             raise ShellError(f"{path}: Permission denied")

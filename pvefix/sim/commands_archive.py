@@ -10,15 +10,16 @@ tree with only etc/pve/qemu-server shows it as nodes/<node>/qemu-server, as pmxc
 from __future__ import annotations
 
 import fnmatch
-import io
 import posixpath
 import tarfile
+from pathlib import Path
 
 from pvefix.errors import PvefixError
 from pvefix.hosttree import safe
 from pvefix.sim.commands import HIDDEN, Command, Result, Shell, ShellError
 
 _GLOB = frozenset("*?[")
+NUL = b"\0"
 
 
 def _sh(sh: Shell, argv: list[str]) -> Result:
@@ -64,20 +65,18 @@ def expand(sh: Shell, pattern: str) -> list[str]:
     return sorted(found)
 
 
-def _file(sh: Shell, path: str) -> tuple[bytes, int]:
-    """A file's bytes and mtime, its tree path resolved once (a cluster's tar holds thousands:
-    the simulator should not be the slow part of what it simulates)."""
-    target = sh.tree_path(path)
-    if target.is_dir() or target == sh.state.tree.root:
-        raise ShellError(f"tar: {path}: Is a directory")
+def _file(sh: Shell, path: str, folders: dict[Path, bool]) -> tuple[bytes, int]:
+    """A file's bytes and mtime, each folder resolved once (a cluster's tar holds thousands of
+    files in a few folders: the simulator should not be the slow part of what it simulates)."""
+    target = sh.tree_path(path, folders)
     try:
-        data = safe.read_bytes(target, sh.state.tree.root)
-        mtime = int(target.stat().st_mtime)
-    except (PvefixError, OSError):
+        found = safe.read_file(target, sh.state.tree.root,
+                               folder_checked=folders.get(target.parent, False))
+    except PvefixError:  # a directory, a link out of the tree, not a regular file
         raise ShellError(f"tar: {path}: Cannot stat") from None
-    if data is None:
+    if found is None:
         raise ShellError(f"tar: {path}: No such file or directory")
-    return data, mtime
+    return found[0], int(found[1].st_mtime)
 
 
 def _tar(sh: Shell, argv: list[str]) -> Result:
@@ -90,31 +89,38 @@ def _tar(sh: Shell, argv: list[str]) -> Result:
     else:
         return Result(stderr="tar: the pvefix simulator runs only `tar -c -f - PATH...`\n",
                       code=2)
-    buffer = io.BytesIO()
+    chunks: list[bytes] = []
     errors: list[str] = []
+    folders: dict[Path, bool] = {}
     stripped = False
-    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.GNU_FORMAT) as archive:
-        for operand in operands:
-            paths = expand(sh, operand) if set(operand) & _GLOB else [sh.host(operand)]
-            if not paths:
-                paths = [operand]  # bash leaves an unmatched glob as it is
-            for path in paths:
-                try:
-                    data, mtime = _file(sh, path)
-                except ShellError:
-                    errors.append(f"tar: {path}: Cannot stat: No such file or directory")
-                    continue
-                info = tarfile.TarInfo(path.lstrip("/"))
-                stripped = stripped or path.startswith("/")
-                info.size = len(data)
-                info.mode = 0o640
-                info.uname, info.gname, info.gid = "root", "www-data", 33
-                info.mtime = mtime
-                archive.addfile(info, io.BytesIO(data))
+    for operand in operands:
+        paths = expand(sh, operand) if set(operand) & _GLOB else [sh.host(operand)]
+        if not paths:
+            paths = [operand]  # bash leaves an unmatched glob as it is
+        for path in paths:
+            try:
+                data, mtime = _file(sh, path, folders)
+            except ShellError:
+                errors.append(f"tar: {path}: Cannot stat: No such file or directory")
+                continue
+            info = tarfile.TarInfo(path.lstrip("/"))
+            stripped = stripped or path.startswith("/")
+            info.size = len(data)
+            info.mode = 0o640
+            info.uname, info.gname, info.gid = "root", "www-data", 33
+            info.mtime = mtime
+            # What TarFile.addfile writes (the header, the data padded to a block), without
+            # its copies: a cluster's tar holds thousands of files.
+            chunks.append(info.tobuf(tarfile.GNU_FORMAT, "utf-8", "surrogateescape"))
+            chunks.append(data + NUL * (-len(data) % tarfile.BLOCKSIZE))
+    # The end: two zero blocks, then zeros to a whole record (as TarFile.close does).
+    size = sum(len(c) for c in chunks) + 2 * tarfile.BLOCKSIZE
+    chunks.append(NUL * (2 * tarfile.BLOCKSIZE + (-size % tarfile.RECORDSIZE)))
+    stream = b"".join(chunks)
     err = "tar: Removing leading `/' from member names\n" if stripped else ""
     if errors:
         err += "\n".join(errors) + "\ntar: Exiting with failure status due to previous errors\n"
-    return Result(buffer.getvalue().decode("utf-8", "surrogateescape"), err, 2 if errors else 0)
+    return Result(stream.decode("utf-8", "surrogateescape"), err, 2 if errors else 0)
 
 
 ARCHIVE_COMMANDS: dict[str, Command] = {"sh": _sh, "tar": _tar}

@@ -14,11 +14,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import paramiko
-from paramiko.sftp import SFTP_FAILURE, SFTP_NO_SUCH_FILE, SFTP_OK, SFTP_PERMISSION_DENIED
-
 from pvefix.sim.commands import HIDDEN
 from pvefix.sim.state import NodeState
+from pvefix.target.sshlib import paramiko
+
+SFTP_OK = paramiko.sftp.SFTP_OK
+SFTP_FAILURE = paramiko.sftp.SFTP_FAILURE
+SFTP_NO_SUCH_FILE = paramiko.sftp.SFTP_NO_SUCH_FILE
+SFTP_PERMISSION_DENIED = paramiko.sftp.SFTP_PERMISSION_DENIED
 
 
 class _Refused(Exception):

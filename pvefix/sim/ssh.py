@@ -10,19 +10,17 @@ import threading
 import time
 from typing import Any
 
-import paramiko
-from paramiko.common import (
-    AUTH_FAILED,
-    AUTH_SUCCESSFUL,
-    OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED,
-    OPEN_SUCCEEDED,
-)
-
 from pvefix.sim.commands import Shell
 from pvefix.sim.sftp import SimSFTPServer
 from pvefix.sim.state import NodeState
 from pvefix.sim.stats import stats_for
 from pvefix.sim.tls import SimKeys
+from pvefix.target.sshlib import paramiko
+
+AUTH_FAILED = paramiko.common.AUTH_FAILED
+AUTH_SUCCESSFUL = paramiko.common.AUTH_SUCCESSFUL
+OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED = paramiko.common.OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED
+OPEN_SUCCEEDED = paramiko.common.OPEN_SUCCEEDED
 
 _CHANNEL_REPLIES = (99, 100)  # SSH_MSG_CHANNEL_SUCCESS, SSH_MSG_CHANNEL_FAILURE
 

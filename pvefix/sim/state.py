@@ -120,7 +120,7 @@ class NodeState:
         key = (loaded.vmid, loaded.digest, kind)
         view = self._view_cache.get(key)
         if view is None:
-            if len(self._view_cache) > 4096:
+            if len(self._view_cache) > 65536:  # a 10,000-VM cluster, a few views each
                 self._view_cache.clear()
             view = self._view_cache[key] = build()
         return view

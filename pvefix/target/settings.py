@@ -13,7 +13,6 @@ import json
 import os
 import shlex
 import subprocess
-import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -282,14 +281,13 @@ def _profile_table(path: Path, profile: str | None, *,
         if required:
             raise ParseError("config file not found", source=source)
         return {}, profile
+    from pvefix.tomltext import parse_toml
+
     try:
-        data = tomllib.loads(raw.decode("utf-8"))
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ParseError(f"not UTF-8 (byte {exc.start})", source=source) from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ParseError(f"not valid TOML: {exc}", source=source) from None
-    except RecursionError:
-        raise ParseError("not valid TOML: nested too deeply", source=source) from None
+    data = parse_toml(text, source)
     unknown = set(data) - {"default_profile", "profiles"}
     if unknown:
         raise ParseError(f"unknown top-level key(s): {', '.join(sorted(unknown))}", source=source)

@@ -22,12 +22,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import NoReturn
 
-import paramiko
-
 from pvefix.errors import PvefixError, RefusedError
 from pvefix.target.files import ReplaceFailed, cat_text, temp_path
 from pvefix.target.result import CommandResult
 from pvefix.target.settings import Connection
+from pvefix.target.sshlib import paramiko
 
 __all__ = ["MAX_CHANNELS", "CommandResult", "HostKeyChanged", "HostKeyUnknown", "SshShell"]
 

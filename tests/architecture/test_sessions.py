@@ -12,7 +12,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "pvefix"
 SESSIONS = {"ApiClient", "LocalApi", "LocalShell", "SshShell", "SshChannel", "AgentChannel"}
 OPENER = PACKAGE / "target" / "open.py"
 #: What pvefix/target may import besides itself: values with no I/O of their own.
-TARGET_MAY_IMPORT = {"errors", "hosttree", "paths"}
+TARGET_MAY_IMPORT = {"errors", "hosttree", "paths", "tomltext"}
 
 
 def _called(tree: ast.AST) -> list[tuple[str, int]]:
@@ -61,3 +61,19 @@ def test_target_imports_only_the_floor() -> None:
                 if parts[0] == "pvefix" and len(parts) > 1 and parts[1] != "target":
                     outside.add((path.name, parts[1]))
     assert {unit for _, unit in outside} <= TARGET_MAY_IMPORT, sorted(outside)
+
+
+def test_paramiko_is_imported_only_through_sshlib() -> None:
+    # pvefix.target.sshlib imports paramiko without loading invoke (start-up); a module that
+    # imported paramiko (or one of its submodules) first would load it again.
+    sshlib = PACKAGE / "target" / "sshlib.py"
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path == sshlib:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            if any(n == "paramiko" or n.startswith("paramiko.") for n in names):
+                found.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}")
+    assert found == [], "import paramiko as `from pvefix.target.sshlib import paramiko`"

@@ -77,6 +77,26 @@ def test_json_is_versioned_and_carries_every_item_and_the_exit_code() -> None:
     assert data["items"][2]["property"] == "hostpci0.pcie"
 
 
+def test_json_holds_one_item_per_line_and_the_same_data_as_any_json_encoder() -> None:
+    report = _report()
+    text = render_json(report)
+    lines = text.splitlines()
+    start = lines.index('  "items": [')
+    item_lines = lines[start + 1:start + 1 + len(report.items)]
+    assert [json.loads(line.strip().removesuffix(",")) for line in item_lines] == \
+        [item.model_dump() for item in report.items]
+    assert lines[start + 1 + len(report.items)] == "  ],"
+    assert json.loads(text) == json.loads(report.model_dump_json()) | {
+        "schema": "pvefix.check/v1", "exit_code": 1,
+        "summary": {"ok": 1, "drift": 3, "unknown": 1, "skipped": 1}}
+    assert text.endswith("}\n")
+
+
+def test_json_of_an_empty_report_is_valid() -> None:
+    data = json.loads(render_json(CheckReport()))
+    assert data["items"] == [] and data["exit_code"] == 0
+
+
 def test_text_shows_a_diff_per_drifted_property_with_its_label() -> None:
     text = render_text(_report())
     assert "VM 100 (node pve1)\n  DRIFT   hostpci0.pcie\n" in text

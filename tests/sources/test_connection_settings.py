@@ -85,6 +85,13 @@ def test_an_unknown_key_is_named_with_its_file(tmp_path: Path) -> None:
     assert str(config) in str(err.value) and "profiles.a.hots" in str(err.value)
 
 
+def test_a_toml_syntax_error_is_named_with_its_file_and_line(tmp_path: Path) -> None:
+    config = _config(tmp_path, '[profiles.a]\nhost = "x"\nport = \n')
+    with pytest.raises(ParseError) as err:
+        resolve_connection(config=config, env={})
+    assert str(err.value).startswith(f"{config}:3: not valid TOML: Invalid value")
+
+
 def test_no_config_file_at_the_default_place_is_fine(tmp_path: Path) -> None:
     conn = resolve_connection(env={"HOME": str(tmp_path), "PROXMOX_HOST": "h"})
     assert conn.host == "h" and conn.timeout == 30.0

@@ -10,14 +10,13 @@ from __future__ import annotations
 import io
 from collections.abc import Sequence
 
-import paramiko
-
 from pvefix.errors import PvefixError
 from pvefix.target.guest.access import GuestAccess
 from pvefix.target.guest.channel import cat_file
 from pvefix.target.result import CommandResult
 from pvefix.target.settings import Connection
 from pvefix.target.ssh import SshShell
+from pvefix.target.sshlib import paramiko
 
 
 def guest_connection(guest: GuestAccess) -> Connection:
