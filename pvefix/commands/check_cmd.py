@@ -132,14 +132,16 @@ def check_command(
         bar = ProgressBar.for_terminal("checking VMs")
         report = check_live(resolve_connection_options(opts), loaded, ids, all_vms=all_vms,
                             from_file=scoped_by_desired, workers=workers, progress=bar)
-    text = render_text(report, verbose=verbose)
-    body = {CheckFormat.text: text, CheckFormat.json: render_json(report)}.get(fmt)
-    if fmt is CheckFormat.junit:
+    text_on_stdout = output is not None or fmt is CheckFormat.text
+    text = render_text(report, verbose=verbose) if text_on_stdout else ""
+    if fmt is CheckFormat.text:
+        body = text
+    elif fmt is CheckFormat.json:
+        body = render_json(report)
+    else:
         from pvefix.check.junit import render_junit  # XML only when asked for
 
         body = render_junit(report)
-    assert body is not None
-    text_on_stdout = output is not None or fmt is CheckFormat.text
     if output is not None:
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text(body, encoding="utf-8")

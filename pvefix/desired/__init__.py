@@ -7,8 +7,9 @@
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from pvefix.lazy import lazy_names
 
 if TYPE_CHECKING:
     from pvefix.desired.derive import desired_from_state
@@ -37,12 +38,7 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _WHERE:
-        raise AttributeError(f"module 'pvefix.desired' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"pvefix.desired.{_WHERE[name]}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(__name__, _WHERE)
 
 
 __all__ = [

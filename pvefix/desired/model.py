@@ -39,6 +39,15 @@ def _free_matcher(patterns: tuple[str, ...]) -> Callable[[str], object]:
         return lambda key: None
     return re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in patterns)).match
 
+@functools.lru_cache(maxsize=256)
+def _check_patterns(patterns: tuple[str, ...]) -> None:
+    """ValueError for the first pattern that is not one; once per distinct list (a fleet's
+    VMs share a few `free` lists)."""
+    for pattern in patterns:
+        if not _PATTERN.match(pattern):
+            raise ValueError(f"'{pattern}' is not a key pattern (a-z, 0-9, _ - * ? [])")
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
@@ -251,9 +260,7 @@ class VmDesired(_Strict):
     @field_validator("free")
     @classmethod
     def _free(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        for pattern in value:
-            if not _PATTERN.match(pattern):
-                raise ValueError(f"'{pattern}' is not a key pattern (a-z, 0-9, _ - * ? [])")
+        _check_patterns(value)
         return value
 
     @model_validator(mode="after")

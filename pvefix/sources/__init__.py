@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pvefix.sources.bundle import read_bundle
+from pvefix.lazy import lazy_names
 
 if TYPE_CHECKING:
+    from pvefix.sources.bundle import read_bundle
     from pvefix.sources.live import LiveTrace
     from pvefix.state import HostState
     from pvefix.target.guest.access import GuestAccess
@@ -24,5 +25,9 @@ def read_live(connection: Connection, vmid: int, *, trace: LiveTrace | None = No
 
     return live.read_live(connection, vmid, trace=trace, guest=guest)
 
+
+# The bundle reader (and the host tree it walks) loads on first use: the live check imports
+# pvefix.sources.remote_facts and need not pay for it.
+__getattr__ = lazy_names(__name__, {"read_bundle": "bundle"})
 
 __all__ = ["read_bundle", "read_live"]
