@@ -43,7 +43,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/sim_throughput.py
 	$(BIN)/python bench/plan_roundtrips.py --latency-ms 20
 	$(BIN)/python bench/check_all.py --per-vm $(if $(wildcard bench/out/ansible-venv/bin/ansible-playbook),--ansible)
-	$(BIN)/python bench/check_all.py --vms 10000 --repeat 1
+	$(BIN)/python bench/check_all.py --vms 10000 --repeat 3
 	$(BIN)/python bench/grub_parse.py
 
 clean:

@@ -138,7 +138,7 @@ class HostTree:
             raise PvefixError(f"not an absolute host path: {host_path!r}", source=str(self.root))
         if not parts or parts[0].startswith("."):
             raise PvefixError(f"not a host path: {host_path!r}", source=str(self.root))
-        path = Path(f"{self.root}/{'/'.join(parts)}")
+        path = Path(f"{str(self.root).rstrip('/')}/{'/'.join(parts)}")  # root "/" too
         if parts[:2] == ("etc", "pve") and len(parts) > 3 and not path.exists():
             node_dir = ("etc", "pve", "nodes", self.meta.node)
             if parts[2] == "qemu-server":

@@ -120,10 +120,12 @@ def test_config_paths_follow_a_vm_that_moved_or_vanished(kpro6: HostTree) -> Non
 _COMPONENT = st.sampled_from(["etc", "pve", ".", "..", "", "a.conf", ".hidden", "x y", "-"])
 
 
-@given(st.lists(_COMPONENT, max_size=6), st.booleans())
-def test_host_path_splits_as_pure_posix_path(parts: list[str], absolute: bool) -> None:
+@given(st.lists(_COMPONENT, max_size=6), st.booleans(),
+       st.sampled_from(["/srv/tree", "/", "tree", "."]))
+def test_host_path_splits_as_pure_posix_path(parts: list[str], absolute: bool,
+                                             root: str) -> None:
     tree = HostTree.__new__(HostTree)
-    tree.root = Path("/srv/tree")
+    tree.root = Path(root)
     text = ("/" if absolute else "") + "/".join(parts)
     pure = PurePosixPath(text)
     ok = pure.is_absolute() and ".." not in pure.parts and len(pure.parts) > 1 \
