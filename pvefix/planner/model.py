@@ -30,7 +30,10 @@ class Risk(_Frozen):
 
 class _ChangeBase(_Frozen):
     """What every change has: where, what before and after, why, the risk, the evidence and
-    the way back. The kinds below narrow `target` (the discriminator) and their own fields."""
+    the way back. The kinds below narrow `target` (the discriminator) and their own fields.
+    Never validated itself: its schema is not built (the kinds build their own)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     id: str
     rule: str
@@ -55,6 +58,8 @@ class VmConfigChange(_ChangeBase):
     """One key of the VM config; `before`/`after` are the values as Proxmox stores them (None
     when absent)."""
 
+    model_config = ConfigDict(defer_build=False)
+
     target: Literal["vm-config"] = "vm-config"
     file: None = None
     refresh_command: None = None
@@ -65,6 +70,8 @@ class HostCmdlineChange(_ChangeBase):
     (its whole text before and after is in the plan's host_files_before/after), and
     `refresh_command` makes the boot loader read it."""
 
+    model_config = ConfigDict(defer_build=False)
+
     target: Literal["host-cmdline"] = "host-cmdline"
     file: str
 
@@ -74,12 +81,16 @@ class GuestCmdlineChange(_ChangeBase):
     are the whole line, `file` holds it (its whole text before and after is in the plan's
     guest_files_before/after), and `refresh_command` runs in the guest."""
 
+    model_config = ConfigDict(defer_build=False)
+
     target: Literal["guest-cmdline"] = "guest-cmdline"
     file: str
 
 
 class ManualChange(_ChangeBase):
     """What pvefix does not do itself: `commands` are the exact steps for the admin."""
+
+    model_config = ConfigDict(defer_build=False)
 
     target: Literal["manual"] = "manual"
 
