@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import socket
+from collections.abc import Iterator
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -48,20 +49,26 @@ class RefusedError(PvefixError):
     exit_code = EXIT_REFUSED
 
 
-def os_error_in(exc: BaseException) -> OSError | None:
-    """The OSError (with an errno) at the root of a library's exception chain, if any
-    (requests wraps urllib3 wraps the socket's error)."""
+def exception_chain(exc: BaseException) -> Iterator[BaseException]:
+    """`exc` and every exception behind it, each once: causes, contexts, a `reason` (urllib3)
+    and exceptions passed as arguments (requests wraps urllib3 wraps the socket's error)."""
     seen: set[int] = set()
-    todo: list[BaseException | None] = [exc]
+    todo: list[object] = [exc]
     while todo:
         current = todo.pop()
-        if current is None or id(current) in seen:
+        if not isinstance(current, BaseException) or id(current) in seen:
             continue
         seen.add(id(current))
-        if isinstance(current, OSError) and current.errno is not None:
-            return current
+        yield current
         todo.extend([current.__cause__, current.__context__, getattr(current, "reason", None)])
         todo.extend(a for a in current.args if isinstance(a, BaseException))
+
+
+def os_error_in(exc: BaseException) -> OSError | None:
+    """The OSError (with an errno) at the root of a library's exception chain, if any."""
+    for current in exception_chain(exc):
+        if isinstance(current, OSError) and current.errno is not None:
+            return current
     return None
 
 

@@ -34,7 +34,13 @@ from proxmoxer.core import (
 )
 from requests.adapters import HTTPAdapter
 
-from pvefix.errors import PvefixError, RefusedError, os_error_in, unreachable_hint
+from pvefix.errors import (
+    PvefixError,
+    RefusedError,
+    exception_chain,
+    os_error_in,
+    unreachable_hint,
+)
 from pvefix.target.settings import Connection
 
 POOL_SIZE = 16  # enough keep-alive connections for one wave of parallel reads
@@ -309,13 +315,7 @@ class ApiClient:
 def _node_away(exc: BaseException) -> bool:
     """A refused or reset connection (a node rebooting), not a certificate problem: requests
     wraps a reset during the TLS handshake in SSLError, so look at the causes."""
-    seen: set[int] = set()
-    todo: list[BaseException | None] = [exc]
-    while todo:
-        cur = todo.pop()
-        if cur is None or id(cur) in seen:
-            continue
-        seen.add(id(cur))
+    for cur in exception_chain(exc):
         if isinstance(cur, ConnectionRefusedError | ConnectionResetError | BrokenPipeError):
             return True
         text = str(cur)
@@ -325,11 +325,6 @@ def _node_away(exc: BaseException) -> bool:
                                    "Errno 104", "EOF occurred in violation of protocol",
                                    "UNEXPECTED_EOF")):
             return True
-        todo += [cur.__cause__, cur.__context__, *[a for a in getattr(cur, "args", ())
-                                                   if isinstance(a, BaseException)]]
-        reason = getattr(cur, "reason", None)
-        if isinstance(reason, BaseException):
-            todo.append(reason)
     return False
 
 
