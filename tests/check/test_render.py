@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from pvefix.check.junit import render_junit
-from pvefix.check.render import github_annotations, render_json, render_text
+from pvefix.check.render import github_annotations, item_json, render_json, render_text
 from pvefix.check.report import CheckItem, CheckReport
 
 
@@ -90,6 +93,24 @@ def test_json_holds_one_item_per_line_and_the_same_data_as_any_json_encoder() ->
         "schema": "pvefix.check/v1", "exit_code": 1,
         "summary": {"ok": 1, "drift": 3, "unknown": 1, "skipped": 1}}
     assert text.endswith("}\n")
+
+
+# Text as a config can hold it: any code point, lone surrogates (bytes that are not UTF-8,
+# decoded with surrogateescape), control characters, line separators.
+_TEXT = st.text(alphabet=st.characters(codec=None, min_codepoint=0), max_size=12)
+
+
+@given(actual=_TEXT, detail=_TEXT, node=_TEXT, vmid=st.none() | st.integers(0, 2**40),
+       when=st.none() | _TEXT)
+def test_an_item_is_one_ascii_line_holding_exactly_its_data(
+        actual: str, detail: str, node: str, vmid: int | None, when: str | None) -> None:
+    item = CheckItem(target="vm", vmid=vmid, node=node, property="p", status="drift",
+                     actual=actual, detail=detail, when=when)
+    line = item_json(item)
+    assert line.isascii() and "\n" not in line and "\r" not in line
+    assert json.loads(line) == item.model_dump()
+    # The serializer and the json module agree, byte for byte, where both can write it.
+    assert line == json.dumps(item.model_dump(), separators=(",", ":"))
 
 
 def test_json_of_an_empty_report_is_valid() -> None:
