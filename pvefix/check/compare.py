@@ -200,8 +200,8 @@ def _clique_judge(device: str, clique: int) -> Judge:
 
 def _unexpected_judge(rule: VmDesired) -> Judge:
     def judge(config: Mapping[str, str]) -> tuple[bool, str]:
-        extra = sorted(k for k in config
-                       if k not in NOT_CONFIG and k not in TRANSIENT and not rule.covers(k))
+        extra = sorted(rule.uncovered(
+            k for k in config if k not in NOT_CONFIG and k not in TRANSIENT))
         return not extra, ", ".join(extra) if extra else "(none)"
 
     return judge

@@ -15,7 +15,7 @@ from __future__ import annotations
 import fnmatch
 import functools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -33,11 +33,23 @@ _PATTERN = re.compile(r"^[a-z0-9_\-\*\?\[\]!]+$")
 
 
 @functools.lru_cache(maxsize=256)
-def _free_matcher(patterns: tuple[str, ...]) -> Callable[[str], object]:
-    """One compiled regex for a `free` list (a check asks it for every key of every VM)."""
+def _free_matcher(patterns: tuple[str, ...]) -> Callable[[str], bool]:
+    """Is a key free under this `free` list? One compiled regex per distinct list, and each
+    key's answer kept (a check asks for every key of every VM; a fleet shares a few lists)."""
     if not patterns:
-        return lambda key: None
-    return re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in patterns)).match
+        return lambda key: False
+    match = re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in patterns)).match
+    answers: dict[str, bool] = {}
+
+    def is_free(key: str) -> bool:
+        found = answers.get(key)
+        if found is None:
+            found = match(key) is not None
+            if len(answers) < 4096:  # config key names are few; a flood is not kept
+                answers[key] = found
+        return found
+
+    return is_free
 
 @functools.lru_cache(maxsize=256)
 def _check_patterns(patterns: tuple[str, ...]) -> None:
@@ -275,17 +287,15 @@ class VmDesired(_Strict):
         return self
 
     def is_free(self, key: str) -> bool:
-        return _free_matcher(self.free)(key) is not None
+        return _free_matcher(self.free)(key)
 
-    def covers(self, key: str) -> bool:
-        """True when the desired state says something about `key` (pinned, absent or free)."""
-        return (
-            key in self.keys
-            or key in self.hostpci
-            or key in self.absent
-            or (key == "machine" and self.machine is not None)
-            or self.is_free(key)
-        )
+    def uncovered(self, keys: Iterable[str]) -> list[str]:
+        """The keys among `keys` that the desired state says nothing about, in their order
+        (the `free` list's matcher found once, not per key: a check asks for every key)."""
+        free = _free_matcher(self.free)
+        return [key for key in keys
+                if key not in self.keys and key not in self.hostpci and key not in self.absent
+                and not (key == "machine" and self.machine is not None) and not free(key)]
 
 
 class DesiredState(_Strict):
