@@ -55,6 +55,8 @@ class Api(Protocol):
 class Shell(Protocol):
     def run_many(self, commands: Sequence[Sequence[str]]) -> list[CommandResult]: ...
 
+    def run_batch(self, commands: Sequence[Sequence[str]]) -> list[CommandResult]: ...
+
     def close(self) -> None: ...
 
 
@@ -132,8 +134,7 @@ def read_cluster(
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="pvefix-check") as pool:
         host_future: Future[list[CommandResult]] | None = None
         if shell_factory is not None:
-            commands = [*HOST_COMMANDS, BULK_COMMAND] if bulk else list(HOST_COMMANDS)
-            host_future = pool.submit(_host_facts, shell_factory, commands)
+            host_future = pool.submit(_host_facts, shell_factory, HOST_COMMANDS, bulk)
         nodes_future: Future[dict[str, ObservedNode]] | None = None
         if node_shells is not None:
             # Its own threads: the node sessions must not queue behind per-VM API reads.
@@ -271,11 +272,17 @@ def _running_machines(
     return found
 
 
-def _host_facts(shell_factory: Callable[[], Shell],
-                commands: Sequence[Sequence[str]]) -> list[CommandResult]:
+def _host_facts(shell_factory: Callable[[], Shell], commands: Sequence[Sequence[str]],
+                bulk: bool = False) -> list[CommandResult]:
+    """The commands' results, all on one channel (they are short and read-only); with `bulk`,
+    BULK_COMMAND's last, on its own channel at the same time."""
     shell = shell_factory()
     try:
-        return shell.run_many([list(c) for c in commands])
+        if not bulk:
+            return shell.run_batch(commands)
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="pvefix-bulk") as pool:
+            tar = pool.submit(shell.run_many, [BULK_COMMAND])
+            return [*shell.run_batch(commands), *tar.result()]
     finally:
         shell.close()
 

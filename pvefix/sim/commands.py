@@ -1,8 +1,8 @@
 """The shell commands the simulated host answers over SSH, run against the host tree.
 
-Command lines are split with shlex; `a && b`, `a || b`, `a ; b` and `> FILE` / `>> FILE`
-redirections work; anything unknown answers `bash: NAME: command not found` with exit 127, as
-bash does. Paths are host paths (`/etc/kernel/cmdline`), relative ones start at /root.
+Command lines are split with shlex; `a && b`, `a || b`, `a ; b`, `$?`, `>&2` and `> FILE` /
+`>> FILE` redirections work; anything unknown answers `bash: NAME: command not found` with exit
+127, as bash does. Paths are host paths (`/etc/kernel/cmdline`), relative ones start at /root.
 """
 
 from __future__ import annotations
@@ -132,7 +132,12 @@ class Shell:
             if token in (";", "&&", "||"):
                 runs = op == ";" or (op == "&&") == (total.code == 0)
                 if current and runs:
-                    one = self._simple(current)
+                    # `$?`: the exit status of the last command, as sh expands it. Not in the
+                    # script of `sh -c`: the tokens keep no quotes, and pvefix quotes a script
+                    # (shlex.join), so sh would leave it for the inner shell to expand.
+                    status = str(total.code)
+                    one = self._simple(current if current[0] == "sh" else
+                                       [t.replace("$?", status) for t in current])
                     total.stdout += one.stdout
                     total.stderr += one.stderr
                     total.code = one.code
@@ -145,7 +150,7 @@ class Shell:
     def _simple(self, tokens: list[str]) -> Result:
         argv: list[str] = []
         redirect: tuple[str, bool] | None = None
-        drop_stderr = False
+        drop_stderr = to_stderr = False
         i = 0
         while i < len(tokens):
             word = tokens[i]
@@ -154,7 +159,9 @@ class Shell:
                 target = tokens[i + 1] if i + 1 < len(tokens) else ""
                 i += 2
                 if word == ">&":
-                    continue  # 2>&1: one stream is all an exec channel needs here
+                    # >&2: stdout goes to stderr; 2>&1: one stream is all a channel needs here
+                    to_stderr = to_stderr or (fd == "1" and target == "2")
+                    continue
                 if fd == "2":
                     drop_stderr = drop_stderr or target == "/dev/null"
                 elif target != "/dev/null":
@@ -169,6 +176,8 @@ class Shell:
         result = self._dispatch(argv)
         if drop_stderr:
             result.stderr = ""
+        if to_stderr:
+            result.stderr, result.stdout = result.stderr + result.stdout, ""
         if redirect is not None:
             if redirect[0]:
                 try:

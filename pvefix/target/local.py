@@ -140,6 +140,10 @@ class LocalShell:
         with ThreadPoolExecutor(max_workers=min(MAX_CHANNELS, len(commands))) as pool:
             return list(pool.map(self.run, commands))
 
+    def run_batch(self, commands: Sequence[Sequence[str]]) -> list[CommandResult]:
+        """As SshShell.run_batch: here there are no channels to save."""
+        return self.run_many(commands)
+
     def _file_command(self, args: tuple[str, ...]) -> CommandResult:
         """mkdir [-p] DIR, rm -f|-rf PATH, cp -p SRC DST: done here, under `root` (the same
         semantics as the coreutils the executor asks for, never outside the root)."""

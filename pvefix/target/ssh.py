@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from pvefix.errors import PvefixError, RefusedError
+from pvefix.target import framed
 from pvefix.target.files import ReplaceFailed, cat_text, temp_path
 from pvefix.target.result import CommandResult
 from pvefix.target.settings import Connection
@@ -288,6 +289,19 @@ class SshShell:
             return []
         with ThreadPoolExecutor(max_workers=min(MAX_CHANNELS, len(commands))) as pool:
             return list(pool.map(self.run, commands))
+
+    def run_batch(self, commands: Sequence[Sequence[str]]) -> list[CommandResult]:
+        """Short, read-only commands one after another on one channel (pvefix.target.framed),
+        each with its own output and status; if the frames do not come back whole (a shell
+        that is not sh), each command on its own channel instead."""
+        if len(commands) < 2:
+            return self.run_many(commands)
+        nonce = framed.new_nonce()
+        result = self.run(framed.framed_argv(commands, nonce))
+        try:
+            return framed.unframe(commands, nonce, result, self.where)
+        except PvefixError:
+            return self.run_many(commands)
 
     def close(self) -> None:
         self.client.close()
