@@ -7,19 +7,18 @@ reader), so every source gives the comparison the same values.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from pvefix.cmdline import Cmdline, GrubDefaultFile, KernelCmdlineFile, ProcCmdline
 from pvefix.digest import sha1_text
+from pvefix.hostfacts import BootLoader, BootToolFacts
 from pvefix.paths import GRUB_DEFAULT, KERNEL_CMDLINE, PROC_CMDLINE
-from pvefix.state import (
-    BootLoader,
-    BootToolFacts,
-    HostState,
-)
 from pvefix.vmconfig.config import Section, VMConfig
+
+if TYPE_CHECKING:  # a check of a live cluster never builds one: the PCI models stay unloaded
+    from pvefix.state import HostState
 
 # Keys the API adds that are not config (digest) and never drift by themselves.
 NOT_CONFIG = frozenset({"digest"})

@@ -8,36 +8,15 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from pvefix.digest import sha256_text
+from pvefix.hostfacts import BootLoader, BootToolFacts, FileFact
+from pvefix.hostfacts import Frozen as _Frozen
 from pvefix.hosttree.mapping import PciMapping
 from pvefix.hosttree.sysfs import PciDevice
 
-BootLoader = Literal["systemd-boot", "grub", "grub-esp", "unknown"]
-
-
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-
-
-class FileFact(_Frozen):
-    """A file as read on the target: its text (None when absent) and the SHA-256 of it."""
-
-    path: str
-    text: str | None = None
-    sha256: str | None = None
-
-    @classmethod
-    def of(cls, path: str, text: str | None) -> FileFact:
-        return cls(path=path, text=text, sha256=None if text is None else sha256_text(text))
-
-    @property
-    def exists(self) -> bool:
-        return self.text is not None
+__all__ = ["AccessFacts", "BootLoader", "BootToolFacts", "FileFact", "GuestFacts", "HostState",
+           "NodeFacts", "PendingItem", "VmFacts"]
 
 
 class NodeFacts(_Frozen):
@@ -56,29 +35,6 @@ class NodeFacts(_Frozen):
     memory_bytes: int | None = None
 
 
-class BootToolFacts(_Frozen):
-    """`proxmox-boot-tool status`: exit code and output decide where the cmdline lives."""
-
-    exit_code: int | None = None  # None: could not run it
-    output: str = ""
-
-    @property
-    def loader(self) -> BootLoader:
-        """systemd-boot (edit /etc/kernel/cmdline), grub-esp (GRUB on ESPs managed by
-        proxmox-boot-tool: /etc/default/grub then `proxmox-boot-tool refresh`), grub (plain
-        GRUB: /etc/default/grub then `update-grub`), or unknown."""
-        if self.exit_code == 2:
-            return "grub"
-        if self.exit_code != 0:
-            return "unknown"
-        words = self.output.lower()
-        lines = [ln for ln in words.splitlines() if ln.strip() and "configured with:" in ln]
-        kinds = " ".join(lines) if lines else words
-        if "uefi" in kinds or "systemd-boot" in kinds:
-            return "systemd-boot"
-        if "grub" in kinds:
-            return "grub-esp"
-        return "unknown"
 
 
 class PendingItem(_Frozen):

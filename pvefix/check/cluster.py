@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 from pvefix.check.bulk import BULK_COMMAND, RawConfig, parse_bulk
 from pvefix.errors import PvefixError
+from pvefix.hostfacts import boot_tool_facts, file_fact
 from pvefix.observed import (
     ObservedNode,
     ObservedVm,
@@ -32,7 +33,6 @@ from pvefix.observed import (
     vm_from_config,
 )
 from pvefix.paths import GRUB_DEFAULT, KERNEL_CMDLINE, PROC_CMDLINE
-from pvefix.sources import remote_facts as rf  # at import: not in the node threads
 from pvefix.target.settings import Connection
 from pvefix.target.ssh import CommandResult
 
@@ -101,10 +101,10 @@ def node_from_commands(results: Sequence[CommandResult]) -> tuple[str, ObservedN
         raise PvefixError("`hostname` failed over SSH: cannot tell which node SSH reaches")
     name = host.stdout.strip().split(".")[0]
     files = {
-        path: rf.file_fact(path, by_argv.get(("cat", path))).text
+        path: file_fact(path, by_argv.get(("cat", path))).text
         for path in (KERNEL_CMDLINE, GRUB_DEFAULT, PROC_CMDLINE)
     }
-    boot = rf.boot_tool_facts(by_argv.get(("proxmox-boot-tool", "status")))
+    boot = boot_tool_facts(by_argv.get(("proxmox-boot-tool", "status")))
     return name, node_from_files(name, boot, files)
 
 

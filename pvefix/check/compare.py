@@ -25,9 +25,9 @@ from pvefix.desired.model import (
 )
 from pvefix.errors import PvefixError
 from pvefix.observed import NOT_CONFIG, ObservedNode, ObservedVm
-from pvefix.sources.common import normalize_address
 from pvefix.vmconfig import HostPci, Machine, PropertyString
 from pvefix.vmconfig.args import clique_map
+from pvefix.vmconfig.hostpci import normalize_address
 
 # Keys that come and go by themselves (a backup sets `lock`): never "unexpected".
 TRANSIENT = frozenset({"lock"})

@@ -17,9 +17,9 @@ from pvefix.check.compare import build_report
 from pvefix.check.report import CheckReport
 from pvefix.desired.model import DesiredState
 from pvefix.errors import ParseError, PvefixError
+from pvefix.hostfacts import BootToolFacts
 from pvefix.observed import ObservedNode, ObservedVm, node_from_files, vm_from_config
 from pvefix.paths import HOST_FILES
-from pvefix.state import BootToolFacts
 from pvefix.target.settings import Connection
 
 

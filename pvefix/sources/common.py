@@ -14,10 +14,9 @@ from pvefix.hosttree.mapping import PciMapping
 from pvefix.hosttree.sysfs import PciDevice
 from pvefix.state import PendingItem
 from pvefix.vmconfig.config import Section, VMConfig
-from pvefix.vmconfig.hostpci import HostPci
+from pvefix.vmconfig.hostpci import HostPci, normalize_address
 
 _HOSTPCI_RE = re.compile(r"^hostpci\d+$")
-_ADDR_RE = re.compile(r"^(?:([0-9a-f]{4,}):)?([0-9a-f]{2}):([0-9a-f]{2})(?:\.([0-7]))?$")
 _FULL_ADDR_RE = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 
 
@@ -55,16 +54,6 @@ def pending_from_api(rows: Iterable[dict[str, object]]) -> list[PendingItem]:
             )
         )
     return sorted(items, key=lambda item: item.key)
-
-
-def normalize_address(text: str) -> str | None:
-    """`01:00.0` -> `0000:01:00.0`; `0000:01:00` (a whole slot) -> `0000:01:00`; else None."""
-    match = _ADDR_RE.match(text.strip().lower())
-    if match is None:
-        return None
-    domain, bus, slot, function = match.groups()
-    base = f"{(domain or '0000')[-4:]:0>4}:{bus}:{slot}"
-    return base if function is None else f"{base}.{function}"
 
 
 def hostpci_entries(cfg: VMConfig) -> list[HostPci]:

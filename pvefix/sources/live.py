@@ -29,6 +29,7 @@ from typing import Any, Protocol, TypeVar
 
 from pvefix.cmdline.grubd import is_dropin
 from pvefix.errors import PvefixError
+from pvefix.hostfacts import boot_tool_facts, file_fact
 from pvefix.hosttree.mapping import PciMapping, PciMappingFile
 from pvefix.hosttree.sysfs import PciDevice
 from pvefix.paths import (
@@ -397,7 +398,7 @@ def _assemble(
 
     mappings = api_mappings
     if shell is not None:
-        mapping_file = rf.file_fact(MAPPING_FILE, results.get(("cat", MAPPING_FILE)))
+        mapping_file = file_fact(MAPPING_FILE, results.get(("cat", MAPPING_FILE)))
         if mapping_file.text is not None:
             mappings = list(PciMappingFile.parse(mapping_file.text, MAPPING_FILE).mappings.values())
         elif api_mappings:
@@ -408,7 +409,7 @@ def _assemble(
 
     files: dict[str, FileFact] = {}
     for path in (KERNEL_CMDLINE, GRUB_DEFAULT, PROC_CMDLINE, *dropins):
-        files[path] = rf.file_fact(path, results.get(("cat", path)))
+        files[path] = file_fact(path, results.get(("cat", path)))
     uname = results.get(("uname", "-r"))
     lspci = results.get(("lspci", "-D", "-vv"))
     acs: dict[str, str] = {}
@@ -430,7 +431,7 @@ def _assemble(
     ).model_copy(update={"cpu_phys_bits": address_bits(results.get(tuple(ADDRESS_SIZES)))})
     return HostState(
         node=node_facts,
-        boot_tool=rf.boot_tool_facts(results.get(("proxmox-boot-tool", "status"))),
+        boot_tool=boot_tool_facts(results.get(("proxmox-boot-tool", "status"))),
         files=files,
         pci_devices=devices,
         acs=acs,
@@ -455,7 +456,7 @@ def _vm_facts(
     conf_path = vm_config(node, vmid)
     text: str | None = None
     if raw is not None:
-        text = rf.file_fact(conf_path, raw).text
+        text = file_fact(conf_path, raw).text
         if text is None:
             raise PvefixError("VM config not found on the node over SSH", source=conf_path)
     if text is not None:

@@ -15,7 +15,7 @@ from pvefix.hosttree.mapping import PciMapping, parse_map_entry
 from pvefix.hosttree.sysfs import PciDevice, parse_resource
 from pvefix.paths import SYSFS_PCI
 from pvefix.sources.common import cpu_vendor, pve_version
-from pvefix.state import BootToolFacts, FileFact, NodeFacts
+from pvefix.state import NodeFacts
 from pvefix.target.ssh import CommandResult
 from pvefix.vmconfig.config import VMConfig
 
@@ -28,27 +28,6 @@ _ADDR_RE = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 
 
 # -- files and commands -----------------------------------------------------------------------
-
-
-def file_fact(path: str, result: CommandResult | None) -> FileFact:
-    """`cat PATH`: its text; None (absent) for "No such file"; other failures are errors."""
-    if result is None:
-        return FileFact(path=path)
-    if result.exit_code == 0:
-        return FileFact.of(path, result.stdout)
-    if "No such file" in result.stderr:
-        return FileFact(path=path)
-    raise PvefixError(
-        f"cannot read on the node: {result.stderr.strip() or f'exit {result.exit_code}'}",
-        source=path,
-    )
-
-
-def boot_tool_facts(result: CommandResult | None) -> BootToolFacts:
-    """`proxmox-boot-tool status`; an absent tool (127) leaves the exit code unknown."""
-    if result is None or result.exit_code in (126, 127):
-        return BootToolFacts(exit_code=None, output="")
-    return BootToolFacts(exit_code=result.exit_code, output=result.stdout)
 
 
 def acs_from_lspci(text: str) -> dict[str, str]:

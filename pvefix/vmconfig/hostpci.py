@@ -18,6 +18,19 @@ PCI_ID = r"(?:[a-f0-9]{4,}:)?[a-f0-9]{2}:[a-f0-9]{2}(?:\.[a-f0-9])?"
 _CONFIG_ID = re.compile(r"^[a-z][a-z0-9_-]+$", re.IGNORECASE)
 
 
+_ADDR_RE = re.compile(r"^(?:([0-9a-f]{4,}):)?([0-9a-f]{2}):([0-9a-f]{2})(?:\.([0-7]))?$")
+
+
+def normalize_address(text: str) -> str | None:
+    """`01:00.0` -> `0000:01:00.0`; `0000:01:00` (a whole slot) -> `0000:01:00`; else None."""
+    match = _ADDR_RE.match(text.strip().lower())
+    if match is None:
+        return None
+    domain, bus, slot, function = match.groups()
+    base = f"{(domain or '0000')[-4:]:0>4}:{bus}:{slot}"
+    return base if function is None else f"{base}.{function}"
+
+
 def _check_config_id(value: str) -> str | None:
     if not _CONFIG_ID.match(value):
         return f"invalid format - invalid configuration ID '{value}'"

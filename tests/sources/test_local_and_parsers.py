@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pvefix.errors import PvefixError
+from pvefix.hostfacts import boot_tool_facts, file_fact
 from pvefix.hosttree import resolve_scenario
 from pvefix.sources import remote_facts as rf
 from pvefix.sources.live import read_live
@@ -25,7 +26,7 @@ def test_the_local_shell_reads_files_under_its_root() -> None:
     assert (got.exit_code, got.stdout) == (0, (root / "etc/kernel/cmdline").read_text())
     missing = shell.run(["cat", "/etc/nope"])
     assert missing.exit_code == 1 and "No such file" in missing.stderr
-    assert rf.file_fact("/etc/nope", missing).text is None
+    assert file_fact("/etc/nope", missing).text is None
 
 
 def test_the_local_backend_says_clearly_when_pvesh_is_absent(
@@ -43,7 +44,7 @@ def test_a_command_that_is_not_there_answers_127_like_a_shell(tmp_path: Path) ->
     shutil.rmtree(tmp_path)
     result = LocalShell(tmp_path).run(["surely-not-a-command-pvefix"])
     assert result.exit_code == 127
-    assert rf.boot_tool_facts(result).exit_code is None
+    assert boot_tool_facts(result).exit_code is None
 
 
 def test_acs_lines_are_read_per_port() -> None:
