@@ -1,4 +1,4 @@
-from pvefix.main import main
+from pvefix.main import entry
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    entry()
