@@ -18,6 +18,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Literal
 
+import pydantic
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from pvefix.cmdline.tokens import WHITESPACE, Token
@@ -298,12 +299,52 @@ class VmDesired(_Strict):
                 and not (key == "machine" and self.machine is not None) and not free(key)]
 
 
+class VmDefaults(_Strict):
+    """`[defaults]`: what every VM of the file has unless its own table says otherwise.
+
+    A shorthand of the file, not of the state: it is applied while the file is read (a VM
+    table without `free` gets this list) and the writer puts a list there when two or more
+    VMs share it, so a fleet's file does not repeat it for every VM."""
+
+    free: tuple[str, ...] = Field(
+        default=(), description="the `free` list of every VM without one of its own")
+
+    @field_validator("free")
+    @classmethod
+    def _free(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        _check_patterns(value)
+        return value
+
+
 class DesiredState(_Strict):
     """A whole desired-state file: nodes by name, VMs by VMID."""
 
     schema_: Literal["pvefix.desired/v1"] = Field(default="pvefix.desired/v1", alias="schema")
     nodes: dict[str, NodeDesired] = Field(default_factory=dict)
     vms: dict[int, VmDesired] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _defaults(cls, data: object) -> object:
+        """Apply `[defaults]` to the VM tables read from a file (then drop it: each VM holds
+        its own effective list, so the state means the same however it was written)."""
+        if not isinstance(data, dict) or "defaults" not in data:
+            return data
+        data = dict(data)
+        raw = data.pop("defaults")
+        try:
+            defaults = VmDefaults.model_validate(raw)
+        except pydantic.ValidationError as exc:  # named where the file has it: defaults.free
+            raise pydantic.ValidationError.from_exception_data(cls.__name__, [
+                {"type": e["type"], "loc": ("defaults", *e["loc"]), "input": e["input"],
+                 **({"ctx": e["ctx"]} if "ctx" in e else {})}  # type: ignore[typeddict-item]
+                for e in exc.errors()]) from None
+        vms = data.get("vms")
+        if defaults.free and isinstance(vms, dict):
+            data["vms"] = {vmid: {**vm, "free": defaults.free}
+                           if isinstance(vm, dict) and "free" not in vm else vm
+                           for vmid, vm in vms.items()}
+        return data
 
     @field_validator("vms")
     @classmethod

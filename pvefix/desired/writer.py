@@ -7,6 +7,7 @@ name; one table per thing, so a change shows up as a one-line diff in review.
 from __future__ import annotations
 
 import re
+from collections import Counter
 
 from pvefix.desired.model import CmdlineRules, DesiredState, HostPciRule, VmDesired
 
@@ -80,7 +81,15 @@ def _hostpci(lines: list[str], header: str, rule: HostPciRule) -> None:
     lines.append("")
 
 
-def _vm(lines: list[str], vmid: int, vm: VmDesired) -> None:
+def shared_free(state: DesiredState) -> tuple[str, ...]:
+    """The `free` list the writer puts under `[defaults]`: the one most VMs have, when two or
+    more share it (ties: the first in sort order, so the same state gives the same bytes)."""
+    counts = Counter(vm.free for vm in state.vms.values() if vm.free)
+    best = min(counts.items(), key=lambda item: (-item[1], item[0]), default=None)
+    return best[0] if best is not None and best[1] >= 2 else ()
+
+
+def _vm(lines: list[str], vmid: int, vm: VmDesired, shared: tuple[str, ...]) -> None:
     base = f"vms.{vmid}"
     lines.append(f"[{base}]")
     if vm.node is not None:
@@ -88,7 +97,7 @@ def _vm(lines: list[str], vmid: int, vm: VmDesired) -> None:
     lines.append(f"closed = {'true' if vm.closed else 'false'}")
     if vm.absent:
         lines.append(f"absent = {array(vm.absent)}")
-    if vm.free:
+    if vm.free != shared:  # the same list as [defaults]: left to it
         lines.append(f"free = {array(vm.free)}")
     lines.append("")
     if vm.machine is not None:
@@ -122,10 +131,15 @@ def dumps_desired(state: DesiredState, *, header: str | None = None) -> str:
         lines.append(f"# {text}".rstrip())
     lines.append(f"schema = {string(state.schema_)}")
     lines.append("")
+    shared = shared_free(state)
+    if shared:
+        lines.append("[defaults]  # for every VM below that does not say otherwise")
+        lines.append(f"free = {array(shared)}")
+        lines.append("")
     for name in sorted(state.nodes):
         _cmdline(lines, f"nodes.{key(name)}.cmdline", state.nodes[name].cmdline)
     for vmid in sorted(state.vms):
-        _vm(lines, vmid, state.vms[vmid])
+        _vm(lines, vmid, state.vms[vmid], shared)
     while lines and lines[-1] == "":
         lines.pop()
     return "\n".join(lines) + "\n"

@@ -68,11 +68,15 @@ def check_schema() -> dict[str, Any]:
 
 def desired_schema() -> dict[str, Any]:
     """A desired-state file (pvefix.desired/v1, TOML) as a TOML parser reads it."""
-    from pvefix.desired.model import DesiredState
+    from pvefix.desired.model import DesiredState, VmDefaults
 
     schema = DesiredState.model_json_schema(by_alias=True, mode="validation")
     vms = schema["properties"]["vms"]
     vms["propertyNames"] = {"pattern": "^[1-9][0-9]{2,8}$"}  # VMIDs, as TOML table keys
+    # `[defaults]` is read (and applied to the VM tables) before the model sees the file.
+    defaults = VmDefaults.model_json_schema(by_alias=True, mode="validation")
+    schema["properties"]["defaults"] = {"$ref": "#/$defs/VmDefaults"}
+    schema.setdefault("$defs", {})["VmDefaults"] = defaults
     return _finish(schema, "desired", "pvefix.desired/v1: a desired-state file (TOML)")
 
 

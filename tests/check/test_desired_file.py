@@ -3,6 +3,8 @@ names the file, the line and the field."""
 
 from __future__ import annotations
 
+import tomllib
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -188,3 +190,49 @@ def test_uncovered_is_every_key_neither_pinned_absent_nor_free_as_fnmatch_says(
     assert vm.uncovered(keys) == expected == vm.uncovered(keys)
     assert [vm.is_free(k) for k in keys] == [
         any(fnmatch.fnmatchcase(k, p) for p in free) for k in keys]
+
+
+_LISTS = [(), ("name",), ("name", "net[0-9]*"), ("memory", "cores")]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.dictionaries(st.integers(100, 130), st.sampled_from(_LISTS), max_size=8))
+def test_a_shared_free_list_is_written_once_under_defaults_and_reads_back_the_same(
+    lists: dict[int, tuple[str, ...]],
+) -> None:
+    state = DesiredState(vms={vmid: VmDesired(closed=True, free=free)
+                              for vmid, free in lists.items()})
+    text = dumps_desired(state)
+    assert loads_desired(text) == state
+    counts = Counter(free for free in lists.values() if free)
+    data = tomllib.loads(text)
+    if "defaults" in data:  # the list most VMs share, when two or more do
+        default = tuple(data["defaults"]["free"])
+        assert counts[default] == max(counts.values()) >= 2
+    else:  # no [defaults]: an empty list is the default, and is not written
+        default = ()
+        assert all(n < 2 for n in counts.values())
+    for vmid, free in lists.items():  # a VM writes its own list unless it is the default
+        own = data["vms"][str(vmid)].get("free")
+        assert (own is None) == (free == default) and (own is None or tuple(own) == free)
+
+
+def test_defaults_apply_to_the_vms_without_a_free_list_of_their_own() -> None:
+    text = ('schema = "pvefix.desired/v1"\n\n[defaults]\nfree = ["name", "net*"]\n\n'
+            "[vms.100]\nclosed = true\n\n[vms.101]\nclosed = true\nfree = []\n\n"
+            '[vms.102]\nfree = ["memory"]\n')
+    state = loads_desired(text)
+    assert [state.vms[v].free for v in (100, 101, 102)] == [("name", "net*"), (), ("memory",)]
+    assert state.vms[100].is_free("net0") and not state.vms[101].is_free("net0")
+
+
+@pytest.mark.parametrize(("defaults", "field"), [
+    ('free = ["NET!"]', "defaults.free"),
+    ('frees = ["name"]', "defaults.frees"),
+    ('free = "name"', "defaults.free"),
+])
+def test_an_error_under_defaults_names_it_and_its_line(defaults: str, field: str) -> None:
+    text = f'schema = "pvefix.desired/v1"\n\n[defaults]\n{defaults}\n\n[vms.100]\nclosed = true\n'
+    with pytest.raises(ParseError) as caught:
+        loads_desired(text, "fleet.toml")
+    assert str(caught.value).startswith(f"fleet.toml:4: {field}: ")
