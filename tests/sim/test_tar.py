@@ -69,3 +69,18 @@ def test_a_config_linked_out_of_the_tree_is_not_read(large: HostTree, tmp_path: 
     assert f"/etc/pve/nodes/{node}/qemu-server/999999.conf: Cannot stat" in result.stderr
     assert b"not the cluster's" not in result.stdout.encode("utf-8", "surrogateescape")
     (folder / "999999.conf").unlink()
+
+
+@pytest.mark.parametrize(("name", "size", "mtime"), [
+    ("etc/pve/nodes/node1/qemu-server/100.conf", 0, 0),
+    ("etc/pve/nodes/node1/qemu-server/999999999.conf", 1024 * 1024, 1_796_356_798),
+    ("etc/pve/nodes/n\u00e9ud/qemu-server/100.conf", 17, 1),  # non-ASCII: UTF-8 in the name
+    ("etc/" + "x" * 96, 5, 5),  # 100 bytes: GNU's long-name member, from tobuf
+    ("etc/a\udcff.conf", 3, 3),  # a byte that is not UTF-8 (surrogateescape)
+    ("etc/big", 8 ** 11, 8 ** 11),  # past 11 octal digits: tobuf's own encodings
+])
+def test_each_header_is_the_one_tarinfo_writes(name: str, size: int, mtime: int) -> None:
+    from pvefix.sim.commands_archive import _header, _info
+
+    assert _header(name, size, mtime) == _info(name, size, mtime).tobuf(
+        tarfile.GNU_FORMAT, "utf-8", "surrogateescape")
