@@ -12,9 +12,11 @@ from typing import Any
 import jsonschema
 import pytest
 
+from pvefix.desired import dumps_desired
+from pvefix.desired.tree import desired_from_tree
 from pvefix.executor.snapshot import META_FILE, take_snapshot
 from pvefix.flow.planfile import save_plan
-from pvefix.hosttree import materialize_scenario
+from pvefix.hosttree import load_tree, materialize_scenario
 from pvefix.main import main
 from pvefix.planner import plan as make_plan
 from pvefix.schemas import SCHEMAS, schema_text, shipped
@@ -75,6 +77,14 @@ def test_desired_files_validate(tmp_path: Path, capsys: pytest.CaptureFixture[st
         _valid("desired", tomllib.loads(out.read_text()))
     with pytest.raises(jsonschema.ValidationError):
         _valid("desired", {"schema": "pvefix.desired/v1", "vms": {"12": {}}})
+    # Several VMs sharing a `free` list: written once under [defaults], which the schema knows.
+    tree = tmp_path / "large"
+    materialize_scenario("large", tree, vms=12)
+    text = dumps_desired(desired_from_tree(load_tree(tree)))
+    assert "[defaults]" in text
+    _valid("desired", tomllib.loads(text))
+    with pytest.raises(jsonschema.ValidationError):
+        _valid("desired", {"schema": "pvefix.desired/v1", "defaults": {"frees": []}})
 
 
 def test_snapshot_meta_validates(tmp_path: Path) -> None:
