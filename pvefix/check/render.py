@@ -88,8 +88,9 @@ def render_text(report: CheckReport, *, verbose: bool = False) -> str:
 # A report's items are most of its bytes: each is one line, written by pydantic-core's own
 # serializer (~1.5 us an item; 6,000 items in ~9 ms against ~45 ms through model_dump and the
 # json module). Its output is compact and raw UTF-8; an item it cannot write as ASCII (text
-# from a config: non-ASCII, or bytes that are not UTF-8, kept as surrogates) goes through the
-# json module, so the report stays ASCII, with the same separators, whatever the locale.
+# from a config: non-ASCII, DEL, or bytes that are not UTF-8, kept as surrogates) goes through
+# the json module, so the report stays printable ASCII, the same bytes the json module would
+# write with these separators, whatever the locale.
 _ITEM_JSON = CheckItem.__pydantic_serializer__
 _ONE_LINE = json.JSONEncoder(separators=(",", ":"))
 
@@ -100,7 +101,7 @@ def item_json(item: CheckItem) -> str:
         data = _ITEM_JSON.to_json(item)
     except PydanticSerializationError:  # lone surrogates: not UTF-8
         data = b""
-    if data and data.isascii():
+    if data and data.isascii() and b"\x7f" not in data:  # DEL: the json module escapes it
         return data.decode("ascii")
     return _ONE_LINE.encode(item.model_dump())
 

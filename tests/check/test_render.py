@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 
-from hypothesis import given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from pvefix.check.junit import render_junit
@@ -100,8 +100,10 @@ def test_json_holds_one_item_per_line_and_the_same_data_as_any_json_encoder() ->
 _TEXT = st.text(alphabet=st.characters(codec=None, min_codepoint=0), max_size=12)
 
 
+@settings(max_examples=300, deadline=None)
 @given(actual=_TEXT, detail=_TEXT, node=_TEXT, vmid=st.none() | st.integers(0, 2**40),
        when=st.none() | _TEXT)
+@example(actual="\x7f", detail="\x00\x1f\"\\/", node="\u2028\udcff", vmid=None, when="\xe9")
 def test_an_item_is_one_ascii_line_holding_exactly_its_data(
         actual: str, detail: str, node: str, vmid: int | None, when: str | None) -> None:
     item = CheckItem(target="vm", vmid=vmid, node=node, property="p", status="drift",
