@@ -7,13 +7,15 @@ results in, facts out.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from pvefix.digest import sha256_text
 from pvefix.errors import PvefixError
-from pvefix.target.result import CommandResult
+
+if TYPE_CHECKING:  # importing pvefix.target loads the connection settings: a bundle needs none
+    from pvefix.target.result import CommandResult
 
 BootLoader = Literal["systemd-boot", "grub", "grub-esp", "unknown"]
 

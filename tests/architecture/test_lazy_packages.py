@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -32,4 +33,17 @@ def test_the_live_check_does_not_load_the_bundle_reader_the_host_meta_or_the_pci
             " if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True, timeout=60)
+    assert done.stdout.strip() == "[]"
+
+
+def test_a_plan_from_a_bundle_does_not_load_the_connection_settings() -> None:
+    # A bundle needs no connection: pvefix.target (its settings model) stays unloaded.
+    scenario = Path(__file__).resolve().parents[2] / "pvefix" / "scenarios" / "kpro6"
+    code = ("import contextlib, io, sys\n"
+            "from pvefix.main import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            f"    main(['plan', '100', '--bundle', {str(scenario)!r}])\n"
+            "print(sorted(m for m in sys.modules if m.startswith('pvefix.target')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, timeout=120)
     assert done.stdout.strip() == "[]"
