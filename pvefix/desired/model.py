@@ -52,6 +52,7 @@ def _free_matcher(patterns: tuple[str, ...]) -> Callable[[str], bool]:
 
     return is_free
 
+
 @functools.lru_cache(maxsize=256)
 def _check_patterns(patterns: tuple[str, ...]) -> None:
     """ValueError for the first pattern that is not one; once per distinct list (a fleet's
