@@ -110,8 +110,8 @@ def render_json(report: CheckReport) -> str:
     """pvefix.check/v1, indented, with one item per line (a 10,000-VM report stays greppable
     and diffable line by line; see `item_json`)."""
     fields = []
-    for key, value in report.to_json_dict(items=False).items():
-        if key == "notes":  # the items come before the notes, as in to_json_dict()
+    for key, value in report.json_fields().items():
+        if key == "notes":  # the items come before the notes
             lines = ",\n".join(f"    {item_json(item)}" for item in report.items)
             fields.append(f'  "items": [\n{lines}\n  ]' if lines else '  "items": []')
         text = json.dumps(value, indent=2).replace("\n", "\n  ")

@@ -93,6 +93,8 @@ def test_json_holds_one_item_per_line_and_the_same_data_as_any_json_encoder() ->
         "schema": "pvefix.check/v1", "exit_code": 1,
         "summary": {"ok": 1, "drift": 3, "unknown": 1, "skipped": 1}}
     assert text.endswith("}\n")
+    assert list(json.loads(text)) == ["schema", "source", "read_path", "exit_code", "summary",
+                                      "items", "notes"]
 
 
 # Text as a config can hold it: any code point, lone surrogates (bytes that are not UTF-8,
