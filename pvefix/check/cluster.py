@@ -4,9 +4,9 @@ Two paths give the same observed state (tests/check/test_bulk_read.py holds them
 
 - bulk (SSH reachable): one SSH session runs the host-fact commands and one `tar` of pmxcfs's
   /etc/pve/nodes/*/qemu-server/*.conf (every VM's raw config, check/bulk.py) at once, while
-  the API lists the VMs (GET /cluster/resources) and then asks each node with running VMs for
-  their running machines (GET /nodes/{node}/qemu?full=1, all nodes at once). A few round trips
-  whatever the VM count.
+  the API lists the VMs (GET /cluster/resources) and then asks each node holding them for
+  their live run states and running machines (GET /nodes/{node}/qemu?full=1, all nodes at
+  once). A few round trips whatever the VM count.
 - per-VM (no SSH, or the bulk read failed): a bounded thread pool sends each VM's
   GET .../pending (current and pending value of every key) over one keep-alive session.
 
@@ -238,29 +238,31 @@ def _one_node(name: str, factory: Callable[[], Shell]) -> ObservedNode:
 def _running_machines(
     api: Api, pool: ThreadPoolExecutor, todo: list[int], where: Mapping[int, tuple[str, bool]],
 ) -> dict[int, Mapping[str, Any]]:
-    """Status (with `running-machine`) of the running VMs among `todo`.
+    """The live status (with `running-machine` for a running VM) of every VM in `todo`.
 
-    One GET /nodes/{node}/qemu?full=1 per node answers it for all of a node's VMs on Proxmox
-    (vmstatus queries each QEMU); a VM it leaves without a running machine is asked with its
-    own GET .../status/current. A VM that /cluster/resources calls stopped has no running
-    machine to compare; one that starts between the reads is seen by the next check.
+    /cluster/resources is no witness of a run state: Proxmox fills its `status` from pvestatd's
+    RRD data (every 10 s), `unknown` after a node start and stale for up to 10 s after a start
+    or stop. So every node holding a VM of `todo` is asked GET /nodes/{node}/qemu?full=1, which
+    vmstatus answers live (each VM's pid, and QMP for the running machine), all nodes at once:
+    the same wave as before. A VM missing from its node's answer, or running without a machine
+    in it, is asked with its own GET .../status/current; one that cannot be read is reported
+    running with its machine unknown (skipped), never taken as stopped.
     """
-    running = [v for v in todo if where[v][1]]
-    nodes = sorted({where[v][0] for v in running})
+    nodes = sorted({where[v][0] for v in todo})
     lists = {node: pool.submit(api.get, f"/nodes/{node}/qemu", {"full": "1"}) for node in nodes}
     found: dict[int, Mapping[str, Any]] = {}
-    for future in lists.values():
+    for node, future in lists.items():
         try:
             items = future.result() or []
         except PvefixError:
             continue  # fall back to one status call per VM
         for item in items:
-            if "vmid" in item:
+            if "vmid" in item and where.get(int(item["vmid"]), ("",))[0] == node:
                 found[int(item["vmid"])] = item
     missing = [
-        v for v in running
-        if found.get(v, {}).get("status", "running") == "running"
-        and not found.get(v, {}).get("running-machine")
+        v for v in todo
+        if v not in found
+        or (found[v].get("status") == "running" and not found[v].get("running-machine"))
     ]
     asked = {pool.submit(api.get, f"{_vm_path(v, where[v][0])}/status/current"): v
              for v in missing}
@@ -268,7 +270,7 @@ def _running_machines(
         try:
             found[vmid] = future.result() or {}
         except PvefixError:
-            found[vmid] = {"status": "running"}  # running, machine unknown: reported skipped
+            found[vmid] = {"status": "running"}  # run state unknown: machine reported skipped
     return found
 
 

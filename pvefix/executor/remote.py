@@ -42,15 +42,28 @@ class TaskFailed(PvefixError):
     def __init__(self, upid: str, exitstatus: str) -> None:
         self.upid = upid
         self.exitstatus = exitstatus
-        super().__init__(f"task failed: {exitstatus}{_next_step(exitstatus)}", source=upid)
+        super().__init__(f"task failed: {exitstatus}{_next_step(exitstatus, upid)}",
+                         source=upid)
 
 
-def _next_step(message: str) -> str:
+# A task that failed only because it could not take the VM's config lock changed nothing, so
+# it is sent again, this many times (each waits Proxmox's 10 s for the lock). Right after a
+# restart, qmeventd's `qm cleanup` of the old QEMU holds the lock for up to 30 s when the new
+# QEMU started first (qemu-server waits for that process; seen on Proxmox's own daemons).
+LOCK_RETRIES = 3
+
+
+def _next_step(message: str, upid: str) -> str:
     lock = LOCK_TIMEOUT.search(message)
     if lock:
-        return (f" (another task held VM {lock.group(1)}'s config lock for the whole wait: a "
-                "backup, migration or another admin; this task changed nothing. Wait for it "
-                "to end, then re-run)")
+        return (f" (another task held VM {lock.group(1)}'s config lock for the whole wait, "
+                f"{LOCK_RETRIES + 1} times: a backup, migration or another admin; this task "
+                "changed nothing. Wait for it to end, then re-run)")
+    if "Permission check failed" in message:
+        from pvefix.target.api import permission_hint
+
+        fields = upid.split(":")  # UPID:node:pid:pstart:start:type:id:user[!token]:
+        return permission_hint(message, fields[7] if len(fields) > 8 else None)
     return ""
 
 
@@ -157,11 +170,18 @@ class Remote:
                  warn: Callable[[str], None] | None = None) -> str:
         """POST an async call, wait for its task, and raise TaskFailed unless it ended OK or
         with `WARNINGS: N` (success: the task's WARN lines go to `warn`, else to
-        `on_warning`)."""
-        upid = self.write("POST", path, data, timeout)
-        if not isinstance(upid, str) or not upid.startswith("UPID:"):
-            return "OK"  # answered synchronously
-        exitstatus = self.wait_task(upid, timeout)
+        `on_warning`). A task that could not take the VM's config lock is sent again
+        (LOCK_RETRIES)."""
+        for attempt in range(LOCK_RETRIES + 1):
+            upid = self.write("POST", path, data, timeout)
+            if not isinstance(upid, str) or not upid.startswith("UPID:"):
+                return "OK"  # answered synchronously
+            exitstatus = self.wait_task(upid, timeout)
+            lock = LOCK_TIMEOUT.search(exitstatus)
+            if lock is None or attempt == LOCK_RETRIES:
+                break
+            self.on_warning(f"VM {lock.group(1)}'s config lock is held by another task (after"
+                            " a restart: Proxmox's cleanup of the old QEMU); trying again")
         if WARNINGS.fullmatch(exitstatus):
             lines = self.task_warnings(upid) or [f"({exitstatus}: see the task log)"]
             for line in lines:

@@ -130,7 +130,8 @@ class _Reader:
             if exc.status in (401, 403):
                 raise  # "token refused" says it all
             raise PvefixError(f"cannot find the node of VM {vmid}: {exc}") from None
-        return vm_node(items, vmid)
+        conn = getattr(self.api, "conn", None)  # the API client's settings: who is asking
+        return vm_node(items, vmid, getattr(conn, "api_user", None))
 
     def cluster_view(self, status: Future[Any]) -> ClusterView:
         """/cluster/status (a reader without the right to it gets a standalone view)."""

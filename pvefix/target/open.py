@@ -94,14 +94,23 @@ def open_local(conn: Connection, node: str | None = None, vmid: int | None = Non
     return shell
 
 
-def vm_node(items: Sequence[Mapping[str, Any]] | None, vmid: int) -> str:
-    """The node QEMU VM `vmid` lives on, from GET /cluster/resources?type=vm."""
+def vm_node(items: Sequence[Mapping[str, Any]] | None, vmid: int,
+            who: str | None = None) -> str:
+    """The node QEMU VM `vmid` lives on, from GET /cluster/resources?type=vm. `who` (the API
+    user or token) lets a miss say what a privilege-separated token needs to see the VM."""
     for item in items or []:
         if item.get("vmid") == vmid and item.get("type", "qemu") == "qemu":
             return str(item["node"])
     nodes = sorted({str(item["node"]) for item in items or [] if item.get("node")})
+    hint = ""
+    if who and "!" in who:
+        # Proxmox lists to a privilege-separated token only what its ACLs let it audit.
+        hint = (f"; an API token sees only the VMs its ACLs allow: if VM {vmid} exists, give"
+                f" {who} VM.Audit on /vms/{vmid} (e.g. `pveum acl modify /vms/{vmid} --tokens"
+                f" '{who}' --roles PVEAuditor`; docs/connection.md lists what each command"
+                " needs)")
     raise PvefixError(f"no QEMU VM {vmid} in this cluster; nodes looked at: "
-                      f"{', '.join(nodes) or 'none with VMs'} (GET /cluster/resources)")
+                      f"{', '.join(nodes) or 'none with VMs'} (GET /cluster/resources){hint}")
 
 
 def open_guest(conn: Connection | None, guest: GuestAccess, vmid: int, *,
@@ -124,7 +133,8 @@ def open_guest(conn: Connection | None, guest: GuestAccess, vmid: int, *,
     owns = api is None
     client = ApiClient(conn) if api is None else api
     try:
-        node = conn.node or vm_node(client.get("/cluster/resources", {"type": "vm"}), vmid)
+        node = conn.node or vm_node(client.get("/cluster/resources", {"type": "vm"}), vmid,
+                                    conn.api_user)
         channel = AgentChannel(client, node, vmid, python=guest.python, owns_api=owns)
         channel.ping()
     except BaseException:

@@ -24,3 +24,39 @@ def test_a_restart_whose_start_ends_with_warnings_is_a_success_with_the_warnings
     assert result.activated == ["VM 100 restarted"]
     assert n.sim.state.run_state(100).status == "running"
     assert "machine: q35" in n.conf(100).decode(), "nothing was undone"
+
+
+LOCKED = "can't lock file '/var/lock/qemu-server/lock-100.conf' - got timeout"
+
+
+def test_a_task_refused_only_for_the_config_lock_is_sent_again(
+    node: Callable[..., Node]
+) -> None:
+    """Right after a restart, qmeventd's cleanup of the old QEMU can hold the VM's config lock
+    for up to 30 s (seen on Proxmox's own daemons, tests/conformance/test_real_api_flows.py):
+    such a task changed nothing, so pvefix sends it again instead of failing the apply."""
+    n = node("kpro6")
+    n.sim.faults.update(fail_start={100: LOCKED})  # the next start task ends with it, once
+    cap = Captured()
+    result = n.apply(100, 1, restart=True, captured=cap)
+    assert "VM 100's config lock is held by another task" in cap.err.getvalue()
+    assert result.activated == ["VM 100 restarted"]
+    assert n.sim.state.run_state(100).status == "running"
+
+
+def test_a_lock_held_through_every_retry_says_what_held_it_and_that_nothing_changed() -> None:
+    from pvefix.executor.remote import LOCK_RETRIES, TaskFailed
+
+    failed = TaskFailed("UPID:kpro6:1:2:3:qmstart:100:root@pam!ci:", LOCKED)
+    assert f"{LOCK_RETRIES + 1} times" in str(failed)
+    assert "this task changed nothing" in str(failed)
+
+
+def test_a_task_refused_for_a_privilege_names_what_to_grant_to_the_tasks_own_token() -> None:
+    from pvefix.executor.remote import TaskFailed
+
+    failed = TaskFailed("UPID:kpro6:1:2:3:qmconfig:100:root@pam!ci:",
+                        "403 Permission check failed (/mapping/pci/pro6000, Mapping.Use)")
+    text = str(failed)
+    assert "lacks Mapping.Use on /mapping/pci/pro6000" in text
+    assert "--tokens 'root@pam!ci' --roles PVEMappingUser" in text

@@ -1,0 +1,50 @@
+"""What pvefix says when Proxmox refuses a privilege: the privilege, the path and what to grant.
+
+The texts are Proxmox's own (PVE::RPCEnvironment, as ../shared/pve-api's real daemons answer:
+tests/conformance/test_real_api_privileges.py checks them against the daemons)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pvefix.errors import PvefixError
+from pvefix.target.api import permission_hint
+from pvefix.target.open import vm_node
+
+
+@pytest.mark.parametrize("text,who,privs,path,role", [
+    ("Permission check failed (/nodes/kpro6, Sys.Audit)", "root@pam!ro", "Sys.Audit",
+     "/nodes/kpro6", "PVEAuditor"),
+    ("Permission check failed (/, Sys.Audit|Sys.Modify)", "root@pam!ro", "Sys.Audit|Sys.Modify",
+     "/", "PVEAuditor"),
+    ("Permission check failed (/vms/100, VM.PowerMgmt)", "ops@pve!ci", "VM.PowerMgmt",
+     "/vms/100", "PVEVMAdmin"),
+    ("Permission check failed (/mapping/pci/pro6000, Mapping.Use)", "ops@pve", "Mapping.Use",
+     "/mapping/pci/pro6000", "PVEMappingUser"),
+])
+def test_a_refused_privilege_names_itself_its_path_and_a_role_to_grant(
+    text: str, who: str, privs: str, path: str, role: str,
+) -> None:
+    hint = permission_hint(text, who)
+    assert f"lacks {privs} on {path}" in hint
+    assert f"pveum acl modify {path}" in hint and f"--roles {role}" in hint
+    flag = "--tokens" if "!" in who else "--users"
+    assert f"{flag} '{who}'" in hint
+
+
+def test_a_403_without_proxmoxs_permission_text_gets_no_invented_hint() -> None:
+    assert permission_hint("only root can set 'args' config", "root@pam!pvefix") == ""
+
+
+def test_a_token_that_sees_no_vm_is_told_what_it_needs_to_see_one() -> None:
+    with pytest.raises(PvefixError) as err:
+        vm_node([], 200, "root@pam!pvefix")
+    text = str(err.value)
+    assert "no QEMU VM 200" in text and "VM.Audit on /vms/200" in text
+    assert "--tokens 'root@pam!pvefix'" in text
+
+
+def test_a_password_user_that_sees_no_vm_gets_no_token_hint() -> None:
+    with pytest.raises(PvefixError) as err:
+        vm_node([{"vmid": 100, "type": "qemu", "node": "pve"}], 200, "root@pam")
+    assert "token" not in str(err.value) and "nodes looked at: pve" in str(err.value)
