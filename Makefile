@@ -30,12 +30,13 @@ test: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/pytest -m "not conformance" -n $(PYTEST_WORKERS) --dist worksteal
 
-# Proxmox VE's own code as the judge (../shared/pve-oracle): installs its Perl packages, then runs
-# the conformance tests; without ../shared they skip, saying why.
+# The judges (../shared): Proxmox VE's own code (pve-oracle), its own API daemons (pve-api) and
+# real firmware (fw-lab). tests/conformance/setup-judges.sh installs what each needs (root, apt;
+# a no-op when ready); the conformance tests then run, and those of a judge that cannot run here
+# (no ../shared, not root, no namespaces) skip, saying why.
 SHARED ?= ../shared
 conformance: $(STAMP)
-	@if [ -x $(SHARED)/pve-oracle/install-deps.sh ]; then $(SHARED)/pve-oracle/install-deps.sh; \
-	else echo "conformance: $(SHARED)/pve-oracle is absent; the tests will skip"; fi
+	@sh tests/conformance/setup-judges.sh $(SHARED)
 	$(BIN)/pytest -m conformance
 
 bench: $(STAMP)

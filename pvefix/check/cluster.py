@@ -33,6 +33,7 @@ from pvefix.observed import (
     vm_from_config,
 )
 from pvefix.paths import GRUB_DEFAULT, KERNEL_CMDLINE, PROC_CMDLINE
+from pvefix.target.privileges import unseen_vm_hint
 from pvefix.target.settings import Connection
 from pvefix.target.ssh import CommandResult
 
@@ -147,9 +148,11 @@ def read_cluster(
             where[int(item["vmid"])] = (str(item["node"]), item.get("status") == "running")
         out.listed = {vmid: node for vmid, (node, _) in sorted(where.items())}
         wanted = sorted(where) if vmids is None else list(dict.fromkeys(vmids))
+        who = getattr(getattr(api, "conn", None), "api_user", None)  # the client's settings
         for vmid in wanted:
             if vmid not in where:
-                out.vms[vmid] = "not a QEMU VM of this cluster (GET /cluster/resources)"
+                out.vms[vmid] = ("not a QEMU VM of this cluster (GET /cluster/resources)"
+                                 + unseen_vm_hint(vmid, who))
         todo = [v for v in wanted if v in where]
         status_future = pool.submit(_running_machines, api, pool, todo, where)
         host_results: list[CommandResult] | None = None

@@ -20,6 +20,7 @@ from pvefix.target.api import ApiClient, ApiError
 from pvefix.target.files import ReplaceFailed
 from pvefix.target.local import LocalApi, LocalShell
 from pvefix.target.nodes import ClusterView, NodeAddress, node_address
+from pvefix.target.privileges import permission_hint
 from pvefix.target.sessions import Sessions
 from pvefix.target.settings import Connection
 from pvefix.target.ssh import CommandResult, SshShell
@@ -60,8 +61,6 @@ def _next_step(message: str, upid: str) -> str:
                 f"{LOCK_RETRIES + 1} times: a backup, migration or another admin; this task "
                 "changed nothing. Wait for it to end, then re-run)")
     if "Permission check failed" in message:
-        from pvefix.target.api import permission_hint
-
         fields = upid.split(":")  # UPID:node:pid:pstart:start:type:id:user[!token]:
         return permission_hint(message, fields[7] if len(fields) > 8 else None)
     return ""

@@ -10,7 +10,6 @@ plain `requests.post`, outside any pinning.
 from __future__ import annotations
 
 import hashlib
-import re
 import socket
 import ssl
 import sys
@@ -42,33 +41,10 @@ from pvefix.errors import (
     os_error_in,
     unreachable_hint,
 )
+from pvefix.target.privileges import permission_hint
 from pvefix.target.settings import Connection
 
 POOL_SIZE = 16  # enough keep-alive connections for one wave of parallel reads
-
-
-# Proxmox's 403 text: "Permission check failed (PATH, PRIV)" (PVE::RPCEnvironment check_*);
-# PRIV may be "A|B" (any of them) or "A, B" in some handlers.
-_PERMISSION = re.compile(r"Permission check failed \((?P<path>/[^,)]*), (?P<privs>[^)]+)\)")
-# The smallest built-in role of Proxmox VE (pve-access-control) that holds each privilege.
-_ROLE_FOR = (("Sys.", "PVEAuditor"), ("VM.Audit", "PVEAuditor"),
-             ("Mapping.Audit", "PVEAuditor"), ("Mapping.Use", "PVEMappingUser"),
-             ("Mapping.", "PVEMappingAdmin"), ("VM.", "PVEVMAdmin"),
-             ("Datastore.Audit", "PVEAuditor"), ("Datastore.", "PVEDatastoreUser"))
-
-
-def permission_hint(text: str, who: str | None) -> str:
-    """What to grant, after Proxmox's 403 text: the privilege, the path and a role with it."""
-    found = _PERMISSION.search(text)
-    if found is None:
-        return ""
-    path, privs = found["path"], found["privs"].strip()
-    first = re.split(r"[|,]", privs)[0].strip()
-    role = next((r for prefix, r in _ROLE_FOR if first.startswith(prefix)), "a role with it")
-    grantee = f"--tokens '{who}'" if who and "!" in who else f"--users '{who or 'USER'}'"
-    return (f" (the API {'token' if who and '!' in who else 'user'} lacks {privs} on {path}:"
-            f" e.g. `pveum acl modify {path} {grantee} --roles {role}`; docs/connection.md"
-            " lists what each command needs)")
 
 
 class ApiError(PvefixError):

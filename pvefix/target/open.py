@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from pvefix.errors import PvefixError
 from pvefix.target.nodes import NodeAddress, check_hostname, node_connection
+from pvefix.target.privileges import unseen_vm_hint
 from pvefix.target.settings import Connection
 
 if TYPE_CHECKING:
@@ -102,15 +103,9 @@ def vm_node(items: Sequence[Mapping[str, Any]] | None, vmid: int,
         if item.get("vmid") == vmid and item.get("type", "qemu") == "qemu":
             return str(item["node"])
     nodes = sorted({str(item["node"]) for item in items or [] if item.get("node")})
-    hint = ""
-    if who and "!" in who:
-        # Proxmox lists to a privilege-separated token only what its ACLs let it audit.
-        hint = (f"; an API token sees only the VMs its ACLs allow: if VM {vmid} exists, give"
-                f" {who} VM.Audit on /vms/{vmid} (e.g. `pveum acl modify /vms/{vmid} --tokens"
-                f" '{who}' --roles PVEAuditor`; docs/connection.md lists what each command"
-                " needs)")
     raise PvefixError(f"no QEMU VM {vmid} in this cluster; nodes looked at: "
-                      f"{', '.join(nodes) or 'none with VMs'} (GET /cluster/resources){hint}")
+                      f"{', '.join(nodes) or 'none with VMs'} (GET /cluster/resources)"
+                      f"{unseen_vm_hint(vmid, who)}")
 
 
 def open_guest(conn: Connection | None, guest: GuestAccess, vmid: int, *,

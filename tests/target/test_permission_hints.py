@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from pvefix.errors import PvefixError
-from pvefix.target.api import permission_hint
 from pvefix.target.open import vm_node
+from pvefix.target.privileges import permission_hint
 
 
 @pytest.mark.parametrize("text,who,privs,path,role", [
