@@ -54,6 +54,8 @@ def shutdown_vm(remote: Remote, vmid: int, *, timeout: float, force_stop: bool,
             remote.run_task(f"{base}/shutdown", {"timeout": str(int(timeout))},
                             timeout + task_timeout)
     except PvefixError as exc:
+        if getattr(exc, "status", None) == 403:
+            raise  # a privilege the API user lacks: a hard stop would be refused the same way
         if not force_stop:
             raise ActivationError(
                 f"VM {vmid} did not shut down cleanly ({exc}); pvefix does not stop a VM hard "

@@ -32,7 +32,7 @@ from pvefix.executor.remote import Remote
 from pvefix.executor.rollback import RollbackOptions
 from pvefix.executor.transaction import ApplyFailed
 from pvefix.executor.vmwrite import qm_set_command
-from pvefix.flow.guards import refuse_ha_restart
+from pvefix.flow.guards import refuse_ha_restart, refuse_missing_privileges
 from pvefix.flow.guest_verify import probe_after, probe_before
 from pvefix.flow.rollback import run_rollback
 from pvefix.paths import GRUB_DEFAULT
@@ -225,6 +225,9 @@ def _apply_phase(
         )
     if reboots or starts:
         refuse_ha_restart(live, "a host reboot" if reboots else "--restart/--start")
+        if starts:
+            refuse_missing_privileges(sessions.api().get, live,
+                                      {f"/vms/{vmid}": ["VM.PowerMgmt"]}, "--restart/--start")
         probe = Remote(conn, live.vm.node, sessions)
         try:
             vms = node_vms(probe)

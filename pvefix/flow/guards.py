@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
 from pvefix.errors import RefusedError
 from pvefix.state import HostState
+from pvefix.target.privileges import missing_privileges
 
 
 def refuse_ha_restart(live: HostState, what: str) -> None:
@@ -23,3 +27,17 @@ def refuse_ha_restart(live: HostState, what: str) -> None:
         " --state started`; or apply without --restart and restart it through HA yourself.",
         source=f"VM {vmid}",
     )
+
+
+def refuse_missing_privileges(get: Callable[..., Any], live: HostState,
+                              wants: Mapping[str, Sequence[str]], what: str) -> None:
+    """A token that lacks a privilege the command will need after writing (the restart's
+    VM.PowerMgmt) is refused before anything is written, not stopped half way. Asked only of
+    API tokens: root@pam with a password holds every privilege."""
+    if live.access.auth != "token" or not wants:
+        return
+    lacking = missing_privileges(get, wants, live.access.user)
+    if lacking:
+        raise RefusedError(
+            f"{what} needs privileges this token lacks:\n  " + "\n  ".join(lacking)
+            + "\nnothing was written", source=f"VM {live.vm.vmid}")

@@ -24,7 +24,7 @@ from pvefix.executor.rollback import (
     what_differs,
 )
 from pvefix.executor.snapshot import Snapshot, find_snapshot
-from pvefix.flow.guards import refuse_ha_restart
+from pvefix.flow.guards import refuse_ha_restart, refuse_missing_privileges
 from pvefix.target.guest.access import GuestAccess
 from pvefix.target.guest.channel import GuestChannel
 from pvefix.target.sessions import Sessions
@@ -78,6 +78,8 @@ def _run_rollback(conn: Connection, snapshot: Snapshot, options: RollbackOptions
                        f"VM {meta.vmid} now", f"snapshot {meta.id}")
     if options.restart:
         refuse_ha_restart(live, "rollback --restart")
+        refuse_missing_privileges(sessions.api().get, live,
+                                  {f"/vms/{meta.vmid}": ["VM.PowerMgmt"]}, "rollback --restart")
     if moved and not options.force:
         raise RefusedError(
             "the target has changed since the apply this snapshot belongs to, in ways pvefix "

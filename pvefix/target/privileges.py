@@ -9,12 +9,17 @@ Proxmox's own API daemons (tests/conformance/test_real_api_privileges.py).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from pvefix.errors import PvefixError
 
 # Proxmox's 403 text: "Permission check failed (PATH, PRIV)" (PVE::RPCEnvironment check_*);
 # PRIV may be "A|B" (any of them) or "A, B" in some handlers.
 _PERMISSION = re.compile(r"Permission check failed \((?P<path>/[^,)]*), (?P<privs>[^)]+)\)")
 # The smallest built-in role of Proxmox VE (pve-access-control) that holds each privilege.
 _ROLE_FOR = (("Sys.", "PVEAuditor"), ("VM.Audit", "PVEAuditor"),
+             ("VM.PowerMgmt", "PVEVMUser"), ("VM.Console", "PVEVMUser"),
              ("Mapping.Audit", "PVEAuditor"), ("Mapping.Use", "PVEMappingUser"),
              ("Mapping.", "PVEMappingAdmin"), ("VM.", "PVEVMAdmin"),
              ("Datastore.Audit", "PVEAuditor"), ("Datastore.", "PVEDatastoreUser"))
@@ -42,3 +47,22 @@ def unseen_vm_hint(vmid: int, who: str | None) -> str:
     return (f"; an API token sees only the VMs its ACLs allow: if VM {vmid} exists, give {who}"
             f" VM.Audit on /vms/{vmid} (e.g. `pveum acl modify /vms/{vmid} --tokens '{who}'"
             " --roles PVEAuditor`; docs/connection.md lists what each command needs)")
+
+
+def missing_privileges(get: Callable[..., Any], wants: Mapping[str, Sequence[str]],
+                       who: str | None) -> list[str]:
+    """Each `PRIV on PATH` of `wants` that the API's caller lacks, from GET /access/permissions
+    (the caller's effective privileges at each path: Proxmox applies propagation and a token's
+    privilege separation itself). An answer pvefix cannot read lacks nothing: the write then
+    meets Proxmox's own check."""
+    out: list[str] = []
+    for path, privs in wants.items():
+        try:
+            have = (get("/access/permissions", {"path": path}) or {}).get(path) or {}
+        except PvefixError:  # a pre-check only: Proxmox still checks the write itself
+            continue
+        for priv in privs:
+            if not have.get(priv):
+                text = f"Permission check failed ({path}, {priv})"
+                out.append(f"{priv} on {path}{permission_hint(text, who)}")
+    return out

@@ -33,6 +33,12 @@ from tests.realapi import RealNode, Run, run_pvefix
 pytestmark = pytest.mark.conformance
 
 
+# The P2P phase's restart is judged on the simulator only: after it, pvefix reads the running
+# QEMU's command line over SSH (/proc/PID/cmdline), and the harness's SSH is pvefix's simulator,
+# which cannot see the real node's QEMU processes (../shared/pve-api: "What stays simulated").
+RESTART_OF_PHASE_3 = "simulator only"
+
+
 @dataclass(frozen=True)
 class Case:
     scenario: str
@@ -124,8 +130,9 @@ def run_flow(case: Case, flow: Flow, power: Any, settle: Any) -> list[int]:
     flow.expect(2 if case.running else 0, "check", vm, *auth)
     flow.expect(0, "rollback", vm, "--yes", *auth)
     assert flow.conf() == original, f"{flow.name}: rollback did not restore the config bytes"
-    if case.running:
-        # The same phase on the stopped VM, then the VM started again as it was.
+    if case.running and b"[PENDING]" not in original:
+        # The same phase on the stopped VM, then the VM started again as it was. (Not with a
+        # [PENDING] section: Proxmox's stop applies it, vm_stop_cleanup, so the bytes move.)
         power("stop")
         flow.expect(0, "apply", vm, "--phase", str(case.phase), "--yes", *extra)
         flow.expect(0, "check", vm, *auth)
@@ -133,13 +140,14 @@ def run_flow(case: Case, flow: Flow, power: Any, settle: Any) -> list[int]:
         assert flow.conf() == original, f"{flow.name}: rollback (stopped) changed the bytes"
         power("start")
 
-    # With its restart (a running VM is restarted; a stopped one stays stopped).
-    flow.expect(0, "apply", vm, "--phase", str(case.phase), "--yes", "--restart", *extra)
-    flow.expect(0, "check", vm, *auth)
-    flow.expect(0, "check", "--all", "--only-desired", *auth)
-    settle()  # see RealNode.settle: qmeventd's cleanup of the restart holds the lock
-    flow.expect(0, "rollback", vm, "--yes", "--restart", *auth)
-    assert flow.conf() == original, f"{flow.name}: rollback --restart did not restore the bytes"
+    if case.phase != 3:  # see RESTART_OF_PHASE_3
+        # With its restart (a running VM is restarted; a stopped one stays stopped).
+        flow.expect(0, "apply", vm, "--phase", str(case.phase), "--yes", "--restart", *extra)
+        flow.expect(0, "check", vm, *auth)
+        flow.expect(0, "check", "--all", "--only-desired", *auth)
+        settle()  # see RealNode.settle: qmeventd's cleanup of the restart holds the lock
+        flow.expect(0, "rollback", vm, "--yes", "--restart", *auth)
+        assert flow.conf() == original, f"{flow.name}: rollback --restart changed the bytes"
     for _ in case.before:
         settle()
         flow.expect(0, "rollback", vm, "--yes", "--restart", *auth)
@@ -161,6 +169,7 @@ def _api_power(ready: dict[str, Any], vmid: int, action: str) -> None:
     assert exit_text == "OK" or exit_text.startswith("WARNINGS:"), (action, status)
 
 
+@pytest.mark.timeout(900)
 @pytest.mark.parametrize("case", cases(), ids=str)
 def test_documented_flow_gives_the_same_answers_on_proxmox_and_the_simulator(
     case: Case, pve_api: Any, sim_launcher: Any, tmp_path: Path,

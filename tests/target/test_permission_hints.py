@@ -18,6 +18,8 @@ from pvefix.target.privileges import permission_hint
     ("Permission check failed (/, Sys.Audit|Sys.Modify)", "root@pam!ro", "Sys.Audit|Sys.Modify",
      "/", "PVEAuditor"),
     ("Permission check failed (/vms/100, VM.PowerMgmt)", "ops@pve!ci", "VM.PowerMgmt",
+     "/vms/100", "PVEVMUser"),
+    ("Permission check failed (/vms/100, VM.Config.HWType)", "ops@pve!ci", "VM.Config.HWType",
      "/vms/100", "PVEVMAdmin"),
     ("Permission check failed (/mapping/pci/pro6000, Mapping.Use)", "ops@pve", "Mapping.Use",
      "/mapping/pci/pro6000", "PVEMappingUser"),
@@ -48,3 +50,33 @@ def test_a_password_user_that_sees_no_vm_gets_no_token_hint() -> None:
     with pytest.raises(PvefixError) as err:
         vm_node([{"vmid": 100, "type": "qemu", "node": "pve"}], 200, "root@pam")
     assert "token" not in str(err.value) and "nodes looked at: pve" in str(err.value)
+
+
+def test_privileges_the_token_lacks_are_named_with_what_to_grant() -> None:
+    from pvefix.target.privileges import missing_privileges
+
+    answers = {"/vms/100": {"/vms/100": {"VM.Audit": 1, "VM.Config.HWType": 1}}}
+    asked: list[str] = []
+
+    def get(path: str, params: dict[str, str]) -> object:
+        assert path == "/access/permissions"
+        asked.append(params["path"])
+        return answers.get(params["path"], {})
+
+    lacking = missing_privileges(
+        get, {"/vms/100": ["VM.Audit", "VM.PowerMgmt"], "/mapping/pci/gpu": ["Mapping.Use"]},
+        "root@pam!ci")
+    assert asked == ["/vms/100", "/mapping/pci/gpu"]
+    assert [line.split(" (")[0] for line in lacking] == [
+        "VM.PowerMgmt on /vms/100", "Mapping.Use on /mapping/pci/gpu"]
+    assert "--tokens 'root@pam!ci' --roles PVEVMUser" in lacking[0]
+
+
+def test_an_unreadable_permissions_answer_lacks_nothing_proxmox_still_checks_the_write() -> None:
+    from pvefix.target.api import ApiError
+    from pvefix.target.privileges import missing_privileges
+
+    def get(path: str, params: dict[str, str]) -> object:
+        raise ApiError("GET /access/permissions: 501 not implemented", status=501)
+
+    assert missing_privileges(get, {"/vms/100": ["VM.PowerMgmt"]}, "root@pam!ci") == []
