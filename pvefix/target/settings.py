@@ -498,10 +498,7 @@ def _read_settings_file(path: Path, cap: int = 1 << 20) -> bytes | None:
     file, so a FIFO or a device cannot hang pvefix. Links are the user's own: followed."""
     from pvefix.hosttree import safe
 
-    try:
-        return safe.read_bytes(path, Path("/"), cap)
-    except NotADirectoryError:
-        return None
+    return safe.read_local(path, cap)
 
 
 def _validated(values: dict[str, Any], sources: dict[str, str]) -> Connection:
