@@ -258,7 +258,9 @@ def _secret_from(name: str, kind: str, ref: str, source: str, env: Mapping[str, 
         return single_line(where, env[ref], source)
     try:
         argv = shlex.split(ref)
-        done = subprocess.run(argv, capture_output=True, timeout=60, check=False)
+        from pvefix.target.process import run_process_bytes
+
+        done = run_process_bytes(argv, 60)
     except (OSError, ValueError, subprocess.TimeoutExpired) as exc:
         message = f"{where}: cannot run the command: {type(exc).__name__}"
         raise ParseError(message, source=source) from None
