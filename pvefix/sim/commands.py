@@ -505,7 +505,7 @@ def _pveversion(sh: Shell, argv: list[str]) -> Result:
 
 
 def _hostname(sh: Shell, argv: list[str]) -> Result:
-    return Result(sh.state.node + "\n")
+    return Result((sh.state.hostname or sh.state.node) + "\n")
 
 
 def _true(sh: Shell, argv: list[str]) -> Result:
