@@ -197,12 +197,15 @@ def _make_node_lock(remote: Remote, folder: str, me: Holder) -> bool:
     `folder` (which fails while a lock is there). Never a lock without an owner."""
     new = f"{folder}.new-{me.pid}-{secrets.token_hex(4)}"
     remote.check(["mkdir", DIR_MODE_FLAG, new])
+    moved = False
     try:
         remote.write_file(f"{new}/owner", json.dumps(asdict(me)) + "\n")
-        return remote.run(["mv", "-T", new, folder]).ok
+        moved = remote.run(["mv", "-T", new, folder]).ok
+        return moved
     finally:
-        with contextlib.suppress(PvefixError, OSError):
-            remote.run(["rm", "-rf", new])
+        if not moved:  # a lock is there (or the write broke): leave no litter
+            with contextlib.suppress(PvefixError, OSError):
+                remote.run(["rm", "-rf", new])
 
 
 @contextlib.contextmanager

@@ -139,6 +139,9 @@ def test_after_a_kill_9_before_the_first_write_rollback_and_apply_say_the_truth(
     assert "cleared a stale local lock" in said and "cleared a stale lock on the node" in said
     assert not (n.state_dir / "locks" / "kpro6-100.lock").exists()
     assert n.host_file(f"{NODE_DIR}/vm-100.lock/owner") is None
+    left = sorted(p.name for p in (n.sim.state.tree.root / NODE_DIR.lstrip("/")).iterdir())
+    assert [name for name in left if ".gone-" not in name] == [], "no lock, no litter"
+    assert len(left) == 1, "the dead holder's tombstone"
 
 
 def test_a_second_taker_of_the_same_stale_lock_cannot_move_the_new_one(
