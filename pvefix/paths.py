@@ -23,6 +23,16 @@ MAPPING_FILE = "/etc/pve/mapping/pci.cfg"
 SYSFS_PCI = "/sys/bus/pci/devices"
 
 
+# Proxmox's VMIDs (pve-vmid in PVE::JSONSchema): 100..999999999, ASCII digits, no leading 0.
+VMID_PATTERN = r"^[1-9][0-9]{2,8}$"
+VMID_RANGE = "100..999999999"
+
+
+def is_vmid(text: str) -> bool:
+    """Is `text` a VMID as Proxmox accepts one (VMID_PATTERN)? ('²'.isdigit() is true too.)"""
+    return text.isascii() and text.isdigit() and 3 <= len(text) <= 9 and text[0] != "0"
+
+
 def vm_config(node: str, vmid: int) -> str:
     """A VM's config file, under the node that owns it (what /etc/pve/qemu-server/VMID.conf
     points to on that node)."""

@@ -15,7 +15,9 @@ import typer
 from pvefix.commands.guest_options import GuestOptions, guest_options, optional_guest
 from pvefix.commands.options import ConnectionOptions, connection_options
 from pvefix.commands.p2p_options import P2PAsk, p2p_options, plan_options
-from pvefix.errors import EXIT_ERROR, EXIT_OK, PvefixError
+from pvefix.commands.vmid import not_a_vmid
+from pvefix.errors import EXIT_ERROR, EXIT_OK, PvefixError, ValidationError
+from pvefix.paths import is_vmid
 
 
 def state_dir_option() -> Any:
@@ -115,7 +117,9 @@ def apply_command(
     if opts.bundle is not None:
         raise PvefixError("apply writes to a live target: a bundle (--bundle) is read-only")
     plan = None
-    if target.isdigit():
+    if target.isdigit():  # any digits ('²' too): meant as a VMID, checked as Proxmox does
+        if not is_vmid(target):
+            raise ValidationError(not_a_vmid(target), source="TARGET")
         vmid = int(target)
     else:
         plan = load_plan_file(Path(target))

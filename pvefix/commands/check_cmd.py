@@ -20,6 +20,7 @@ from pvefix.commands.options import (
     connection_options,
     resolve_connection_options,
 )
+from pvefix.commands.vmid import parse_vmid
 
 DEFAULT_WORKERS = 32
 
@@ -73,7 +74,8 @@ def _rule_files(desired: Path | None, state_dir: Path | None) -> Callable[[Any],
 @connection_options
 def check_command(
     vmids: list[int] | None = typer.Argument(
-        None, help="VMs to check (VMIDs). With --all: every VM.", show_default=False),
+        None, parser=parse_vmid, help="VMs to check (VMIDs). With --all: every VM.",
+        show_default=False),
     all_vms: bool = typer.Option(
         False, "--all", help="Every VM of every node (with --desired: the VMs the file names; "
         "without: every VM, and one lacking a recorded desired state fails the check, exit 1, "

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from pvefix.commands.vmid import parse_vmid
+
 app = typer.Typer(
     help="Gather a host tree on a host you reach only by console, and import it.",
     no_args_is_help=True,
@@ -15,7 +17,8 @@ app = typer.Typer(
 @app.command("script")
 def script(
     vmid: list[int] = typer.Option(
-        [], "--vmid", help="Only this VM's config and run state (repeat; default: all VMs)."
+        [], "--vmid", parser=parse_vmid,
+        help="Only this VM's config and run state (repeat; default: all VMs).",
     ),
 ) -> None:
     """Print the POSIX sh script to paste into the host's console as root."""

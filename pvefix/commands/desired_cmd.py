@@ -20,6 +20,7 @@ from pvefix.commands.options import (
     resolve_states,
 )
 from pvefix.commands.p2p_options import P2PAsk, p2p_options, plan_options
+from pvefix.commands.vmid import parse_vmid
 
 if TYPE_CHECKING:
     from pvefix.desired.model import P2PRule
@@ -35,7 +36,8 @@ class DesiredFrom(StrEnum):
 @p2p_options
 def desired_command(
     vmids: list[int] = typer.Argument(
-        ..., help="The VM (its VMID); several VMIDs write one file with all of them (their "
+        ..., parser=parse_vmid,
+        help="The VM (its VMID); several VMIDs write one file with all of them (their "
         "nodes read once), or record one file each with --record.", metavar="VMID..."),
     out: Path | None = typer.Option(
         None, "--out", "-o", help="Write the file here instead of stdout.", show_default=False),

@@ -27,15 +27,24 @@ def read_input(path: str) -> tuple[str, str]:
     """Read PATH, or standard input for '-'. Returns (text, name for messages)."""
     from pvefix.digest import text_of
 
-    if path == "-":  # any bytes: a config with a non-UTF-8 byte is still a config
-        return text_of(sys.stdin.buffer.read()), "<stdin>"
-    p = Path(path)
-    try:
-        return text_of(p.read_bytes()), path
-    except FileNotFoundError:
-        raise PvefixError("no such file", source=path) from None
-    except OSError as exc:
-        raise PvefixError(exc.strerror or str(exc), source=path) from None
+    # any bytes: a config with a non-UTF-8 byte is still a config
+    return text_of(read_input_bytes(path)), "<stdin>" if path == "-" else path
+
+
+def read_input_bytes(path: str) -> bytes:
+    """The bytes of an `inspect` input: PATH, or standard input for '-'. Bounded (16 MiB), and
+    a regular file: a FIFO, a device (/dev/zero) or a directory is refused naming it."""
+    from pvefix.hosttree.safe import FILE_CAP, read_local
+
+    if path == "-":
+        data = sys.stdin.buffer.read(FILE_CAP + 1)
+        if len(data) > FILE_CAP:
+            raise PvefixError(f"is larger than {FILE_CAP} bytes; not read", source="<stdin>")
+        return data
+    found = read_local(Path(path), FILE_CAP)
+    if found is None:
+        raise PvefixError("no such file", source=path)
+    return found
 
 
 @app.command("config")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path, PurePath
+from pathlib import PurePath
 from typing import Any, Literal
 
 from pvefix.cmdline import (
@@ -23,7 +23,7 @@ from pvefix.cmdline import (
     pci_options,
     pci_realloc_state,
 )
-from pvefix.errors import PvefixError, ValidationError
+from pvefix.errors import ValidationError
 
 Kind = Literal["kernel-cmdline", "grub", "proc", "cmdline"]
 SCHEMA = "pvefix.cmdline/v1"
@@ -59,10 +59,9 @@ def detect_kind(path: str, kind: str | None = None) -> Kind:
 
 
 def _read(path: str) -> str:
-    try:
-        data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
-    except OSError as exc:
-        raise PvefixError(f"cannot read: {exc.strerror}", source=path) from None
+    from pvefix.commands.inspect_cmd import read_input_bytes
+
+    data = read_input_bytes(path)
     # surrogateescape keeps any byte, so `conf` re-emits the file exactly.
     return data.decode("utf-8", "surrogateescape")
 

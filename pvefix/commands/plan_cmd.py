@@ -19,6 +19,7 @@ from pvefix.commands.options import (
     resolve_states,
 )
 from pvefix.commands.p2p_options import P2PAsk, p2p_options, plan_options
+from pvefix.commands.vmid import parse_vmid
 from pvefix.errors import EXIT_CHANGES, EXIT_OK
 
 
@@ -53,7 +54,8 @@ def emit_plan(plan: object, fmt: PlanFormat, out: str | None) -> int:
 @p2p_options
 def plan_command(
     vmids: list[int] = typer.Argument(
-        ..., help="The VM to plan for (its VMID); several VMIDs plan each of them, their nodes"
+        ..., parser=parse_vmid,
+        help="The VM to plan for (its VMID); several VMIDs plan each of them, their nodes"
         " read once (one API session, one SSH session per node).", metavar="VMID..."),
     fmt: PlanFormat = typer.Option(
         PlanFormat.text,

@@ -10,6 +10,7 @@ import typer
 from pvefix.commands.apply_cmd import state_dir_option
 from pvefix.commands.guest_options import GuestOptions, guest_options, optional_guest
 from pvefix.commands.options import ConnectionOptions, connection_options
+from pvefix.commands.vmid import parse_vmid
 from pvefix.errors import EXIT_OK, PvefixError
 
 if TYPE_CHECKING:
@@ -27,8 +28,8 @@ def render_rollback(result: RollbackResult) -> list[str]:
 @connection_options
 @guest_options
 def rollback_command(
-    vmid: int | None = typer.Argument(None, help="The VM (default: the VM of --snapshot).",
-                                      show_default=False),
+    vmid: int | None = typer.Argument(None, parser=parse_vmid, show_default=False,
+                                      help="The VM (default: the VM of --snapshot)."),
     snapshot: str | None = typer.Option(None, "--snapshot", "-s", help="Snapshot id (see "
                                         "`pvefix snapshots`; default: the newest one of the VM "
                                         "not rolled back yet).", show_default=False),

@@ -9,11 +9,12 @@ from pathlib import Path
 import typer
 
 from pvefix.commands.apply_cmd import state_dir_option
+from pvefix.commands.vmid import parse_vmid
 from pvefix.errors import EXIT_OK
 
 
 def snapshots_command(
-    vmid: int | None = typer.Argument(None, help="Only this VM's snapshots.",
+    vmid: int | None = typer.Argument(None, parser=parse_vmid, help="Only this VM's snapshots.",
                                       show_default=False),
     as_json: bool = typer.Option(False, "--json", help="JSON (a list of snapshot metadata "
                                  "with a status field) instead of text."),

@@ -14,12 +14,14 @@ import typer
 
 from pvefix.commands.guest_options import GuestOptions, guest_options, resolve_guest_options
 from pvefix.commands.options import ConnectionOptions, connection_options
+from pvefix.commands.vmid import parse_vmid
 
 
 @connection_options
 @guest_options
 def verify_command(
-    vmid: int = typer.Argument(..., help="The VM whose guest to probe.", show_default=False),
+    vmid: int = typer.Argument(..., parser=parse_vmid, help="The VM whose guest to probe.",
+                               show_default=False),
     quick: bool = typer.Option(False, "--quick", help="Fewer sizes and iterations (< 30 s)."),
     baseline: str | None = typer.Option(
         None, "--baseline", help="Compare with this kept report (its id, a unique prefix, or "

@@ -97,11 +97,14 @@ def loads_desired(text: str, source: str = "<desired>") -> DesiredState:
 
 def load_desired(path: str | Path) -> DesiredState:
     """Read a desired-state file from disk."""
+    from pvefix.hosttree.safe import FILE_CAP, read_local
+
     p = Path(path)
+    data = read_local(p, FILE_CAP)  # a FIFO or a device is refused, never read
+    if data is None:
+        raise ParseError("desired-state file not found", source=str(p))
     try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ParseError("desired-state file not found", source=str(p)) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ParseError(f"cannot read: {type(exc).__name__}", source=str(p)) from None
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ParseError(f"not UTF-8 (byte {exc.start})", source=str(p)) from None
     return loads_desired(text, str(p))

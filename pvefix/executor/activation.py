@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pvefix.console.progress import waiting
 from pvefix.errors import PvefixError
 from pvefix.executor.remote import Remote, TaskFailed
+from pvefix.target.nodes import NodeMismatch
 from pvefix.target.open import open_api, open_node
 from pvefix.vmconfig.machine import Machine
 
@@ -122,6 +123,10 @@ def _probe(remote: Remote) -> tuple[bool, bool, int | None]:
                 ssh_up = shell.run(["true"]).ok
             finally:
                 shell.close()
+        except NodeMismatch as exc:
+            # Up, but another host (or one under another name): waiting cannot mend it.
+            raise ActivationError(f"host {remote.node} is up again, but under another name:"
+                                  f" {exc.message}", source=exc.source) from None
         except PvefixError:
             pass
     else:

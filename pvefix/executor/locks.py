@@ -1,20 +1,29 @@
 """One apply or rollback per VM at a time: a lock on the VM's node and one in the state dir.
 
 Two admins (or two CI jobs) running pvefix on one VM would otherwise interleave their writes and
-undo each other's. The node lock is a directory made atomically with `mkdir` under /run/pvefix
-on the VM's own node (tmpfs: a host reboot clears it), holding an `owner` file; the local lock is
-a file made with O_EXCL in the state directory. Both name their holder (host, pid, user, what,
-since when). A holder that is gone is detected: a local lock whose process no longer runs on
-this machine is cleared; a node lock held by a dead process of this machine likewise; any other
-node lock is reported with how to clear it by hand.
+undo each other's. Both locks name their holder (host, pid, user, what, since when).
+
+The local lock is an flock(2) on `locks/NODE-VMID.lock` in the state directory, held for the
+whole apply or rollback: the kernel releases it when the process ends in any way (kill -9
+included), so a dead pvefix never leaves it held; the file then holds the last holder's name,
+which `rollback` reports. The node lock is a directory under /run/pvefix (0700; tmpfs: a host
+reboot clears it) on the VM's own node, holding an `owner` file. It comes into being with its
+owner (made under a temporary name, then renamed into place), and a lock whose holder is gone
+(a process of this machine that no longer runs) is taken over atomically: renamed to a
+tombstone named after the exact owner text read, which only one taker can do, and a second
+taker that read the same owner cannot move the new holder's lock there. Any other node lock is
+reported with how to clear it by hand.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import getpass
+import hashlib
 import json
 import os
+import secrets
 import socket
 import time
 from collections.abc import Callable, Iterator
@@ -27,6 +36,7 @@ from pvefix.store.statedir import FILE_MODE, ensure_private_dir
 
 LOCAL_DIR = "locks"
 NODE_DIR = "/run/pvefix"
+DIR_MODE_FLAG = "--mode=0700"  # whatever the umask (GNU mkdir; LocalShell and the simulator)
 OLD_AFTER_S = 6 * 3600  # a node lock this old is likely left over: say so
 
 
@@ -72,40 +82,97 @@ def _parse(text: str | None) -> Holder | None:
         return None
 
 
-def _take_local(path: Path, me: Holder, say: Callable[[str], None]) -> None:
-    for _attempt in range(2):
+def _take_local(path: Path, me: Holder, say: Callable[[str], None]) -> int:
+    """flock the local lock file (made 0600) and write `me` into it; the open descriptor holds
+    the lock until `_release_local`."""
+    for _attempt in range(5):
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
-        except FileExistsError:
-            holder = _parse(path.read_text(encoding="utf-8", errors="replace"))
-            if holder is not None and holder.gone():
-                say(f"cleared a stale local lock ({holder.describe()}: that process is gone)")
-                path.unlink(missing_ok=True)
-                continue
-            who = holder.describe() if holder else "an unreadable lock file"
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _parse(_read_fd(fd))
+            os.close(fd)
+            who = holder.describe() if holder else "a pvefix that is starting"
             raise RefusedError(
-                f"another pvefix is changing this VM: {who}; nothing was written. Wait for it;"
-                f" if it is gone, remove {path}", source=str(path),
-            ) from None
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(asdict(me), fh)
-        return
+                f"another pvefix is changing this VM: {who}; nothing was written. Wait for it"
+                " to end", source=str(path)) from None
+        if not _same_file(fd, path):  # its holder removed it as it let go: take the new one
+            os.close(fd)
+            continue
+        left = _parse(_read_fd(fd))
+        if left is not None:
+            say(f"cleared a stale local lock ({left.describe()}: that process is gone)")
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(asdict(me)).encode("utf-8"), 0)
+        return fd
     raise RefusedError("could not take the local lock", source=str(path))
+
+
+def _release_local(path: Path, fd: int) -> None:
+    """Remove the lock file while still holding it, then let go (in this order, a taker that
+    opened the old file sees it is gone and opens the new one)."""
+    with contextlib.suppress(OSError):
+        if _same_file(fd, path):
+            path.unlink()
+    os.close(fd)
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    try:
+        here, there = os.fstat(fd), os.stat(path, follow_symlinks=False)
+    except OSError:
+        return False
+    return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
+
+
+def _read_fd(fd: int) -> str:
+    return os.pread(fd, 64 * 1024, 0).decode("utf-8", errors="replace")
+
+
+def local_lock_note(state_dir: Path, vmid: int) -> str | None:
+    """What the local locks of VM `vmid` say now, for `rollback` finding no snapshot: held by a
+    running pvefix, or left by one that ended before its first write (its snapshot comes before
+    any write). None when there is no lock file."""
+    notes = []
+    folder = state_dir / LOCAL_DIR
+    for path in sorted(folder.glob(f"*-{vmid}.lock")) if folder.is_dir() else []:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            holder = _parse(_read_fd(fd))
+            who = holder.describe() if holder else "a pvefix"
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                notes.append(f"{who} holds VM {vmid} now ({path}): its snapshot is made "
+                             "before its first write; wait for it to end")
+                continue
+            notes.append(f"{who} ended before its first write (its lock {path} is not held): "
+                         "it wrote nothing, so there is nothing of it to roll back")
+        finally:
+            os.close(fd)
+    return "; ".join(notes) or None
 
 
 def _take_node(remote: Remote, vmid: int, me: Holder, say: Callable[[str], None]) -> str:
     folder = f"{NODE_DIR}/vm-{vmid}.lock"
     owner = f"{folder}/owner"
-    remote.check(["mkdir", "-p", NODE_DIR])
-    for _attempt in range(2):
-        made = remote.run(["mkdir", folder])
-        if made.ok:
-            remote.write_file(owner, json.dumps(asdict(me)) + "\n")
+    remote.check(["mkdir", "-p", DIR_MODE_FLAG, NODE_DIR])
+    for attempt in range(3):
+        if _make_node_lock(remote, folder, me):
             return folder
-        holder = _parse(remote.read_file(owner))
+        text = remote.read_file(owner)
+        holder = _parse(text)
+        if text is None and attempt < 2:
+            continue  # released between our try and our read: try again
         if holder is not None and holder.gone():
-            say(f"cleared a stale lock on the node ({holder.describe()}: that process is gone)")
-            remote.check(["rm", "-rf", folder])
+            # Atomic: one rename moves this very lock away; the tombstone's name is the owner
+            # text read, so a second taker that read the same text cannot move a new lock.
+            if remote.run(["mv", "-T", folder, tombstone(folder, text or "")]).ok:
+                say(f"cleared a stale lock on the node ({holder.describe()}: that process is"
+                    " gone)")
             continue
         who = holder.describe() if holder else "a lock without a readable owner"
         old = holder is not None and time.time() - holder.since > OLD_AFTER_S
@@ -119,13 +186,35 @@ def _take_node(remote: Remote, vmid: int, me: Holder, say: Callable[[str], None]
     raise RefusedError("could not take the node lock", source=f"node {remote.node}")
 
 
+def tombstone(folder: str, owner_text: str) -> str:
+    """Where a stale node lock is moved: named after its owner's exact text. Tombstones stay
+    (tiny, in /run: a reboot clears them), so a late taker's rename onto one fails."""
+    return f"{folder}.gone-{hashlib.sha256(owner_text.encode()).hexdigest()[:16]}"
+
+
+def _make_node_lock(remote: Remote, folder: str, me: Holder) -> bool:
+    """Make the lock with its owner in one step: a private folder holding `owner`, renamed to
+    `folder` (which fails while a lock is there). Never a lock without an owner."""
+    new = f"{folder}.new-{me.pid}-{secrets.token_hex(4)}"
+    remote.check(["mkdir", DIR_MODE_FLAG, new])
+    moved = False
+    try:
+        remote.write_file(f"{new}/owner", json.dumps(asdict(me)) + "\n")
+        moved = remote.run(["mv", "-T", new, folder]).ok
+        return moved
+    finally:
+        if not moved:  # a lock is there (or the write broke): leave no litter
+            with contextlib.suppress(PvefixError, OSError):
+                remote.run(["rm", "-rf", new])
+
+
 @contextlib.contextmanager
 def vm_lock(state_dir: Path, remote: Remote, vmid: int, action: str,
             say: Callable[[str], None]) -> Iterator[None]:
     """Hold the local and (with SSH) the node lock of VM `vmid` for the block."""
     me = Holder.me(action)
     local = ensure_private_dir(state_dir / LOCAL_DIR) / f"{remote.node}-{vmid}.lock"
-    _take_local(local, me, say)
+    fd = _take_local(local, me, say)
     folder: str | None = None
     try:
         if remote.has_ssh:
@@ -135,4 +224,4 @@ def vm_lock(state_dir: Path, remote: Remote, vmid: int, action: str,
         if folder is not None:
             with contextlib.suppress(PvefixError, OSError):
                 remote.run(["rm", "-rf", folder])
-        local.unlink(missing_ok=True)
+        _release_local(local, fd)

@@ -7,6 +7,8 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pydantic
+
 from pvefix.errors import PvefixError
 from pvefix.planner.model import PLAN_SCHEMA, Plan
 
@@ -32,16 +34,11 @@ def save_plan(plan_dict: dict[str, object], out: str) -> Path:
 
 def load_plan_file(path: Path) -> Plan:
     """A plan file (pvefix.plan/v1) as `save_plan` writes it."""
-    try:
-        with path.open("rb") as fh:
-            raw = fh.read(PLAN_FILE_MAX + 1)
-    except FileNotFoundError:
-        raise PvefixError("plan file not found", source=str(path)) from None
-    except OSError as exc:
-        raise PvefixError(f"cannot read the plan file: {exc.strerror}", source=str(path)) from None
-    if len(raw) > PLAN_FILE_MAX:
-        raise PvefixError(f"larger than {PLAN_FILE_MAX >> 20} MiB: not a plan file",
-                          source=str(path))
+    from pvefix.hosttree.safe import read_local
+
+    raw = read_local(path, PLAN_FILE_MAX)  # a FIFO or a device is refused, never read
+    if raw is None:
+        raise PvefixError("plan file not found", source=str(path))
     try:
         data = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as exc:
@@ -57,5 +54,11 @@ def load_plan_file(path: Path) -> Plan:
     data.pop("created_at", None)
     try:
         return Plan.model_validate(data)
-    except ValueError as exc:
-        raise PvefixError(f"invalid plan: {exc}", source=str(path)) from None
+    except pydantic.ValidationError as exc:
+        # Each field and the reason, never the input (a plan file may be anyone's bytes).
+        problems = [".".join(str(p) for p in err["loc"]) + f": {err['msg']}"
+                    for err in exc.errors(include_url=False, include_input=False)[:5]]
+        more = len(exc.errors()) - len(problems)
+        raise PvefixError("invalid plan: " + "; ".join(problems)
+                          + (f" (and {more} more)" if more > 0 else ""),
+                          source=str(path)) from None

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pvefix.errors import RefusedError
+from pvefix.errors import PvefixError, RefusedError
 from pvefix.executor.checks import config_diff, moved_since
 from pvefix.executor.console import Console
 from pvefix.executor.filetarget import GuestFiles
-from pvefix.executor.locks import vm_lock
+from pvefix.executor.locks import local_lock_note, vm_lock
 from pvefix.executor.remote import Remote
 from pvefix.executor.rollback import (
     RollbackOptions,
@@ -41,7 +41,15 @@ def run_rollback(conn: Connection, state_dir: Path, vmid: int | None, snapshot_i
     with Sessions(conn) as sessions:
         # The API backend asks through the command's session; --local asks pvesh itself.
         api = sessions.api() if conn.backend == "api" and conn.host else None
-        snapshot = find_snapshot(state_dir, snapshot_id, vmid, cluster_identity(conn, api))
+        try:
+            snapshot = find_snapshot(state_dir, snapshot_id, vmid, cluster_identity(conn, api))
+        except PvefixError as exc:
+            # No snapshot: say whether a pvefix holds the VM now, or one ended (kill -9) before
+            # its first write, rather than only "nothing to roll back".
+            note = local_lock_note(state_dir, vmid) if vmid is not None else None
+            if note is None or snapshot_id is not None:
+                raise
+            raise PvefixError(f"{exc.message}: {note}", source=exc.source) from None
         meta = snapshot.meta
         target = conn.model_copy(update={"node": conn.node or meta.node})
         touched, _ = guest_changes(snapshot)

@@ -17,6 +17,7 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from pvefix.errors import ParseError
+from pvefix.paths import VMID_PATTERN
 
 META_FILE = "pvefix-host.json"
 SCHEMA_ID = "pvefix.host/v1"
@@ -24,7 +25,7 @@ SCHEMA_ID = "pvefix.host/v1"
 # pve-node: a DNS label (PVE::JSONSchema pve_verify_node_name).
 NODE_RE = r"^[a-zA-Z0-9]([a-zA-Z0-9\-]*[a-zA-Z0-9])?$"
 PCI_ADDR_RE = r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$"
-VMID_RE = re.compile(r"^[1-9][0-9]{2,8}$")  # Proxmox VMIDs: 100 .. 999999999
+VMID_RE = re.compile(VMID_PATTERN)  # Proxmox VMIDs: 100 .. 999999999
 TOKEN_ID_RE = r"^[^\s@!]+@[A-Za-z][A-Za-z0-9.\-_]+![A-Za-z][A-Za-z0-9.\-_]+$"  # noqa: S105
 
 NodeName = Annotated[str, Field(pattern=NODE_RE)]

@@ -90,6 +90,20 @@ def read_file(path: Path, root: Path, cap: int = FILE_CAP, *,
         os.close(fd)
 
 
+def read_local(path: Path, cap: int = FILE_CAP) -> bytes | None:
+    """A file the user named (a plan, desired, settings or secret file, an `inspect` input):
+    its bytes, or None when it does not exist. Links are the user's own: followed. Refused
+    before reading, naming the file (ParseError): a FIFO (it would hang), a device (/dev/zero
+    never ends), a socket, a directory, or more than `cap` bytes."""
+    if "\x00" in str(path):  # no system call takes it (ValueError): not a name of a file
+        raise ParseError("not a file name (holds a NUL byte)",
+                         source=str(path).replace("\x00", "\\0"))
+    try:
+        return read_bytes(path, Path("/"), cap)
+    except NotADirectoryError:
+        return None
+
+
 def read_text(path: Path, root: Path, cap: int = FILE_CAP, errors: str = "surrogateescape"
               ) -> str | None:
     data = read_bytes(path, root, cap)

@@ -6,7 +6,20 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from pvefix.vmconfig.args import MAX_CLIQUE
+
 PLAN_SCHEMA = "pvefix.plan/v1"
+MAX_PHASE = 3  # 1 the VM, 2 the host, 3 the P2P clique (planner/plan.py PHASE_SLOTS)
+
+# The numbers a plan file holds, bounded as pvefix and Proxmox bound them: a plan file is
+# anyone's bytes, and apply refuses one out of range before anything is read or written.
+Vmid = Annotated[int, Field(strict=True, ge=100, le=999_999_999,
+                            description="a Proxmox VMID: 100..999999999")]
+PhaseNumber = Annotated[int, Field(strict=True, ge=1, le=MAX_PHASE)]
+HOSTPCI_KEY_PATTERN = r"^hostpci(1[0-5]|[0-9])$"  # vmconfig/hostpci.py MAX_HOSTPCI = 16
+HostpciKey = Annotated[str, Field(pattern=HOSTPCI_KEY_PATTERN,
+                                  description="hostpci0..hostpci15")]
+Clique = Annotated[int, Field(strict=True, ge=0, le=MAX_CLIQUE)]
 
 Target = Literal["vm-config", "host-cmdline", "guest-cmdline", "manual"]
 Disruption = Literal["none", "guest-reboot", "vm-restart", "host-reboot"]
@@ -135,7 +148,7 @@ class RuleResult(_Frozen):
 
 
 class Phase(_Frozen):
-    number: int
+    number: PhaseNumber
     disruption: Disruption
     activation: str = Field(description="what activates the phase and how")
     changes: list[Change]
@@ -146,7 +159,7 @@ class PlanOptions(_Frozen):
     re-plan at apply time asks the same)."""
 
     p2p: bool = Field(default=False, description="plan the P2P clique phase (phase 3)")
-    clique_map: dict[str, int] = Field(
+    clique_map: dict[HostpciKey, Clique] = Field(
         default_factory=dict, description="hostpciN -> clique, given by the admin (--clique-map)"
     )
     p2p_from: str | None = Field(
@@ -160,7 +173,7 @@ class Observed(_Frozen):
     """What the plan relied on: apply refuses when any of it has moved."""
 
     node: str
-    vmid: int
+    vmid: Vmid
     vm_digest: str
     config_source: str
     vm_status: str

@@ -397,6 +397,16 @@ def _source_and_target(sh: Shell, argv: list[str]) -> tuple[Path, Path]:
 
 
 def _mv(sh: Shell, argv: list[str]) -> Result:
+    if "-T" in argv[1:]:  # `mv -T SRC DST`: one rename(2), folders too (the node lock)
+        args = [a for a in argv[1:] if not a.startswith("-")]
+        if len(args) != 2:
+            raise ShellError("mv: missing file operand")
+        try:
+            os.rename(sh.tree_path(args[0]), sh.tree_path(args[1]))
+        except OSError as exc:
+            raise ShellError(f"mv: cannot move '{args[0]}' to '{args[1]}': {exc.strerror}",
+                             1) from None
+        return Result()
     os.replace(*_source_and_target(sh, argv))
     return Result()
 
@@ -495,7 +505,7 @@ def _pveversion(sh: Shell, argv: list[str]) -> Result:
 
 
 def _hostname(sh: Shell, argv: list[str]) -> Result:
-    return Result(sh.state.node + "\n")
+    return Result((sh.state.hostname or sh.state.node) + "\n")
 
 
 def _true(sh: Shell, argv: list[str]) -> Result:

@@ -54,6 +54,9 @@ class NodeState:
         self.faults = faults
         self.lock = threading.RLock()
         self.node = tree.meta.node
+        # What `hostname` answers over SSH (None: the node's name); a test sets another name
+        # for a host that comes back from a reboot under it.
+        self.hostname: str | None = None
         self.tasks = TaskRegistry(self.node, task_seconds)
         self.boot = BootLoader(keys.dir / "boot.json")
         self.started = time.monotonic()

@@ -28,9 +28,15 @@ def resolve_state_dir(option: Path | None = None, env: dict[str, str] | None = N
 
 
 def ensure_private_dir(path: Path) -> Path:
-    """Create `path` (and parents) if needed, and make it 0700."""
+    """Create `path` (and parents) if needed, and make it 0700: every folder this makes is
+    0700 whatever the umask (`Path.mkdir(parents=True)` would make the parents 0777 & ~umask:
+    under umask 000 the state dir's `desired/` came out 0777)."""
+    missing = [path, *(p for p in path.parents if not p.exists())]
     try:
-        path.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
+        for folder in reversed(missing):
+            folder.mkdir(exist_ok=True, mode=DIR_MODE)
+            if folder != path:
+                os.chmod(folder, DIR_MODE)
         os.chmod(path, DIR_MODE)
     except OSError as exc:
         raise PvefixError(f"cannot create the state directory: {exc.strerror}",

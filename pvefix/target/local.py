@@ -21,11 +21,21 @@ from typing import Any
 from pvefix.errors import PvefixError
 from pvefix.target.api import ApiError
 from pvefix.target.files import cat_text, temp_path
+from pvefix.target.process import run_process
 from pvefix.target.result import CommandResult
 from pvefix.target.ssh import MAX_CHANNELS
 
 #: File commands the executor sends (locks, backups), done under the root by LocalShell.
-_FILE_COMMANDS = frozenset({"mkdir", "rm", "cp"})
+_FILE_COMMANDS = frozenset({"mkdir", "rm", "cp", "mv"})
+
+
+def _mkdir(path: Path, parents: bool, *, private: bool) -> None:
+    """`mkdir [-p] [--mode=0700] DIR` as coreutils does it: the mode whatever the umask (a
+    folder that exists keeps its own, as with coreutils)."""
+    existed = path.is_dir()
+    path.mkdir(mode=0o700 if private else 0o777, parents=parents, exist_ok=parents)
+    if private and not existed:
+        os.chmod(path, 0o700)
 
 
 class LocalApi:
@@ -46,9 +56,7 @@ class LocalApi:
         for key, value in (params or {}).items():
             argv += [f"--{key}", value]
         try:
-            done = subprocess.run(
-                argv, capture_output=True, text=True, timeout=self.timeout, check=False
-            )
+            done = run_process(argv, self.timeout)
         except subprocess.TimeoutExpired:
             raise PvefixError(f"pvesh get {path}: no answer within {self.timeout:g} s") from None
         if done.returncode != 0:
@@ -70,9 +78,7 @@ class LocalApi:
             argv += [f"--{key}", value]
         argv += ["--output-format", "json"]
         try:
-            done = subprocess.run(
-                argv, capture_output=True, text=True, timeout=wait, check=False
-            )
+            done = run_process(argv, wait)
         except subprocess.TimeoutExpired:
             raise PvefixError(f"pvesh {verb} {path}: no answer within {wait:g} s") from None
         if done.returncode != 0:
@@ -125,9 +131,7 @@ class LocalShell:
         if args and args[0] in _FILE_COMMANDS:
             return self._file_command(args)
         try:
-            done = subprocess.run(
-                list(args), capture_output=True, text=True, timeout=self.timeout, check=False
-            )
+            done = run_process(args, self.timeout)
         except FileNotFoundError:
             return CommandResult(args, 127, "", f"{args[0]}: command not found\n")
         except subprocess.TimeoutExpired:
@@ -145,13 +149,16 @@ class LocalShell:
         return self.run_many(commands)
 
     def _file_command(self, args: tuple[str, ...]) -> CommandResult:
-        """mkdir [-p] DIR, rm -f|-rf PATH, cp -p SRC DST: done here, under `root` (the same
-        semantics as the coreutils the executor asks for, never outside the root)."""
+        """mkdir [-p] [--mode=0700] DIR, rm -f|-rf PATH, cp -p SRC DST, mv -T SRC DST: done
+        here, under `root` (the same semantics as the coreutils the executor asks for, never
+        outside the root)."""
         flags = {a for a in args[1:] if a.startswith("-")}
         paths = [self._path(a) for a in args[1:] if not a.startswith("-")]
         try:
-            if args[0] == "mkdir" and len(paths) == 1:
-                paths[0].mkdir(parents="-p" in flags, exist_ok="-p" in flags)
+            if args[0] == "mkdir" and len(paths) == 1 and flags <= {"-p", "--mode=0700"}:
+                _mkdir(paths[0], "-p" in flags, private="--mode=0700" in flags)
+            elif args[0] == "mv" and len(paths) == 2 and flags == {"-T"}:
+                os.rename(paths[0], paths[1])  # -T: onto a non-empty folder fails (ENOTEMPTY)
             elif args[0] == "rm" and len(paths) == 1:
                 target = paths[0]
                 if target.is_dir() and not target.is_symlink() and "-rf" in flags:

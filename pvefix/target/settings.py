@@ -12,7 +12,9 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import stat
 import subprocess
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -247,6 +249,7 @@ def _secret_from(name: str, kind: str, ref: str, source: str, env: Mapping[str, 
         if data is None:
             raise ParseError(f"{where}: cannot read {path}: No such file or directory",
                              source=source)
+        warn_open_secret(path, f"a secret ({where})")
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
@@ -258,7 +261,9 @@ def _secret_from(name: str, kind: str, ref: str, source: str, env: Mapping[str, 
         return single_line(where, env[ref], source)
     try:
         argv = shlex.split(ref)
-        done = subprocess.run(argv, capture_output=True, timeout=60, check=False)
+        from pvefix.target.process import run_process_bytes
+
+        done = run_process_bytes(argv, 60)
     except (OSError, ValueError, subprocess.TimeoutExpired) as exc:
         message = f"{where}: cannot run the command: {type(exc).__name__}"
         raise ParseError(message, source=source) from None
@@ -315,6 +320,9 @@ def profile_layer(
     """The settings of one profile of a TOML config file, and the profile's name."""
     source = str(path)
     table, name = _profile_table(path, profile, required=required)
+    held = sorted(set(table) & set(SECRET_FIELDS))
+    if held:
+        warn_open_secret(path, " and ".join(held))
     out: dict[str, Any] = {}
     for key, value in table.items():
         field = f"profiles.{name}.{key}"
@@ -493,15 +501,31 @@ def ready_file_layer(path: Path) -> dict[str, Any]:
     return out
 
 
+_WARNED: set[str] = set()
+
+
+def warn_open_secret(path: Path, what: str) -> None:
+    """Warn (once a run) that a file holding a secret may be read by group or others, naming
+    the chmod that fixes it; the secret itself is never shown. OpenSSH refuses a private key
+    in such a file (pvefix does too: target/ssh.py); a settings file is warned about, so an
+    existing setup keeps working while it says what to fix."""
+    try:
+        mode = stat.S_IMODE(path.stat().st_mode)
+    except OSError:
+        return
+    if not mode & 0o077 or str(path) in _WARNED:
+        return
+    _WARNED.add(str(path))
+    print(f"pvefix: warning: {path} holds {what} and group or others may read it (mode "
+          f"{mode:04o}): run `chmod 600 {shlex.quote(str(path))}`", file=sys.stderr, flush=True)
+
+
 def _read_settings_file(path: Path, cap: int = 1 << 20) -> bytes | None:
     """A settings or secret file's bytes (None: it does not exist): bounded, and a regular
     file, so a FIFO or a device cannot hang pvefix. Links are the user's own: followed."""
     from pvefix.hosttree import safe
 
-    try:
-        return safe.read_bytes(path, Path("/"), cap)
-    except NotADirectoryError:
-        return None
+    return safe.read_local(path, cap)
 
 
 def _validated(values: dict[str, Any], sources: dict[str, str]) -> Connection:

@@ -38,4 +38,4 @@ def test_script_then_import_then_plan(
 
 def test_a_bad_vmid_is_an_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert run_app(app, ["collect", "script", "--vmid", "7"]) == EXIT_ERROR
-    assert "a VMID is 100..999999999" in capsys.readouterr().err
+    assert "'7' is not a VMID (100..999999999" in capsys.readouterr().err

@@ -3,6 +3,7 @@ a lock whose process is gone is cleared; the locks are released when the apply e
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import socket
@@ -33,9 +34,11 @@ def test_a_second_apply_is_refused_while_another_holds_the_vm(node: Callable[...
     n = node("kpro6")
     locks = n.state_dir / "locks"
     locks.mkdir(parents=True)
-    (locks / "kpro6-100.lock").write_text(_holder(os.getpid()))
+    lock = locks / "kpro6-100.lock"
+    lock.write_text(_holder(os.getpid()))
     before = n.fingerprint(100)
-    with pytest.raises(RefusedError) as caught:
+    with lock.open("r") as held, pytest.raises(RefusedError) as caught:
+        fcntl.flock(held, fcntl.LOCK_EX)  # a running pvefix holds the file locked
         n.apply(100, 1)
     assert caught.value.exit_code == EXIT_REFUSED
     assert "another pvefix is changing this VM: apply phase 1 by alice" in str(caught.value)

@@ -30,7 +30,14 @@ from dataclasses import dataclass, field
 from pvefix.errors import ValidationError
 from pvefix.planner import mmio
 from pvefix.planner.context import Context, Passed
-from pvefix.planner.model import Change, Finding, Risk, RuleResult, VmConfigChange
+from pvefix.planner.model import (
+    HOSTPCI_KEY_PATTERN,
+    Change,
+    Finding,
+    Risk,
+    RuleResult,
+    VmConfigChange,
+)
 from pvefix.planner.rules import topology
 from pvefix.vmconfig import HostPci, PropertyString
 from pvefix.vmconfig.args import MAX_CLIQUE, clique_map, merge_cliques
@@ -49,13 +56,20 @@ PROOF = (
 )
 
 
+_HOSTPCI_KEY = re.compile(HOSTPCI_KEY_PATTERN)  # as the plan file's model bounds it
+
+
 def parse_clique_map(text: str) -> dict[str, int]:
     """`hostpci0=0,hostpci1=0,hostpci2=1` -> {hostpci0: 0, ...}; raises ValidationError."""
     out: dict[str, int] = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         key, sep, value = part.partition("=")
-        if not sep or not re.fullmatch(r"hostpci\d+", key) or not value.isdigit():
+        # ASCII digits only ('²'.isdigit() is true, and int() refuses it).
+        if not sep or not re.fullmatch(r"hostpci[0-9]+", key) \
+                or not re.fullmatch(r"[0-9]+", value):
             raise ValidationError(f"--clique-map: '{part}' is not hostpciN=CLIQUE")
+        if not _HOSTPCI_KEY.match(key):
+            raise ValidationError(f"--clique-map: '{key}' is not hostpci0..hostpci15")
         if int(value) > MAX_CLIQUE:
             raise ValidationError(f"--clique-map: clique {value} is not in 0..{MAX_CLIQUE}")
         out[key] = int(value)
