@@ -9,6 +9,7 @@ already have ACS. This rule reports; it plans no change.
 
 from __future__ import annotations
 
+from pvefix.cmdline.iommu import IOMMU_NOT_PRESENT, IOMMU_NOT_PRESENT_SOURCE
 from pvefix.planner.context import Context
 from pvefix.planner.model import Finding, RuleResult
 
@@ -23,11 +24,14 @@ def rule(ctx: Context) -> RuleResult:
     for d in ctx.state.pci_devices:
         if d.iommu_group is not None and not d.is_bridge:
             by_group.setdefault(d.iommu_group, []).append(d.address)
+    if ctx.state.pci_devices and not by_group:
+        return RuleResult(rule=NAME, findings=[_groups_absent(ctx)])
     findings: list[Finding] = []
     missing = [p.key for p in ctx.passed if not p.devices]
     for p in ctx.passed:
         for d in p.devices:
             if d.iommu_group is None:
+                findings.append(_no_group(d.address, p.key))
                 continue
             others = [
                 a
@@ -74,8 +78,47 @@ def rule(ctx: Context) -> RuleResult:
         groups = sorted(
             {d.iommu_group for p in ctx.passed for d in p.devices if d.iommu_group is not None}
         )
+        if not groups:
+            return RuleResult(
+                rule=NAME, noop="no PCI device facts were read: the IOMMU groups are unknown"
+            )
         return RuleResult(
             rule=NAME,
             noop=f"each passed device has its own IOMMU group ({', '.join(map(str, groups))})",
         )
     return RuleResult(rule=NAME, findings=findings)
+
+
+def _groups_absent(ctx: Context) -> Finding:
+    """No device of the host in any IOMMU group: the running kernel has no IOMMU."""
+    return Finding(
+        id="iommu.groups-absent",
+        rule=NAME,
+        severity="error",
+        title="The host has no IOMMU groups: its IOMMU is off",
+        detail=(
+            f"None of the {len(ctx.state.pci_devices)} PCI devices read on"
+            f" {ctx.state.node.name} is in an IOMMU group, so the running kernel has no IOMMU"
+            " (turned off on the kernel command line, not enabled there on an Intel host with"
+            " a kernel before 6.8, or disabled in the firmware: VT-d / AMD-Vi). Proxmox refuses"
+            f' every passthrough start until the host boots with it: "{IOMMU_NOT_PRESENT}"'
+            f" ({IOMMU_NOT_PRESENT_SOURCE}). The groups of the passed devices cannot be judged"
+            " before then."
+        ),
+        evidence=[f"{p.key}: {', '.join(d.address for d in p.devices) or p.entry.raw}"
+                  for p in ctx.passed],
+    )
+
+
+def _no_group(address: str, key: str) -> Finding:
+    return Finding(
+        id=f"iommu.no-group.{address}",
+        rule=NAME,
+        severity="warning",
+        title=f"{address} is in no IOMMU group",
+        detail=(
+            f"{address} ({key}) has no iommu_group in sysfs while other devices have one: the"
+            " IOMMU does not cover it, and VFIO cannot take a device without a group."
+        ),
+        evidence=[f"{address}: no iommu_group"],
+    )
