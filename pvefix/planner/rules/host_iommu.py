@@ -1,19 +1,47 @@
-"""iommu=pt on the host kernel cmdline, in the place its boot loader really reads.
+"""iommu=pt on the host kernel cmdline, where its boot loader really reads it; the IOMMU kept on.
 
 Where: `proxmox-boot-tool status` decides. Exit 0 with uefi/systemd-boot ESPs: the first line of
 /etc/kernel/cmdline, then `proxmox-boot-tool refresh`. Exit 0 with grub ESPs: /etc/default/grub
-(/etc/kernel/cmdline is then ignored), then `proxmox-boot-tool refresh`. Exit 2 (not managed):
-plain GRUB, /etc/default/grub, then `update-grub`. Each needs a host reboot.
+(GRUB does not use /etc/kernel/cmdline), then `proxmox-boot-tool refresh`. Exit 2 (not
+managed): plain GRUB, /etc/default/grub, then `update-grub`. Each needs a host reboot.
 
 What it does, honestly: `iommu=pt` gives host-owned devices an identity (pass-through) DMA
 domain. GPUs assigned to a VM through VFIO always get their own translated domain, so it does
 not change guest P2P or DMA latency. It is harmless, often recommended (the Proxmox docs say it
 "might increase performance") and lowers IOMMU overhead for the host's own devices.
+`iommu.passthrough=1` does exactly what `iommu=pt` does (both set the default domain type:
+drivers/iommu/iommu.c iommu_set_def_domain_type, arch/x86/kernel/pci-dma.c iommu_setup; the last
+of `iommu=pt`, `iommu=nopt` and `iommu.passthrough=` on the line wins), so with it configured
+iommu=pt is a no-op and no host reboot is planned for it.
+
+The IOMMU must stay on: without it Proxmox refuses every passthrough start with "cannot prepare
+PCI pass-through, IOMMU not present" (qemu-server PCI.pm prepare_pci_device, when
+/sys/class/iommu is empty). pvefix never plans a reboot that leaves it off without saying so:
+- `amd_iommu=off` (any `off...` option in the comma list) disables the AMD IOMMU
+  (drivers/iommu/amd/init.c parse_amd_iommu_options; the valid options are in DOMAIN.md
+  section 6), and `intel_iommu=off` the Intel one when it is the last on/off given
+  (drivers/iommu/intel/iommu.c intel_iommu_setup). In the configured cmdline their removal is
+  planned before iommu=pt, saying why; where pvefix cannot remove it (a combined value like
+  `amd_iommu=off,fullflush`, or a GRUB drop-in it does not edit) no host edit is planned and an
+  error finding says what to remove by hand.
+- Intel on a Proxmox kernel before 6.8: the IOMMU stays off without `intel_iommu=on` (pve-docs
+  qm-pci-passthrough.adoc; on by default from 6.8), so `intel_iommu=on` is planned together with
+  iommu=pt. On 6.8 and later `intel_iommu=on` is a no-op and is reported, not touched.
+- The running kernel (/proc/cmdline) booted with the IOMMU off: a warning, passthrough is
+  refused until the host reboots with it (the iommu-groups rule sees the groups absent too).
 
 Also: `amd_iommu=on` is not a valid value (the kernel logs `AMD-Vi: Unknown option - 'on'`; the
-AMD IOMMU is on by default), so its removal is planned; `intel_iommu=on` is a no-op on Proxmox
-kernels >= 6.8 and is reported, not touched. The configured and the running (/proc/cmdline)
-command lines are both reported.
+AMD IOMMU is on by default), so its removal is planned. The configured and the running
+(/proc/cmdline) command lines are both reported.
+
+GRUB on the ESPs: on every `proxmox-boot-tool refresh` (and every kernel update, which runs the
+same hook) update_esps reads /etc/kernel/cmdline when it exists, for GRUB ESPs too, and stops
+with "No root= parameter in /etc/kernel/cmdline found!" (exit 1) when its first line lacks
+`root=` (proxmox-kernel-helper src/proxmox-boot/zz-proxmox-boot, commit 86c7015). pvefix reads
+that file on such hosts on every path (SSH, --local, bundle, the collect script, the
+simulator); when it would abort, an error finding says so and how to fix it (move the unused
+file aside, or give it the host's root=) and no host edit is planned. A bundle without the
+file is taken at its word, and each host change says to check the host's file first.
 """
 
 from __future__ import annotations

@@ -5,6 +5,13 @@ get (a NIC, a disk controller behind the same switch), the VM start fails or the
 taken from the host. The ACS override patch (`pcie_acs_override=`) splits groups by pretending
 isolation the hardware may not provide; it never merges groups, and it is a no-op on ports that
 already have ACS. This rule reports; it plans no change.
+
+No device of the host in any IOMMU group means the running kernel has no IOMMU (off on the
+command line, not enabled on an Intel host with a kernel before 6.8, or off in the firmware):
+the groups cannot be judged, and Proxmox refuses every passthrough start until the host boots
+with it ("cannot prepare PCI pass-through, IOMMU not present", qemu-server PCI.pm). That is an
+error finding, never "each passed device has its own IOMMU group". A passed device without a
+group while others have one is a warning: VFIO cannot take it.
 """
 
 from __future__ import annotations
