@@ -4,7 +4,10 @@ Cross-checked with Proxmox's own code in tests/conformance/test_sim_start_verdic
 
 from __future__ import annotations
 
+from pvefix.cmdline.iommu import IOMMU_NOT_PRESENT, iommu_enabled
+from pvefix.cmdline.tokens import Cmdline
 from pvefix.errors import PvefixError, ValidationError
+from pvefix.paths import PROC_CMDLINE
 from pvefix.planner import mmio
 from pvefix.sim.confschema import machine_rule_error
 from pvefix.sim.errors import die
@@ -157,11 +160,13 @@ def start_checks(state: NodeState, cfg: VMConfig, vmid: int | None = None) -> No
     names = main.keys()
     keys = sorted((k for k in names if HOSTPCI_KEY.match(k)), key=lambda k: (len(k), k))
     devices = [d.address for d in state.tree.pci_devices()] if keys else []  # read once
+    passed = 0
     for key in keys:
         try:
             dev = HostPci.parse(main.get(key) or "", key)
         except ValidationError:
             continue
+        passed += 1
         functions = _entry_checks(state, dev, devices)
         if dev.pcie and not q35:
             raise die(
@@ -186,6 +191,27 @@ def start_checks(state: NodeState, cfg: VMConfig, vmid: int | None = None) -> No
                 raise die("legacy IGD assignment is not compatible with alternate devices")
     if vmid is not None:
         _choose(state, vmid, cfg, reserved_by_others(state, vmid), strict=True)
+    if passed and not iommu_present(state):
+        # vm_start_nolock -> PCI.pm prepare_pci_device, after the command line is built
+        raise die(IOMMU_NOT_PRESENT)
+
+
+def iommu_present(state: NodeState) -> bool:
+    """PVE::SysFSTools::check_iommu_support: /sys/class/iommu holds an entry. A host booted
+    with a command line that turns the IOMMU off has none (cmdline/iommu.py reads it as the
+    kernel does); a tree without a sys/class/iommu folder stands for it with its devices'
+    IOMMU groups (a kernel without an IOMMU puts no device in a group)."""
+    meta = state.tree.meta
+    vendor = meta.cpu.vendor.lower()
+    booted = Cmdline.parse(state.read_host(PROC_CMDLINE) or "")
+    if not iommu_enabled(booted, "amd" if "amd" in vendor else "intel" if "intel" in vendor
+                         else None, meta.versions.kernel):
+        return False
+    folder = state.tree.root / "sys" / "class" / "iommu"
+    if folder.is_dir():
+        return any(not entry.name.startswith(".") for entry in folder.iterdir())
+    devices = state.tree.pci_devices()
+    return not devices or any(d.iommu_group is not None for d in devices)
 
 
 def start_warnings(cfg: VMConfig) -> list[str]:
