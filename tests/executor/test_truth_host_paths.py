@@ -1,0 +1,93 @@
+"""The facts issue 26's host items take, read the same on every path: live (API + SSH), --local,
+a bundle, and the collect script's tarball, each served or built from one host tree of our own:
+GRUB on the ESPs with a stale /etc/kernel/cmdline that lacks root= (proxmox-boot-tool refresh
+would abort), and a host booted with amd_iommu=off and no IOMMU group (the IOMMU is off)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pvefix.collect import import_bundle, render_script
+from pvefix.planner.plan import plan
+from pvefix.sources.bundle import read_bundle
+from pvefix.sources.live import read_live
+from pvefix.state import HostState
+from tests.collect.fakehost import make_fake_host
+from tests.executor.test_local_backend import _cli, _on_the_node
+from tests.planner.loader import build_tree
+from tests.sources.test_live import connection
+
+GRUB = json.loads((Path(__file__).parents[1] / "planner/cases/grub-esp.json").read_text())
+SITUATIONS = {
+    "grub-esp-stale-kernel-cmdline": (
+        {"scenario": "windows-igd", "tree": {"write": {
+            "/etc/kernel/cmdline": "quiet intel_iommu=on\n",
+            "/etc/default/grub": GRUB["edit"]["files"]["/etc/default/grub"]}}},
+        300, "host.boot-tool.kernel-cmdline-no-root",
+    ),
+    "amd-iommu-off-booted": (
+        {"scenario": "kpro6", "tree": {
+            "write": {"/etc/kernel/cmdline": "root=ZFS=rpool/ROOT/pve-1 boot=zfs amd_iommu=off\n",
+                      "/proc/cmdline": "root=ZFS=rpool/ROOT/pve-1 boot=zfs amd_iommu=off\n"},
+            "remove": ["/sys/devices/**/iommu_group"]}},
+        100, "iommu.groups-absent",
+    ),
+}
+
+
+def _ids(state: HostState) -> set[str]:
+    result = plan(state)
+    return {f.id for f in result.findings} | {c.id for p in result.phases for c in p.changes}
+
+
+@pytest.fixture(params=sorted(SITUATIONS))
+def situation(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Path, int, str]:
+    case, vmid, finding = SITUATIONS[request.param]
+    return build_tree(case, tmp_path), vmid, finding
+
+
+def test_the_bundle_and_the_live_read_agree_and_plan_it(
+    situation: tuple[Path, int, str], fresh_sim: Callable[..., Any], tmp_path: Path
+) -> None:
+    tree, vmid, finding = situation
+    info = fresh_sim(str(tree))
+    live = read_live(connection(info, tmp_path), vmid)
+    bundle = read_bundle(tree, vmid)
+    assert live.files == bundle.files
+    assert [d.iommu_group for d in live.pci_devices] == [
+        d.iommu_group for d in bundle.pci_devices
+    ]
+    assert finding in _ids(live)
+    assert _ids(live) == _ids(bundle)
+
+
+def test_the_collect_script_takes_it(situation: tuple[Path, int, str], tmp_path: Path) -> None:
+    tree, vmid, finding = situation
+    host = make_fake_host(tmp_path / "collect", str(tree))
+    done = subprocess.run(["sh", "-s"], input=render_script(), env=host.env(),
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    dest = tmp_path / "imported"
+    import_bundle(next((host.root / "root").glob("pvefix-bundle-*.tar.gz")), dest)
+    got = read_bundle(dest, vmid)
+    assert got.files == read_bundle(tree, vmid).files
+    assert finding in _ids(got)
+
+
+def test_local_on_the_node_itself_says_it(
+    situation: tuple[Path, int, str], node: Any, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    tree, vmid, finding = situation
+    n = node(str(tree))
+    _on_the_node(n, tmp_path, monkeypatch)
+    capsys.readouterr()
+    _cli(n, "plan", str(vmid), "--format", "json")
+    out = capsys.readouterr().out
+    assert finding in out
