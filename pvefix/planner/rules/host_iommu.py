@@ -438,7 +438,14 @@ def _enable_iommu(
                 " parameter's whole value and in the file it edits: remove `off` by hand.",
                 [f"{path}: {line_before}", *elsewhere],
             )
-        editor.remove(token.name, token.value)
+        try:
+            editor.remove(token.name, token.value)
+        except PvefixError as exc:
+            raise _refuse_off(
+                f"{token.raw} turns the IOMMU off", f"{token.raw} disables the"
+                f" {_VENDOR_NAME[token.name]} IOMMU ({_KERNEL_SOURCE[token.name]}), and pvefix"
+                f" cannot edit the file: {exc}.", [f"{path}: {line_before}"],
+            ) from None
         after = _effective_after(grub, path, editor)
         changes.append(_iommu_change(
             where, f"host.cmdline.{token.name}_off", token.name, line_before, after,
@@ -453,7 +460,14 @@ def _enable_iommu(
     if vendor == "intel" and intel_needs_on(kver) and intel_setting(
         Cmdline.parse(line_before)
     )[0] != "on":
-        editor.ensure("intel_iommu", "on")
+        try:
+            editor.ensure("intel_iommu", "on")
+        except PvefixError as exc:
+            raise _refuse_off(
+                "the Intel IOMMU stays off", f"Proxmox kernel {kver} is older than 6.8 and the"
+                " line has no intel_iommu=on (pve-docs qm-pci-passthrough.adoc), and pvefix"
+                f" cannot edit the file: {exc}.", [f"{path}: {line_before}"],
+            ) from None
         after = _effective_after(grub, path, editor)
         changes.append(_iommu_change(
             where, "host.cmdline.intel_iommu_on", "intel_iommu", line_before, after,
