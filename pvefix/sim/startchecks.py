@@ -123,6 +123,8 @@ def _entry_checks(state: NodeState, dev: HostPci, devices: list[str]) -> int:
     alternatives = candidates(state, dev)
     if dev.mapping and not alternatives:
         raise die(f"PCI device mapping not found for '{dev.mapping}'")
+    if dev.mapping:
+        _mapping_groups(state, dev.mapping)
     functions = 0
     for n, alt in enumerate(alternatives):
         names = dev.hosts or alt  # the ids as the config or the mapping writes them
@@ -138,6 +140,32 @@ def _entry_checks(state: NodeState, dev: HostPci, devices: list[str]) -> int:
         if n == 0:
             functions = count
     return functions
+
+
+def _mapping_groups(state: NodeState, name: str) -> None:
+    """PCI.pm parse_hostpci -> PVE::Mapping::PCI::assert_valid, for the one property the
+    host's IOMMU decides: each map entry of this node names its first device's IOMMU group
+    (`iommugroup`), and a host without an IOMMU has none. The other properties (id,
+    subsystem-id, mdev) are not modelled. The message ends in a space: Perl's die keeps the
+    inner newline, and the task's exit status turns it into one."""
+    mappings = state.tree.pci_mappings()
+    mapping = mappings.get(name) if mappings else None
+    by_address = {d.address: d for d in state.tree.pci_devices()}
+    for entry in mapping.for_node(state.node) if mapping else []:
+        path = entry.paths[0] if not entry.multifunction else f"{entry.paths[0]}.0"
+        device = by_address.get(_full(path))
+        if device is None:
+            continue
+        expected, configured = device.iommu_group, entry.iommugroup
+        problem = None
+        if expected is not None and configured is None:
+            problem = f"missing expected property 'iommugroup' for device '{path}'"
+        elif expected is None and configured is not None:
+            problem = f"unexpected property 'iommugroup' configured for device '{path}'"
+        elif expected != configured:
+            problem = f"'iommugroup' does not match for '{name}' ({expected} != {configured})"
+        if problem:
+            raise die(f"PCI device mapping invalid (hardware probably changed): {problem} ")
 
 
 def start_checks(state: NodeState, cfg: VMConfig, vmid: int | None = None) -> None:
