@@ -15,7 +15,9 @@ Read from the kernel's own parsers:
 
 Proxmox refuses every passthrough start without an IOMMU: qemu-server PCI.pm
 prepare_pci_device dies with "cannot prepare PCI pass-through, IOMMU not present" when
-/sys/class/iommu is empty (PVE::SysFSTools::check_iommu_support).
+/sys/class/iommu is empty (PVE::SysFSTools::check_iommu_support); a mapped entry whose map line
+names an IOMMU group fails before that, in the mapping's check (checked against Proxmox's own
+daemons, ../shared/pve-api).
 """
 
 from __future__ import annotations
@@ -27,6 +29,12 @@ from pvefix.cmdline.tokens import Cmdline, Token
 
 IOMMU_NOT_PRESENT = "cannot prepare PCI pass-through, IOMMU not present"
 IOMMU_NOT_PRESENT_SOURCE = "qemu-server src/PVE/QemuServer/PCI.pm prepare_pci_device"
+# A mapped entry fails earlier on such a host when its map line names an IOMMU group (Proxmox
+# writes one): parse_hostpci -> PVE::Mapping::PCI::assert_valid finds the device in no group.
+MAPPING_WITHOUT_GROUP = (
+    "PCI device mapping invalid (hardware probably changed): unexpected property 'iommugroup'"
+    " configured for device ..."
+)
 
 IntelState = Literal["on", "off"]
 

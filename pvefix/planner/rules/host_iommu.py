@@ -16,7 +16,9 @@ iommu=pt is a no-op and no host reboot is planned for it.
 
 The IOMMU must stay on: without it Proxmox refuses every passthrough start with "cannot prepare
 PCI pass-through, IOMMU not present" (qemu-server PCI.pm prepare_pci_device, when
-/sys/class/iommu is empty). pvefix never plans a reboot that leaves it off without saying so:
+/sys/class/iommu is empty; a mapped entry fails before that, in Mapping::PCI's check of the map
+line's IOMMU group: both texts checked against Proxmox's own daemons, ../shared/pve-api). pvefix
+never plans a reboot that leaves it off without saying so:
 - `amd_iommu=off` (any `off...` option in the comma list) disables the AMD IOMMU
   (drivers/iommu/amd/init.c parse_amd_iommu_options; the valid options are in DOMAIN.md
   section 6), and `intel_iommu=off` the Intel one when it is the last on/off given
@@ -57,6 +59,7 @@ from pvefix.cmdline.grubd import GrubConfig, duplicates, is_dropin, same_as_runn
 from pvefix.cmdline.iommu import (
     IOMMU_NOT_PRESENT,
     IOMMU_NOT_PRESENT_SOURCE,
+    MAPPING_WITHOUT_GROUP,
     intel_needs_on,
     intel_setting,
     iommu_enabled,
@@ -383,7 +386,8 @@ def _effective_after(
 
 
 _NOT_PRESENT = (
-    f'Proxmox refuses every passthrough start: "{IOMMU_NOT_PRESENT}" ({IOMMU_NOT_PRESENT_SOURCE})'
+    f'Proxmox refuses every passthrough start: "{IOMMU_NOT_PRESENT}" ({IOMMU_NOT_PRESENT_SOURCE};'
+    f' a mapped entry fails first with "{MAPPING_WITHOUT_GROUP}")'
 )
 
 

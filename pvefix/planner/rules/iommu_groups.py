@@ -9,14 +9,21 @@ already have ACS. This rule reports; it plans no change.
 No device of the host in any IOMMU group means the running kernel has no IOMMU (off on the
 command line, not enabled on an Intel host with a kernel before 6.8, or off in the firmware):
 the groups cannot be judged, and Proxmox refuses every passthrough start until the host boots
-with it ("cannot prepare PCI pass-through, IOMMU not present", qemu-server PCI.pm). That is an
-error finding, never "each passed device has its own IOMMU group". A passed device without a
-group while others have one is a warning: VFIO cannot take it.
+with it ("cannot prepare PCI pass-through, IOMMU not present", qemu-server PCI.pm; a mapped
+entry whose map line names an IOMMU group fails earlier, "PCI device mapping invalid (hardware
+probably changed): unexpected property 'iommugroup' ...", as Proxmox's own daemons answered in
+../shared/pve-api). That is an error finding, never "each passed device has its own IOMMU
+group". A passed device without a group while others have one is a warning: VFIO cannot take
+it.
 """
 
 from __future__ import annotations
 
-from pvefix.cmdline.iommu import IOMMU_NOT_PRESENT, IOMMU_NOT_PRESENT_SOURCE
+from pvefix.cmdline.iommu import (
+    IOMMU_NOT_PRESENT,
+    IOMMU_NOT_PRESENT_SOURCE,
+    MAPPING_WITHOUT_GROUP,
+)
 from pvefix.planner.context import Context
 from pvefix.planner.model import Finding, RuleResult
 
@@ -109,8 +116,9 @@ def _groups_absent(ctx: Context) -> Finding:
             " (turned off on the kernel command line, not enabled there on an Intel host with"
             " a kernel before 6.8, or disabled in the firmware: VT-d / AMD-Vi). Proxmox refuses"
             f' every passthrough start until the host boots with it: "{IOMMU_NOT_PRESENT}"'
-            f" ({IOMMU_NOT_PRESENT_SOURCE}). The groups of the passed devices cannot be judged"
-            " before then."
+            f" ({IOMMU_NOT_PRESENT_SOURCE}), and a mapped entry fails first with"
+            f' "{MAPPING_WITHOUT_GROUP}" (its map line names a group the device no longer has).'
+            " The groups of the passed devices cannot be judged before then."
         ),
         evidence=[f"{p.key}: {', '.join(d.address for d in p.devices) or p.entry.raw}"
                   for p in ctx.passed],
