@@ -118,6 +118,7 @@ def _groups_absent(ctx: Context) -> Finding:
             f' every passthrough start until the host boots with it: "{IOMMU_NOT_PRESENT}"'
             f" ({IOMMU_NOT_PRESENT_SOURCE}), and a mapped entry fails first with"
             f' "{MAPPING_WITHOUT_GROUP}" (its map line names a group the device no longer has).'
+            f' This VM\'s start fails with "{_start_refusal(ctx)}".'
             " The groups of the passed devices cannot be judged before then."
         ),
         evidence=[f"{p.key}: {', '.join(d.address for d in p.devices) or p.entry.raw}"
@@ -137,3 +138,20 @@ def _no_group(address: str, key: str) -> Finding:
         ),
         evidence=[f"{address}: no iommu_group"],
     )
+
+
+def _start_refusal(ctx: Context) -> str:
+    """Proxmox's message for this VM's start on a host without IOMMU groups: PCI.pm
+    parse_hostpci checks each mapped entry (hostpci0 first) with PVE::Mapping::PCI
+    assert_valid, whose first map line of this node naming an `iommugroup` fails (its path, a
+    whole device as `.0`); with none, prepare_pci_device's "IOMMU not present"."""
+    for p in sorted(ctx.passed, key=lambda p: p.entry.index):
+        mapping = ctx.state.mapping(p.entry.mapping) if p.entry.mapping else None
+        for entry in mapping.for_node(ctx.state.vm.node) if mapping else []:
+            if entry.iommugroup is not None:
+                path = entry.paths[0] + (".0" if entry.multifunction else "")
+                return (
+                    "PCI device mapping invalid (hardware probably changed): unexpected"
+                    f" property 'iommugroup' configured for device '{path}'"
+                )
+    return IOMMU_NOT_PRESENT
