@@ -19,7 +19,8 @@ BASE = read_bundle(resolve_scenario("kpro6"), 100)
 WORDS = st.sampled_from([
     "quiet", "amd_iommu=off", "amd_iommu=on", "amd_iommu=fullflush,off", "amd_iommu=fullflush",
     "intel_iommu=on", "intel_iommu=off", "intel_iommu=on,igfx_off", "iommu=pt", "iommu=nopt",
-    "iommu.passthrough=1", "iommu.passthrough=0", "iommu=pt", "pci=realloc",
+    "iommu.passthrough=1", "iommu.passthrough=0", "iommu=pt", "pci=realloc", "amd-iommu=off",
+    "intel-iommu=off",
 ])
 VENDORS = st.sampled_from([("AuthenticAMD", "amd"), ("GenuineIntel", "intel")])
 KERNELS = st.sampled_from(["6.5.13-6-pve", "6.8.12-4-pve", "6.17.2-1-pve"])

@@ -67,7 +67,7 @@ from pvefix.cmdline.iommu import (
     passthrough_token,
 )
 from pvefix.cmdline.lint import CpuVendor
-from pvefix.cmdline.tokens import Cmdline
+from pvefix.cmdline.tokens import Cmdline, normalize_name
 from pvefix.errors import PvefixError
 from pvefix.paths import GRUB_DEFAULT, KERNEL_CMDLINE, PROC_CMDLINE
 from pvefix.planner.context import Context
@@ -276,7 +276,7 @@ def rule(ctx: Context) -> RuleResult:
         line_before = iommu_on[-1].after or line_before
     pt_token = passthrough_token(configured)
     pt_noop: str | None = None
-    if pt_token is not None and pt_token.name == "iommu":
+    if pt_token is not None and normalize_name(pt_token.name) == "iommu":
         holders = [str(x) for x in grub.where("iommu", pt_token.value)] if grub else [f"{path}:1"]
         pt_noop = f"iommu=pt is already configured ({', '.join(holders) or path})"
     elif pt_token is not None:
@@ -432,13 +432,14 @@ def _enable_iommu(
     off = off_tokens(configured, vendor)
     changes: list[HostCmdlineChange] = []
     for token in off:
+        name = normalize_name(token.name)  # amd-iommu=off is amd_iommu=off to the kernel
         holders = grub.where(token.name, token.value) if grub else []
         elsewhere = [str(x) for x in holders if x.path != path]
         if token.value != "off" or elsewhere:
             raise _refuse_off(
                 f"{token.raw} turns the IOMMU off",
-                f"{token.raw} disables the {_VENDOR_NAME[token.name]} IOMMU"
-                f" ({_KERNEL_SOURCE[token.name]}). pvefix removes it only where it is the"
+                f"{token.raw} disables the {_VENDOR_NAME[name]} IOMMU"
+                f" ({_KERNEL_SOURCE[name]}). pvefix removes it only where it is the"
                 " parameter's whole value and in the file it edits: remove `off` by hand.",
                 [f"{path}: {line_before}", *elsewhere],
             )
@@ -447,16 +448,16 @@ def _enable_iommu(
         except PvefixError as exc:
             raise _refuse_off(
                 f"{token.raw} turns the IOMMU off", f"{token.raw} disables the"
-                f" {_VENDOR_NAME[token.name]} IOMMU ({_KERNEL_SOURCE[token.name]}), and pvefix"
+                f" {_VENDOR_NAME[name]} IOMMU ({_KERNEL_SOURCE[name]}), and pvefix"
                 f" cannot edit the file: {exc}.", [f"{path}: {line_before}"],
             ) from None
         after = _effective_after(grub, path, editor)
         changes.append(_iommu_change(
-            where, f"host.cmdline.{token.name}_off", token.name, line_before, after,
-            f"{token.raw} disables the {_VENDOR_NAME[token.name]} IOMMU"
-            f" ({_KERNEL_SOURCE[token.name]}): after the reboot {_NOT_PRESENT}. Removing it"
+            where, f"host.cmdline.{name}_off", name, line_before, after,
+            f"{token.raw} disables the {_VENDOR_NAME[name]} IOMMU"
+            f" ({_KERNEL_SOURCE[name]}): after the reboot {_NOT_PRESENT}. Removing it"
             " leaves the IOMMU on" + (" (the Intel IOMMU then needs intel_iommu=on on this"
-                                      " kernel, planned below)." if token.name == "intel_iommu"
+                                      " kernel, planned below)." if name == "intel_iommu"
                                       and intel_needs_on(kver) else "."),
             f"add {token.raw} back to {path}",
         ))
