@@ -152,13 +152,22 @@ def hostpci_change_needs_root(key: str, before: str | None, after: str | None) -
     """Whether Proxmox keeps this change of `key` (set, rewrite or delete) to root@pam: the
     old value or the new one is root@pam's (`HostPci.root_pam_only`). A value that does not
     parse counts as root@pam's unless it is plainly a mapping without romfile."""
+    return bool(hostpci_root_reasons(key, before, after))
+
+
+def hostpci_root_reasons(key: str, before: str | None, after: str | None) -> list[str]:
+    """Why a change of `key` is root@pam's: "raw device" and/or "romfile" (old or new value);
+    empty when a token with the mapping's privileges may make it."""
+    reasons: list[str] = []
     for value in (before, after):
         if value is None:
             continue
         try:
-            if HostPci.parse(value, key).root_pam_only:
-                return True
+            entry = HostPci.parse(value, key)
+            raw, rom = bool(entry.hosts), entry.romfile is not None
         except ValidationError:
-            if "romfile" in value or "mapping=" not in value:
-                return True
-    return False
+            raw, rom = "mapping=" not in value, "romfile" in value
+        for reason, hit in (("raw device", raw), ("romfile", rom)):
+            if hit and reason not in reasons:
+                reasons.append(reason)
+    return reasons

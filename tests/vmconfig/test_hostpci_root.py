@@ -37,3 +37,16 @@ def test_a_planned_romfile_change_is_marked_whoever_builds_it() -> None:
         .needs_root_pam
     assert not change("hostpci2", "mapping=m", "mapping=m,pcie=1").needs_root_pam
     assert not change("args", "romfile", "x").needs_root_pam  # only hostpciN values are read
+
+
+def test_the_plan_says_romfile_not_raw_device() -> None:
+    import json
+
+    from pvefix.planner import plan
+    from pvefix.render.plan_text import render_plan_text
+    from tests.planner.loader import CASES, build_state
+
+    case = json.loads((CASES / "romfile-mapped-token.json").read_text())
+    text = render_plan_text(plan(build_state(case)))
+    assert "needs root@pam (romfile)" in text
+    assert "raw device" not in text
