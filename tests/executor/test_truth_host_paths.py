@@ -91,3 +91,23 @@ def test_local_on_the_node_itself_says_it(
     _cli(n, "plan", str(vmid), "--format", "json")
     out = capsys.readouterr().out
     assert finding in out
+
+
+@pytest.mark.parametrize(("write", "entries"), [
+    ({"/sys/class/iommu/ivhd0/.keep": ""}, ["ivhd0"]),
+    ({"/sys/class/iommu/.keep": ""}, []),  # the folder, with no IOMMU in it
+])
+def test_the_collect_script_takes_the_iommus_by_name(
+    tmp_path: Path, write: dict[str, str], entries: list[str]
+) -> None:
+    tree = build_tree({"scenario": "kpro6", "tree": {"write": write}}, tmp_path)
+    host = make_fake_host(tmp_path / "collect", str(tree))
+    done = subprocess.run(["sh", "-s"], input=render_script(), env=host.env(),
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    dest = tmp_path / "imported"
+    import_bundle(next((host.root / "root").glob("pvefix-bundle-*.tar.gz")), dest)
+    folder = dest / "sys/class/iommu"
+    assert folder.is_dir()
+    assert sorted(p.name for p in folder.iterdir()) == entries
+    assert all(not any(p.iterdir()) for p in folder.iterdir())  # names only, nothing inside
