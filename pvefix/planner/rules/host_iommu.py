@@ -120,9 +120,10 @@ def rule(ctx: Context) -> RuleResult:
             return RuleResult(
                 rule=NAME, noop="no SSH access: the host cmdline cannot be read (no API for it)"
             )
-        base = running_line.render() if running_line is not None else "root=..."
+        base, fixed = _base_with_iommu_on(running_line, _vendor(ctx), state.node.kernel_version)
         return RuleResult(
             rule=NAME,
+            findings=_running_iommu_off(running_line, _vendor(ctx), state.node.kernel_version),
             changes=[
                 ManualChange(
                     id="host.cmdline.create",
@@ -130,7 +131,8 @@ def rule(ctx: Context) -> RuleResult:
                     key="iommu",
                     before=None,
                     after=f"{base} iommu=pt".strip(),
-                    reason=f"{path} is missing but the boot loader ({loader}) reads it.",
+                    reason=f"{path} is missing but the boot loader ({loader}) reads it."
+                    + "".join(f" {note}" for note in fixed),
                     risk=Risk(
                         level="high",
                         text="A wrong root= makes the host unbootable; pvefix will not guess it.",
@@ -539,6 +541,30 @@ def _pt_overridden(configured: Cmdline, where: list[str]) -> Finding:
         evidence=[*where, " ".join(t.raw for t in configured.tokens
                                     if t.name in ("iommu", "iommu.passthrough"))],
     )
+
+
+def _base_with_iommu_on(
+    running: Cmdline | None, vendor: CpuVendor | None, kernel_version: str | None
+) -> tuple[str, list[str]]:
+    """The running line as the base of a new cmdline file, with the IOMMU left on: exact
+    `amd_iommu=off`/`intel_iommu=off` dropped, `intel_iommu=on` added before 6.8; and what was
+    changed, said plainly."""
+    if running is None:
+        return "root=...", []
+    line = running.copy()
+    notes: list[str] = []
+    for token in off_tokens(running, vendor):
+        if token.value == "off":
+            line.remove(token.name, token.value)
+            notes.append(f"{token.raw} (running now) is left out: after the reboot {_NOT_PRESENT}.")
+        else:
+            notes.append(f"{token.raw} (running now) turns the IOMMU off: take `off` out of it.")
+    if vendor == "intel" and intel_needs_on(kernel_version) and intel_setting(line)[0] != "on":
+        line.ensure("intel_iommu", "on")
+        notes.append(f"intel_iommu=on is added: Proxmox kernel {kernel_version} is older than 6.8.")
+    # the tokens only: /proc/cmdline ends in a newline, and a newline in the new file would
+    # push what follows to line 2, which proxmox-boot-tool never reads
+    return " ".join(t.raw for t in line.tokens), notes
 
 
 def _running_iommu_off(
