@@ -7,6 +7,7 @@ from __future__ import annotations
 from pvefix.cmdline.iommu import IOMMU_NOT_PRESENT, iommu_enabled
 from pvefix.cmdline.tokens import Cmdline
 from pvefix.errors import PvefixError, ValidationError
+from pvefix.hosttree.sysfs import PciDevice
 from pvefix.paths import PROC_CMDLINE
 from pvefix.planner import mmio
 from pvefix.sim.confschema import machine_rule_error
@@ -115,7 +116,7 @@ def _lspci(devices: list[str], address: str) -> list[str] | None:
     return [d for d in devices if d == full]
 
 
-def _entry_checks(state: NodeState, dev: HostPci, devices: list[str]) -> int:
+def _entry_checks(state: NodeState, dev: HostPci, inventory: list[PciDevice]) -> int:
     """PCI.pm parse_hostpci for one entry: its own errors, in Proxmox's order. Returns how
     many functions its first alternative passes (multifunction when > 1)."""
     for problem in dev.start_errors():
@@ -124,7 +125,8 @@ def _entry_checks(state: NodeState, dev: HostPci, devices: list[str]) -> int:
     if dev.mapping and not alternatives:
         raise die(f"PCI device mapping not found for '{dev.mapping}'")
     if dev.mapping:
-        _mapping_groups(state, dev.mapping)
+        _mapping_groups(state, dev.mapping, inventory)
+    devices = [d.address for d in inventory]
     functions = 0
     for n, alt in enumerate(alternatives):
         names = dev.hosts or alt  # the ids as the config or the mapping writes them
@@ -142,7 +144,7 @@ def _entry_checks(state: NodeState, dev: HostPci, devices: list[str]) -> int:
     return functions
 
 
-def _mapping_groups(state: NodeState, name: str) -> None:
+def _mapping_groups(state: NodeState, name: str, inventory: list[PciDevice]) -> None:
     """PCI.pm parse_hostpci -> PVE::Mapping::PCI::assert_valid, for the one property the
     host's IOMMU decides: each map entry of this node names its first device's IOMMU group
     (`iommugroup`), and a host without an IOMMU has none. The other properties (id,
@@ -150,7 +152,7 @@ def _mapping_groups(state: NodeState, name: str) -> None:
     inner newline, and the task's exit status turns it into one."""
     mappings = state.tree.pci_mappings()
     mapping = mappings.get(name) if mappings else None
-    by_address = {d.address: d for d in state.tree.pci_devices()}
+    by_address = {d.address: d for d in inventory}
     for entry in mapping.for_node(state.node) if mapping else []:
         path = entry.paths[0] if not entry.multifunction else f"{entry.paths[0]}.0"
         device = by_address.get(_full(path))
@@ -187,7 +189,7 @@ def start_checks(state: NodeState, cfg: VMConfig, vmid: int | None = None) -> No
     legacy = False
     names = main.keys()
     keys = sorted((k for k in names if HOSTPCI_KEY.match(k)), key=lambda k: (len(k), k))
-    devices = [d.address for d in state.tree.pci_devices()] if keys else []  # read once
+    inventory = state.tree.pci_devices() if keys else []  # read once
     passed = 0
     for key in keys:
         try:
@@ -195,7 +197,7 @@ def start_checks(state: NodeState, cfg: VMConfig, vmid: int | None = None) -> No
         except ValidationError:
             continue
         passed += 1
-        functions = _entry_checks(state, dev, devices)
+        functions = _entry_checks(state, dev, inventory)
         if dev.pcie and not q35:
             raise die(
                 "q35 machine model is not enabled at /usr/share/perl5/PVE/QemuServer/PCI.pm"
@@ -219,12 +221,12 @@ def start_checks(state: NodeState, cfg: VMConfig, vmid: int | None = None) -> No
                 raise die("legacy IGD assignment is not compatible with alternate devices")
     if vmid is not None:
         _choose(state, vmid, cfg, reserved_by_others(state, vmid), strict=True)
-    if passed and not iommu_present(state):
+    if passed and not iommu_present(state, inventory):
         # vm_start_nolock -> PCI.pm prepare_pci_device, after the command line is built
         raise die(IOMMU_NOT_PRESENT)
 
 
-def iommu_present(state: NodeState) -> bool:
+def iommu_present(state: NodeState, inventory: list[PciDevice]) -> bool:
     """PVE::SysFSTools::check_iommu_support: /sys/class/iommu holds an entry. A host booted
     with a command line that turns the IOMMU off has none (cmdline/iommu.py reads it as the
     kernel does); a tree without a sys/class/iommu folder stands for it with its devices'
@@ -238,8 +240,7 @@ def iommu_present(state: NodeState) -> bool:
     folder = state.tree.root / "sys" / "class" / "iommu"
     if folder.is_dir():
         return any(not entry.name.startswith(".") for entry in folder.iterdir())
-    devices = state.tree.pci_devices()
-    return not devices or any(d.iommu_group is not None for d in devices)
+    return not inventory or any(d.iommu_group is not None for d in inventory)
 
 
 def start_warnings(cfg: VMConfig) -> list[str]:
