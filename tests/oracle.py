@@ -168,13 +168,18 @@ def devices_json_of(pci_devices: list[Any]) -> dict[str, Any]:
     """The oracle's --pci-devices inventory from pvefix PciDevice values (address -> ids)."""
     out: dict[str, Any] = {}
     for d in pci_devices:
-        out[d.address] = {
+        info: dict[str, Any] = {
             "vendor": (d.vendor or "").removeprefix("0x"),
             "device": (d.device or "").removeprefix("0x"),
-            "iommugroup": d.iommu_group if d.iommu_group is not None else -1,
             "subsystem_vendor": (d.subsystem_vendor or "").removeprefix("0x"),
             "subsystem_device": (d.subsystem_device or "").removeprefix("0x"),
             "mdev": 0,
         }
+        # A device in no IOMMU group has no iommu_group link, so SysFSTools::pci_device_info
+        # leaves the key out (Proxmox's own daemons then say "unexpected property
+        # 'iommugroup'"); a number there would be a group that does not exist.
+        if d.iommu_group is not None:
+            info["iommugroup"] = d.iommu_group
+        out[d.address] = info
     return out
 

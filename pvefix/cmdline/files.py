@@ -43,6 +43,21 @@ def _has_root(cmdline: Cmdline) -> bool:
     return any(t.value for t in cmdline.named("root"))
 
 
+# proxmox-kernel-helper src/proxmox-boot/zz-proxmox-boot update_esps (commit 86c7015): on every
+# refresh, for systemd-boot and GRUB ESPs alike, when /etc/kernel/cmdline exists its first line
+# must contain the text `root=` (a grep), else the hook warns this on stderr and exits 1, and
+# `proxmox-boot-tool refresh` (set -e) with it.
+KERNEL_CMDLINE_NO_ROOT = "No root= parameter in /etc/kernel/cmdline found!"
+
+
+def esp_refresh_aborts(kernel_cmdline: str | None) -> bool:
+    """True when `proxmox-boot-tool refresh` stops on this /etc/kernel/cmdline text (None:
+    the file does not exist, and the hook falls back to /proc/cmdline)."""
+    if kernel_cmdline is None:
+        return False
+    return "root=" not in kernel_cmdline.split("\n", 1)[0]
+
+
 class KernelCmdlineFile:
     """/etc/kernel/cmdline: the first line is the command line; the rest is kept untouched.
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from pvefix.vmconfig.args import MAX_CLIQUE
 
@@ -76,6 +76,24 @@ class VmConfigChange(_ChangeBase):
     target: Literal["vm-config"] = "vm-config"
     file: None = None
     refresh_command: None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _hostpci_root_only(cls, data: Any) -> Any:
+        """A hostpciN change whose old or new value is root@pam's (raw host=, romfile) needs
+        root@pam whichever rule made it: Proxmox checks both values (check_hostpci_perm)."""
+        if not isinstance(data, dict) or data.get("needs_root_pam"):
+            return data
+        key = data.get("key")
+        if not isinstance(key, str) or not key.startswith("hostpci"):
+            return data
+        from pvefix.vmconfig.hostpci import HOSTPCI_KEY, hostpci_change_needs_root
+
+        if HOSTPCI_KEY.match(key) and hostpci_change_needs_root(
+            key, data.get("before"), data.get("after")
+        ):
+            return {**data, "needs_root_pam": True}
+        return data
 
 
 class HostCmdlineChange(_ChangeBase):

@@ -71,7 +71,8 @@ def impact(plan: Plan) -> list[str]:
     top = max((c.risk.level for c in changes), key=("low", "medium", "high").index)
     lines.append(f"Highest risk: {top}.")
     if any(c.needs_root_pam for c in changes):
-        lines.append("Needs root@pam with a password (a ticket): raw host devices or `args`.")
+        lines.append("Needs root@pam with a password (a ticket): raw host devices, `romfile`"
+                     " (old or new value) or `args`.")
     manual = [c for c in changes if c.target == "manual"]
     if manual:
         lines.append(f"{len(manual)} manual step(s) listed below: pvefix does not do them.")

@@ -76,8 +76,7 @@ def _change(c: Change, s: _Style) -> list[str]:
     if c.refresh_command:
         out.append(f"      then:   {' '.join(c.refresh_command)}")
     if c.needs_root_pam:
-        why = "args" if c.key == "args" else "raw device"
-        out.append(s(f"      needs root@pam ({why})", "yellow"))
+        out.append(s(f"      needs root@pam ({_root_why([c])})", "yellow"))
     if c.commands:
         out.append("      steps:")
         out += [f"        {cmd}" for cmd in c.commands]
@@ -117,7 +116,7 @@ def _change_group(group: list[Change], s: _Style) -> list[str]:
         )
     )
     if any(c.needs_root_pam for c in group):
-        out.append(s("      needs root@pam (raw device)", "yellow"))
+        out.append(s(f"      needs root@pam ({_root_why(group)})", "yellow"))
     out.append("      undo: restore each value on the left")
     seen: list[str] = []
     for c in group:
@@ -218,3 +217,16 @@ def _p2p_flags(plan: Plan, number: int) -> str:
     flag_map = o.clique_map and (o.clique_map_from or "").startswith("flag")
     return " --p2p" + (" --clique-map " + ",".join(f"{k}={v}" for k, v in o.clique_map.items())
                        if flag_map or (o.clique_map and o.clique_map_from is None) else "")
+
+
+def _root_why(changes: list[Change]) -> str:
+    """What makes these changes root@pam's: args, a raw device, a romfile (old or new value)."""
+    from pvefix.vmconfig.hostpci import hostpci_root_reasons
+
+    reasons: list[str] = []
+    for c in changes:
+        if not c.needs_root_pam:
+            continue
+        found = ["args"] if c.key == "args" else hostpci_root_reasons(c.key, c.before, c.after)
+        reasons += [r for r in found or ["raw device"] if r not in reasons]
+    return ", ".join(reasons)

@@ -128,13 +128,18 @@ def kernel_cmdline_first_line(text: str | None) -> str | None:
     return lines[0].strip() if lines else ""
 
 
-def refresh_output(kind: Flavor, kernel: str, esp_uuid: str = "9A3B-1C2D") -> str:
-    """What `proxmox-boot-tool refresh` prints on each kind of host."""
+def refresh_output(
+    kind: Flavor, kernel: str, esp_uuid: str = "9A3B-1C2D", *, aborted: bool = False
+) -> str:
+    """What `proxmox-boot-tool refresh` prints on each kind of host (on stdout); `aborted`:
+    up to where zz-proxmox-boot stops on an /etc/kernel/cmdline without root=."""
     head = (
         "Running hook script 'proxmox-auto-removal'..\n"
         "Running hook script 'zz-proxmox-boot'..\n"
         "Re-executing '/etc/kernel/postinst.d/zz-proxmox-boot' in new private mount namespace..\n"
     )
+    if aborted:
+        return head
     if kind == "grub":
         return head + "No /etc/kernel/proxmox-boot-uuids found, skipping ESP sync.\n"
     if kind == "grub-esp":

@@ -20,9 +20,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pvefix.cmdline.files import KERNEL_CMDLINE_NO_ROOT, esp_refresh_aborts
 from pvefix.errors import PvefixError
 from pvefix.hosttree import safe
 from pvefix.hosttree.meta import HostMeta
+from pvefix.paths import KERNEL_CMDLINE
 from pvefix.sim import boot, vmops
 from pvefix.sim.auth import Identity
 from pvefix.sim.errors import ApiError
@@ -292,8 +294,14 @@ def _boot_tool(sh: Shell, argv: list[str]) -> Result:
         return Result(status.output, status.stderr, status.exit_code)
     if sub == "refresh":
         kind = boot.flavor(meta)
+        kernel_cmdline = sh.state.read_host(KERNEL_CMDLINE)
+        if kind != "grub" and esp_refresh_aborts(kernel_cmdline):
+            # zz-proxmox-boot update_esps, for systemd-boot and GRUB ESPs alike; nothing is
+            # installed, and proxmox-boot-tool (set -e) exits with the hook's status 1
+            return Result(boot.refresh_output(kind, meta.versions.kernel, aborted=True),
+                          KERNEL_CMDLINE_NO_ROOT + "\n", 1)
         if kind == "systemd-boot":
-            line = boot.kernel_cmdline_first_line(sh.state.read_host("/etc/kernel/cmdline"))
+            line = boot.kernel_cmdline_first_line(kernel_cmdline)
             if line:
                 sh.state.boot.install(line)
         elif kind == "grub-esp":

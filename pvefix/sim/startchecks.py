@@ -4,7 +4,11 @@ Cross-checked with Proxmox's own code in tests/conformance/test_sim_start_verdic
 
 from __future__ import annotations
 
+from pvefix.cmdline.iommu import IOMMU_NOT_PRESENT, iommu_enabled
+from pvefix.cmdline.tokens import Cmdline
 from pvefix.errors import PvefixError, ValidationError
+from pvefix.hosttree.sysfs import PciDevice
+from pvefix.paths import PROC_CMDLINE
 from pvefix.planner import mmio
 from pvefix.sim.confschema import machine_rule_error
 from pvefix.sim.errors import die
@@ -112,7 +116,7 @@ def _lspci(devices: list[str], address: str) -> list[str] | None:
     return [d for d in devices if d == full]
 
 
-def _entry_checks(state: NodeState, dev: HostPci, devices: list[str]) -> int:
+def _entry_checks(state: NodeState, dev: HostPci, inventory: list[PciDevice]) -> int:
     """PCI.pm parse_hostpci for one entry: its own errors, in Proxmox's order. Returns how
     many functions its first alternative passes (multifunction when > 1)."""
     for problem in dev.start_errors():
@@ -120,6 +124,9 @@ def _entry_checks(state: NodeState, dev: HostPci, devices: list[str]) -> int:
     alternatives = candidates(state, dev)
     if dev.mapping and not alternatives:
         raise die(f"PCI device mapping not found for '{dev.mapping}'")
+    if dev.mapping:
+        _mapping_groups(state, dev.mapping, inventory)
+    devices = [d.address for d in inventory]
     functions = 0
     for n, alt in enumerate(alternatives):
         names = dev.hosts or alt  # the ids as the config or the mapping writes them
@@ -135,6 +142,32 @@ def _entry_checks(state: NodeState, dev: HostPci, devices: list[str]) -> int:
         if n == 0:
             functions = count
     return functions
+
+
+def _mapping_groups(state: NodeState, name: str, inventory: list[PciDevice]) -> None:
+    """PCI.pm parse_hostpci -> PVE::Mapping::PCI::assert_valid, for the one property the
+    host's IOMMU decides: each map entry of this node names its first device's IOMMU group
+    (`iommugroup`), and a host without an IOMMU has none. The other properties (id,
+    subsystem-id, mdev) are not modelled. The message ends in a space: Perl's die keeps the
+    inner newline, and the task's exit status turns it into one."""
+    mappings = state.tree.pci_mappings()
+    mapping = mappings.get(name) if mappings else None
+    by_address = {d.address: d for d in inventory}
+    for entry in mapping.for_node(state.node) if mapping else []:
+        path = entry.paths[0] if not entry.multifunction else f"{entry.paths[0]}.0"
+        device = by_address.get(_full(path))
+        if device is None:
+            continue
+        expected, configured = device.iommu_group, entry.iommugroup
+        problem = None
+        if expected is not None and configured is None:
+            problem = f"missing expected property 'iommugroup' for device '{path}'"
+        elif expected is None and configured is not None:
+            problem = f"unexpected property 'iommugroup' configured for device '{path}'"
+        elif expected != configured:
+            problem = f"'iommugroup' does not match for '{name}' ({expected} != {configured})"
+        if problem:
+            raise die(f"PCI device mapping invalid (hardware probably changed): {problem} ")
 
 
 def start_checks(state: NodeState, cfg: VMConfig, vmid: int | None = None) -> None:
@@ -156,13 +189,15 @@ def start_checks(state: NodeState, cfg: VMConfig, vmid: int | None = None) -> No
     legacy = False
     names = main.keys()
     keys = sorted((k for k in names if HOSTPCI_KEY.match(k)), key=lambda k: (len(k), k))
-    devices = [d.address for d in state.tree.pci_devices()] if keys else []  # read once
+    inventory = state.tree.pci_devices() if keys else []  # read once
+    passed = 0
     for key in keys:
         try:
             dev = HostPci.parse(main.get(key) or "", key)
         except ValidationError:
             continue
-        functions = _entry_checks(state, dev, devices)
+        passed += 1
+        functions = _entry_checks(state, dev, inventory)
         if dev.pcie and not q35:
             raise die(
                 "q35 machine model is not enabled at /usr/share/perl5/PVE/QemuServer/PCI.pm"
@@ -186,6 +221,26 @@ def start_checks(state: NodeState, cfg: VMConfig, vmid: int | None = None) -> No
                 raise die("legacy IGD assignment is not compatible with alternate devices")
     if vmid is not None:
         _choose(state, vmid, cfg, reserved_by_others(state, vmid), strict=True)
+    if passed and not iommu_present(state, inventory):
+        # vm_start_nolock -> PCI.pm prepare_pci_device, after the command line is built
+        raise die(IOMMU_NOT_PRESENT)
+
+
+def iommu_present(state: NodeState, inventory: list[PciDevice]) -> bool:
+    """PVE::SysFSTools::check_iommu_support: /sys/class/iommu holds an entry. A host booted
+    with a command line that turns the IOMMU off has none (cmdline/iommu.py reads it as the
+    kernel does); a tree without a sys/class/iommu folder stands for it with its devices'
+    IOMMU groups (a kernel without an IOMMU puts no device in a group)."""
+    meta = state.tree.meta
+    vendor = meta.cpu.vendor.lower()
+    booted = Cmdline.parse(state.read_host(PROC_CMDLINE) or "")
+    if not iommu_enabled(booted, "amd" if "amd" in vendor else "intel" if "intel" in vendor
+                         else None, meta.versions.kernel):
+        return False
+    folder = state.tree.root / "sys" / "class" / "iommu"
+    if folder.is_dir():
+        return any(not entry.name.startswith(".") for entry in folder.iterdir())
+    return not inventory or any(d.iommu_group is not None for d in inventory)
 
 
 def start_warnings(cfg: VMConfig) -> list[str]:

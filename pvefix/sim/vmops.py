@@ -41,7 +41,32 @@ from pvefix.vmconfig.hostpci import HOSTPCI_KEY, HostPci
 from pvefix.vmconfig.schema import is_known_key, parse_bool
 
 # check_vm_modify_config_perm's last branch: keys no privilege covers are root@pam's alone.
-ROOT_ONLY_KEYS = frozenset({"args", "lock"})
+# API2/Qemu.pm: the keys check_vm_modify_config_perm lets a non-root user set with a privilege
+# (cpuoptions, memoryoptions, hwtypeoptions, generaloptions, vmpoweroptions, diskoptions,
+# cloudinitoptions, plus the keys checked elsewhere); every other key ("args, lock, etc.":
+# affinity, hugepages, hookscript, meta, ...) dies with "only root can set 'KEY' config".
+NON_ROOT_KEYS = frozenset({
+    "cores", "cpu", "runningcpu", "cpulimit", "cpuunits", "numa", "smp", "sockets", "vcpus",
+    "memory", "balloon", "shares", "allow-ksm",
+    "acpi", "hotplug", "kvm", "machine", "runningmachine", "scsihw", "smbios1", "tablet", "vga",
+    "watchdog", "audio0", "rng0",
+    "agent", "autostart", "bios", "description", "keyboard", "localtime", "migrate_downtime",
+    "migrate_speed", "name", "onboot", "ostype", "protection", "reboot", "startdate", "startup",
+    "tdf", "template",
+    "freeze", "boot", "bootdisk", "vmstatestorage",
+    "cicustom", "cipassword", "citype", "ciuser", "ciupgrade", "nameserver", "searchdomain",
+    "sshkeys",
+    "cdrom", "tags", "vmstate", "running-nets-host-mtu",
+})
+_NON_ROOT_INDEXED = re.compile(
+    r"^(?:ide|sata|scsi|virtio|unused|serial|usb|hostpci|virtiofs|numa|net|ipconfig)\d+$"
+    r"|^(?:efidisk|tpmstate)0$"
+)
+
+
+def root_only_key(opt: str) -> bool:
+    """Whether only root@pam may set or delete `opt` (check_vm_modify_config_perm)."""
+    return opt not in NON_ROOT_KEYS and not _NON_ROOT_INDEXED.match(opt)
 SNAPNAME_RE = re.compile(r"^[a-zA-Z][a-zA-Z0-9_\-]+$")
 
 
@@ -131,7 +156,7 @@ def update_config(
         raise param_error(errors)
     if not ident.is_root_pam:
         for opt in [*delete, *params]:
-            if opt in ROOT_ONLY_KEYS:
+            if root_only_key(opt):
                 raise die(f"only root can set '{opt}' config")
 
     def checks() -> LoadedConfig:

@@ -116,6 +116,13 @@ class HostPci(BaseModel):
         return int(self.key[len("hostpci") :])
 
     @property
+    def root_pam_only(self) -> bool:
+        """Only root@pam may write this value, or replace or delete it: a raw `host=` device
+        or a `romfile` (also on a `mapping=` entry). qemu-server API2/Qemu.pm
+        check_hostpci_perm, called with the old value and the new one (update_vm_api)."""
+        return bool(self.hosts) or self.romfile is not None
+
+    @property
     def is_raw(self) -> bool:
         """Raw `host=` passthrough: only root@pam may set it (mappings need Mapping.Use)."""
         return bool(self.hosts)
@@ -139,3 +146,28 @@ class HostPci(BaseModel):
         ps = PropertyString.parse(self.raw, default_key="host")
         ps.set(option, value)
         return ps.render()
+
+
+def hostpci_change_needs_root(key: str, before: str | None, after: str | None) -> bool:
+    """Whether Proxmox keeps this change of `key` (set, rewrite or delete) to root@pam: the
+    old value or the new one is root@pam's (`HostPci.root_pam_only`). A value that does not
+    parse counts as root@pam's unless it is plainly a mapping without romfile."""
+    return bool(hostpci_root_reasons(key, before, after))
+
+
+def hostpci_root_reasons(key: str, before: str | None, after: str | None) -> list[str]:
+    """Why a change of `key` is root@pam's: "raw device" and/or "romfile" (old or new value);
+    empty when a token with the mapping's privileges may make it."""
+    reasons: list[str] = []
+    for value in (before, after):
+        if value is None:
+            continue
+        try:
+            entry = HostPci.parse(value, key)
+            raw, rom = bool(entry.hosts), entry.romfile is not None
+        except ValidationError:
+            raw, rom = "mapping=" not in value, "romfile" in value
+        for reason, hit in (("raw device", raw), ("romfile", rom)):
+            if hit and reason not in reasons:
+                reasons.append(reason)
+    return reasons

@@ -10,6 +10,10 @@ Each case file (cases/*.json) has:
      "access": {"method": ..., "user": ..., "auth": ..., "ssh": ..., "guest": ...}
      "guest": {"cmdline": ..., "bar_errors": [...]}
      "node": {"kernel_version": ..., "cpu_vendor": ...}
+  "tree" (optional): a host tree of the case's own, built on disk from the scenario's and read
+     back with the bundle reader, for facts the edits above cannot reach:
+     "write": {host path: text}, "remove": [host path or glob under the tree, e.g.
+     "/sys/devices/**/iommu_group"], "meta": {pvefix-host.json key: value (merged one level)}
   "options" (optional): {"p2p": true, "clique_map": {"hostpci0": 0}}   (PlanOptions)
   "expect" (required, with every key below):
      "phases": [{"disruption": ..., "changes": [change id, ...]}]
@@ -23,10 +27,13 @@ Each case file (cases/*.json) has:
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
 from pvefix.hosttree import resolve_scenario
+from pvefix.hosttree.meta import META_FILE
 from pvefix.sources.bundle import read_bundle
 from pvefix.state import AccessFacts, BootToolFacts, FileFact, GuestFacts, HostState
 from pvefix.vmconfig import VMConfig
@@ -44,8 +51,35 @@ def load_case(path: Path) -> dict[str, Any]:
     return case
 
 
+def build_tree(case: dict[str, Any], dest: Path) -> Path:
+    """The case's own host tree under `dest`: the scenario's files with the "tree" edits."""
+    root = dest / "tree"
+    shutil.copytree(resolve_scenario(case["scenario"]), root, symlinks=True)
+    spec = case.get("tree", {})
+    for pattern in spec.get("remove", []):
+        hits = sorted(root.glob(pattern.lstrip("/")))
+        if not hits:
+            raise AssertionError(f"tree.remove {pattern!r} matches nothing")
+        for hit in hits:
+            shutil.rmtree(hit) if hit.is_dir() and not hit.is_symlink() else hit.unlink()
+    for path, text in spec.get("write", {}).items():
+        target = root / path.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+    meta_file = root / META_FILE
+    meta = json.loads(meta_file.read_text())
+    for key, value in spec.get("meta", {}).items():
+        meta[key] = {**meta[key], **value} if isinstance(value, dict) else value
+    meta_file.write_text(json.dumps(meta, indent=2) + "\n")
+    return root
+
+
 def build_state(case: dict[str, Any]) -> HostState:
-    state = read_bundle(resolve_scenario(case["scenario"]), int(case["vmid"]))
+    if "tree" in case:
+        with tempfile.TemporaryDirectory() as tmp:
+            state = read_bundle(build_tree(case, Path(tmp)), int(case["vmid"]))
+    else:
+        state = read_bundle(resolve_scenario(case["scenario"]), int(case["vmid"]))
     edit = case.get("edit", {})
     vm = state.vm
     if "config_text" in edit or "config_set" in edit or "config_delete" in edit:

@@ -1,30 +1,78 @@
-"""iommu=pt on the host kernel cmdline, in the place its boot loader really reads.
+"""iommu=pt on the host kernel cmdline, where its boot loader really reads it; the IOMMU kept on.
 
 Where: `proxmox-boot-tool status` decides. Exit 0 with uefi/systemd-boot ESPs: the first line of
 /etc/kernel/cmdline, then `proxmox-boot-tool refresh`. Exit 0 with grub ESPs: /etc/default/grub
-(/etc/kernel/cmdline is then ignored), then `proxmox-boot-tool refresh`. Exit 2 (not managed):
-plain GRUB, /etc/default/grub, then `update-grub`. Each needs a host reboot.
+(GRUB does not use /etc/kernel/cmdline), then `proxmox-boot-tool refresh`. Exit 2 (not
+managed): plain GRUB, /etc/default/grub, then `update-grub`. Each needs a host reboot.
 
 What it does, honestly: `iommu=pt` gives host-owned devices an identity (pass-through) DMA
 domain. GPUs assigned to a VM through VFIO always get their own translated domain, so it does
 not change guest P2P or DMA latency. It is harmless, often recommended (the Proxmox docs say it
 "might increase performance") and lowers IOMMU overhead for the host's own devices.
+`iommu.passthrough=1` does exactly what `iommu=pt` does (both set the default domain type:
+drivers/iommu/iommu.c iommu_set_def_domain_type, arch/x86/kernel/pci-dma.c iommu_setup; the last
+of `iommu=pt`, `iommu=nopt` and `iommu.passthrough=` on the line wins), so with it configured
+iommu=pt is a no-op and no host reboot is planned for it.
+
+The IOMMU must stay on: without it Proxmox refuses every passthrough start with "cannot prepare
+PCI pass-through, IOMMU not present" (qemu-server PCI.pm prepare_pci_device, when
+/sys/class/iommu is empty; a mapped entry fails before that, in Mapping::PCI's check of the map
+line's IOMMU group: both texts checked against Proxmox's own daemons, ../shared/pve-api). pvefix
+never plans a reboot that leaves it off without saying so:
+- `amd_iommu=off` (any `off...` option in the comma list) disables the AMD IOMMU
+  (drivers/iommu/amd/init.c parse_amd_iommu_options; the valid options are in DOMAIN.md
+  section 6), and `intel_iommu=off` the Intel one when it is the last on/off given
+  (drivers/iommu/intel/iommu.c intel_iommu_setup). In the configured cmdline their removal is
+  planned before iommu=pt, saying why; where pvefix cannot remove it (a combined value like
+  `amd_iommu=off,fullflush`, or a GRUB drop-in it does not edit) no host edit is planned and an
+  error finding says what to remove by hand.
+- Intel on a Proxmox kernel before 6.8: the IOMMU stays off without `intel_iommu=on` (pve-docs
+  qm-pci-passthrough.adoc; on by default from 6.8), so `intel_iommu=on` is planned together with
+  iommu=pt. On 6.8 and later `intel_iommu=on` is a no-op and is reported, not touched.
+- The running kernel (/proc/cmdline) booted with the IOMMU off: a warning, passthrough is
+  refused until the host reboots with it (the iommu-groups rule sees the groups absent too).
 
 Also: `amd_iommu=on` is not a valid value (the kernel logs `AMD-Vi: Unknown option - 'on'`; the
-AMD IOMMU is on by default), so its removal is planned; `intel_iommu=on` is a no-op on Proxmox
-kernels >= 6.8 and is reported, not touched. The configured and the running (/proc/cmdline)
-command lines are both reported.
+AMD IOMMU is on by default), so its removal is planned. The configured and the running
+(/proc/cmdline) command lines are both reported.
+
+GRUB on the ESPs: on every `proxmox-boot-tool refresh` (and every kernel update, which runs the
+same hook) update_esps reads /etc/kernel/cmdline when it exists, for GRUB ESPs too, and stops
+with "No root= parameter in /etc/kernel/cmdline found!" (exit 1) when its first line lacks
+`root=` (proxmox-kernel-helper src/proxmox-boot/zz-proxmox-boot, commit 86c7015). pvefix reads
+that file on such hosts on every path (SSH, --local, bundle, the collect script, the
+simulator); when it would abort, an error finding says so and how to fix it (move the unused
+file aside, or give it the host's root=) and no host edit is planned. A bundle without the
+file is taken at its word, and each host change says to check the host's file first.
 """
 
 from __future__ import annotations
 
 from pvefix.cmdline import GrubDefaultFile, KernelCmdlineFile, ProcCmdline
-from pvefix.cmdline.files import GRUB_LINUX, GRUB_LINUX_DEFAULT
+from pvefix.cmdline.files import (
+    GRUB_LINUX,
+    GRUB_LINUX_DEFAULT,
+    KERNEL_CMDLINE_NO_ROOT,
+    esp_refresh_aborts,
+)
 from pvefix.cmdline.grubd import GrubConfig, duplicates, is_dropin, same_as_running
+from pvefix.cmdline.iommu import (
+    IOMMU_NOT_PRESENT,
+    IOMMU_NOT_PRESENT_SOURCE,
+    MAPPING_WITHOUT_GROUP,
+    intel_needs_on,
+    intel_setting,
+    iommu_enabled,
+    off_tokens,
+    passthrough_token,
+)
+from pvefix.cmdline.lint import CpuVendor
+from pvefix.cmdline.tokens import Cmdline, normalize_name
 from pvefix.errors import PvefixError
 from pvefix.paths import GRUB_DEFAULT, KERNEL_CMDLINE, PROC_CMDLINE
 from pvefix.planner.context import Context
 from pvefix.planner.model import Change, Finding, HostCmdlineChange, ManualChange, Risk, RuleResult
+from pvefix.state import HostState
 
 NAME = "host-iommu"
 
@@ -35,7 +83,7 @@ _WHERE = {
 }
 
 
-def _vendor(ctx: Context) -> str | None:
+def _vendor(ctx: Context) -> CpuVendor | None:
     v = (ctx.state.node.cpu_vendor or "").lower()
     return "amd" if "amd" in v else "intel" if "intel" in v else None
 
@@ -72,9 +120,10 @@ def rule(ctx: Context) -> RuleResult:
             return RuleResult(
                 rule=NAME, noop="no SSH access: the host cmdline cannot be read (no API for it)"
             )
-        base = running_line.render() if running_line is not None else "root=..."
+        base, fixed = _base_with_iommu_on(running_line, _vendor(ctx), state.node.kernel_version)
         return RuleResult(
             rule=NAME,
+            findings=_running_iommu_off(running_line, _vendor(ctx), state.node.kernel_version),
             changes=[
                 ManualChange(
                     id="host.cmdline.create",
@@ -82,7 +131,8 @@ def rule(ctx: Context) -> RuleResult:
                     key="iommu",
                     before=None,
                     after=f"{base} iommu=pt".strip(),
-                    reason=f"{path} is missing but the boot loader ({loader}) reads it.",
+                    reason=f"{path} is missing but the boot loader ({loader}) reads it."
+                    + "".join(f" {note}" for note in fixed),
                     risk=Risk(
                         level="high",
                         text="A wrong root= makes the host unbootable; pvefix will not guess it.",
@@ -170,7 +220,7 @@ def rule(ctx: Context) -> RuleResult:
             )
         )
     vendor = _vendor(ctx)
-    for f in editor.findings(kernel_version=state.node.kernel_version, cpu_vendor=vendor):  # type: ignore[arg-type]
+    for f in editor.findings(kernel_version=state.node.kernel_version, cpu_vendor=vendor):
         if f.code.startswith("amd-iommu") or f.severity == "error" or "intel" in f.code:
             findings.append(
                 Finding(
@@ -217,9 +267,30 @@ def rule(ctx: Context) -> RuleResult:
             )
         )
         line_before = line_after
-    if configured.has("iommu", "pt"):
-        holders = [str(x) for x in grub.where("iommu", "pt")] if grub else [f"{path}:1"]
+    try:
+        iommu_on = _enable_iommu(
+            state, grub, (path, refresh), editor, configured, vendor, line_before
+        )
+    except _Refused as refused:
+        return RuleResult(rule=NAME, noop=refused.noop, findings=[*findings, refused.finding])
+    changes += iommu_on
+    if iommu_on:
+        line_before = iommu_on[-1].after or line_before
+    pt_token = passthrough_token(configured)
+    pt_noop: str | None = None
+    if pt_token is not None and normalize_name(pt_token.name) == "iommu":
+        holders = [str(x) for x in grub.where("iommu", pt_token.value)] if grub else [f"{path}:1"]
         pt_noop = f"iommu=pt is already configured ({', '.join(holders) or path})"
+    elif pt_token is not None:
+        pt_noop = (
+            f"{pt_token.raw} is already configured ({', '.join(where) or path}): it does what"
+            " iommu=pt does (both set the default DMA domain to identity: drivers/iommu/iommu.c"
+            " iommu_set_def_domain_type, arch/x86/kernel/pci-dma.c iommu_setup), so adding"
+            " iommu=pt would change nothing and no host reboot is planned for it"
+        )
+    elif configured.has("iommu", "pt"):
+        pt_noop = "iommu=pt is configured but a later parameter turns it back (see findings)"
+        findings.append(_pt_overridden(configured, where or [path]))
     else:
         pt_noop = None
         try:
@@ -283,8 +354,21 @@ def rule(ctx: Context) -> RuleResult:
                     evidence=[f"configured: {configured_now}", f"running: {running_now}"],
                 )
             )
+    findings += _running_iommu_off(running_line, vendor, state.node.kernel_version)
+    blocker = _esp_refresh_blocker(state) if loader == "grub-esp" else None
+    if isinstance(blocker, Finding):
+        findings.append(blocker)
     if not changes:
         return RuleResult(rule=NAME, noop=pt_noop or "nothing to change", findings=findings)
+    if isinstance(blocker, Finding):
+        return RuleResult(
+            rule=NAME,
+            noop="proxmox-boot-tool refresh would abort on this host: no host edit is planned"
+            " (see findings)",
+            findings=findings,
+        )
+    if blocker is not None:
+        changes = [c.model_copy(update={"evidence": [*c.evidence, blocker]}) for c in changes]
     return RuleResult(
         rule=NAME, changes=changes, findings=findings, files_after={path: editor.render()}
     )
@@ -301,3 +385,243 @@ def _effective_after(
     # The editor already read its edited text back (it refuses what would not read back as
     # intended), so the files are reused rather than parsed again.
     return " ".join(t.raw for t in GrubConfig(texts, parsed=grub.files).cmdline.tokens)
+
+
+_NOT_PRESENT = (
+    f'Proxmox refuses every passthrough start: "{IOMMU_NOT_PRESENT}" ({IOMMU_NOT_PRESENT_SOURCE};'
+    f' a mapped entry fails first with "{MAPPING_WITHOUT_GROUP}")'
+)
+
+
+class _Refused(Exception):
+    """A host edit pvefix will not plan: why (the rule's noop) and the finding that says it."""
+
+    def __init__(self, noop: str, finding: Finding) -> None:
+        super().__init__(noop)
+        self.noop = noop
+        self.finding = finding
+
+
+def _refuse_off(what: str, detail: str, evidence: list[str]) -> _Refused:
+    return _Refused(
+        f"{what}: no host reboot is planned, the IOMMU would stay off after it (see findings)",
+        Finding(
+            id="host.cmdline.iommu-off",
+            rule=NAME,
+            severity="error",
+            title="The configured host cmdline turns the IOMMU off",
+            detail=f"{detail} After a reboot with it, {_NOT_PRESENT}.",
+            evidence=evidence,
+        ),
+    )
+
+
+def _enable_iommu(
+    state: HostState,
+    grub: GrubConfig | None,
+    where: tuple[str, list[str]],
+    editor: KernelCmdlineFile | GrubDefaultFile,
+    configured: Cmdline,
+    vendor: CpuVendor | None,
+    line_before: str,
+) -> list[HostCmdlineChange]:
+    """The edits that leave the IOMMU on after the next boot: `amd_iommu=off` and
+    `intel_iommu=off` removed, `intel_iommu=on` added on Proxmox kernels before 6.8. Each is a
+    change of `where` (the file and its refresh command); raises _Refused when pvefix cannot
+    make them."""
+    path = where[0]
+    kver = state.node.kernel_version
+    off = off_tokens(configured, vendor)
+    changes: list[HostCmdlineChange] = []
+    for token in off:
+        name = normalize_name(token.name)  # amd-iommu=off is amd_iommu=off to the kernel
+        holders = grub.where(token.name, token.value) if grub else []
+        elsewhere = [str(x) for x in holders if x.path != path]
+        if token.value != "off" or elsewhere:
+            raise _refuse_off(
+                f"{token.raw} turns the IOMMU off",
+                f"{token.raw} disables the {_VENDOR_NAME[name]} IOMMU"
+                f" ({_KERNEL_SOURCE[name]}). pvefix removes it only where it is the"
+                " parameter's whole value and in the file it edits: remove `off` by hand.",
+                [f"{path}: {line_before}", *elsewhere],
+            )
+        try:
+            editor.remove(token.name, token.value)
+        except PvefixError as exc:
+            raise _refuse_off(
+                f"{token.raw} turns the IOMMU off", f"{token.raw} disables the"
+                f" {_VENDOR_NAME[name]} IOMMU ({_KERNEL_SOURCE[name]}), and pvefix"
+                f" cannot edit the file: {exc}.", [f"{path}: {line_before}"],
+            ) from None
+        after = _effective_after(grub, path, editor)
+        changes.append(_iommu_change(
+            where, f"host.cmdline.{name}_off", name, line_before, after,
+            f"{token.raw} disables the {_VENDOR_NAME[name]} IOMMU"
+            f" ({_KERNEL_SOURCE[name]}): after the reboot {_NOT_PRESENT}. Removing it"
+            " leaves the IOMMU on" + (" (the Intel IOMMU then needs intel_iommu=on on this"
+                                      " kernel, planned below)." if name == "intel_iommu"
+                                      and intel_needs_on(kver) else "."),
+            f"add {token.raw} back to {path}",
+        ))
+        line_before = after
+    if vendor == "intel" and intel_needs_on(kver) and intel_setting(
+        Cmdline.parse(line_before)
+    )[0] != "on":
+        try:
+            editor.ensure("intel_iommu", "on")
+        except PvefixError as exc:
+            raise _refuse_off(
+                "the Intel IOMMU stays off", f"Proxmox kernel {kver} is older than 6.8 and the"
+                " line has no intel_iommu=on (pve-docs qm-pci-passthrough.adoc), and pvefix"
+                f" cannot edit the file: {exc}.", [f"{path}: {line_before}"],
+            ) from None
+        after = _effective_after(grub, path, editor)
+        changes.append(_iommu_change(
+            where, "host.cmdline.intel_iommu_on", "intel_iommu", line_before, after,
+            f"Proxmox kernel {kver} is older than 6.8: the Intel IOMMU stays off unless the"
+            f" command line has intel_iommu=on (pve-docs qm-pci-passthrough.adoc), and without it"
+            f" {_NOT_PRESENT}.",
+            f"remove intel_iommu=on from {path}",
+        ))
+        line_before = after
+    if not iommu_enabled(Cmdline.parse(line_before), vendor, kver):
+        raise _refuse_off(
+            "the IOMMU would stay off", "pvefix's edit of the command line would not turn the"
+            " IOMMU on (another file overrides it).", [f"after the edit: {line_before}"],
+        )
+    return changes
+
+
+_VENDOR_NAME = {"amd_iommu": "AMD", "intel_iommu": "Intel"}
+_KERNEL_SOURCE = {
+    "amd_iommu": "drivers/iommu/amd/init.c parse_amd_iommu_options",
+    "intel_iommu": "drivers/iommu/intel/iommu.c intel_iommu_setup",
+}
+
+
+def _iommu_change(
+    where: tuple[str, list[str]], change_id: str, key: str, before: str, after: str,
+    reason: str, inverse: str,
+) -> HostCmdlineChange:
+    path, refresh = where
+    return HostCmdlineChange(
+        id=change_id,
+        rule=NAME,
+        key=key,
+        before=before,
+        after=after,
+        reason=reason,
+        risk=Risk(
+            level="low",
+            text="Needs a host reboot (every VM on the node stops). The boot loader must be"
+            " refreshed or the edit has no effect.",
+        ),
+        evidence=[f"configured ({path}): {before}"],
+        inverse=f"{inverse}, run {' '.join(refresh)} and reboot",
+        disruption="host-reboot",
+        file=path,
+        refresh_command=refresh,
+        effect="After the host reboot the IOMMU is on and Proxmox can start VMs with"
+        " passed-through devices (when the firmware has VT-d / AMD-Vi enabled).",
+    )
+
+
+def _pt_overridden(configured: Cmdline, where: list[str]) -> Finding:
+    return Finding(
+        id="host.cmdline.iommu-pt-overridden",
+        rule=NAME,
+        severity="info",
+        title="iommu=pt is turned back later on the line",
+        detail=(
+            "iommu=pt, iommu=nopt and iommu.passthrough= all set the default DMA domain, and the"
+            " last one on the command line wins (drivers/iommu/iommu.c, arch/x86/kernel/"
+            "pci-dma.c): here a later one makes it translated again. pvefix does not reorder"
+            " the line."
+        ),
+        evidence=[*where, " ".join(t.raw for t in configured.tokens
+                                    if t.name in ("iommu", "iommu.passthrough"))],
+    )
+
+
+def _base_with_iommu_on(
+    running: Cmdline | None, vendor: CpuVendor | None, kernel_version: str | None
+) -> tuple[str, list[str]]:
+    """The running line as the base of a new cmdline file, with the IOMMU left on: exact
+    `amd_iommu=off`/`intel_iommu=off` dropped, `intel_iommu=on` added before 6.8; and what was
+    changed, said plainly."""
+    if running is None:
+        return "root=...", []
+    line = running.copy()
+    notes: list[str] = []
+    for token in off_tokens(running, vendor):
+        if token.value == "off":
+            line.remove(token.name, token.value)
+            notes.append(f"{token.raw} (running now) is left out: after the reboot {_NOT_PRESENT}.")
+        else:
+            notes.append(f"{token.raw} (running now) turns the IOMMU off: take `off` out of it.")
+    if vendor == "intel" and intel_needs_on(kernel_version) and intel_setting(line)[0] != "on":
+        line.ensure("intel_iommu", "on")
+        notes.append(f"intel_iommu=on is added: Proxmox kernel {kernel_version} is older than 6.8.")
+    # the tokens only: /proc/cmdline ends in a newline, and a newline in the new file would
+    # push what follows to line 2, which proxmox-boot-tool never reads
+    return " ".join(t.raw for t in line.tokens), notes
+
+
+def _running_iommu_off(
+    running: Cmdline | None, vendor: CpuVendor | None, kernel_version: str | None
+) -> list[Finding]:
+    """The running kernel booted with the IOMMU off: passthrough is refused until a reboot."""
+    if running is None or iommu_enabled(running, vendor, kernel_version):
+        return []
+    culprits = [t.raw for t in off_tokens(running, vendor)] or [
+        f"Proxmox kernel {kernel_version} (before 6.8) and no intel_iommu=on"
+    ]
+    return [
+        Finding(
+            id="host.iommu.off-running",
+            rule=NAME,
+            severity="warning",
+            title="The running host kernel has no IOMMU",
+            detail=(
+                f"The host booted with {', '.join(culprits)}: until it boots with the IOMMU on,"
+                f" {_NOT_PRESENT}."
+            ),
+            evidence=[f"/proc/cmdline: {running.render()}"],
+        )
+    ]
+
+
+def _esp_refresh_blocker(state: HostState) -> Finding | str | None:
+    """GRUB on ESPs: `proxmox-boot-tool refresh` still reads /etc/kernel/cmdline and aborts
+    when its first line lacks root=. A Finding when it would abort; a note for the changes
+    when the source cannot say whether the file exists (a bundle without it); else None."""
+    fact = state.file(KERNEL_CMDLINE)
+    if fact.text is None:
+        if state.access.method != "bundle":
+            return None
+        return (
+            f"this bundle has no {KERNEL_CMDLINE}: read it on the host (`head -n1"
+            f" {KERNEL_CMDLINE}`); if it exists its first line must contain root=, or"
+            " `proxmox-boot-tool refresh` aborts (proxmox-kernel-helper zz-proxmox-boot"
+            " update_esps)"
+        )
+    if not esp_refresh_aborts(fact.text):
+        return None
+    first = fact.text.split("\n", 1)[0]
+    return Finding(
+        id="host.boot-tool.kernel-cmdline-no-root",
+        rule=NAME,
+        severity="error",
+        title="proxmox-boot-tool refresh would abort",
+        detail=(
+            f"GRUB boots from the ESPs here, yet on every refresh (a kernel update runs one too)"
+            f" proxmox-boot-tool reads"
+            f" {KERNEL_CMDLINE} when it exists and stops with \"{KERNEL_CMDLINE_NO_ROOT}\" (exit"
+            " 1) when its first line lacks root= (proxmox-kernel-helper zz-proxmox-boot"
+            " update_esps, commit 86c7015). GRUB does not use that file, so pvefix plans no host"
+            f" edit: move it aside (`mv {KERNEL_CMDLINE} /root/kernel-cmdline.unused`) or put the"
+            " host's root= in its first line, then plan again."
+        ),
+        evidence=[f"{KERNEL_CMDLINE}:1: {first}",
+                  f"boot loader: grub-esp ({state.boot_tool.output.strip()})"],
+    )

@@ -5,10 +5,25 @@ get (a NIC, a disk controller behind the same switch), the VM start fails or the
 taken from the host. The ACS override patch (`pcie_acs_override=`) splits groups by pretending
 isolation the hardware may not provide; it never merges groups, and it is a no-op on ports that
 already have ACS. This rule reports; it plans no change.
+
+No device of the host in any IOMMU group means the running kernel has no IOMMU (off on the
+command line, not enabled on an Intel host with a kernel before 6.8, or off in the firmware):
+the groups cannot be judged, and Proxmox refuses every passthrough start until the host boots
+with it ("cannot prepare PCI pass-through, IOMMU not present", qemu-server PCI.pm; a mapped
+entry whose map line names an IOMMU group fails earlier, "PCI device mapping invalid (hardware
+probably changed): unexpected property 'iommugroup' ...", as Proxmox's own daemons answered in
+../shared/pve-api). That is an error finding, never "each passed device has its own IOMMU
+group". A passed device without a group while others have one is a warning: VFIO cannot take
+it.
 """
 
 from __future__ import annotations
 
+from pvefix.cmdline.iommu import (
+    IOMMU_NOT_PRESENT,
+    IOMMU_NOT_PRESENT_SOURCE,
+    MAPPING_WITHOUT_GROUP,
+)
 from pvefix.planner.context import Context
 from pvefix.planner.model import Finding, RuleResult
 
@@ -23,11 +38,14 @@ def rule(ctx: Context) -> RuleResult:
     for d in ctx.state.pci_devices:
         if d.iommu_group is not None and not d.is_bridge:
             by_group.setdefault(d.iommu_group, []).append(d.address)
+    if ctx.state.pci_devices and not by_group:
+        return RuleResult(rule=NAME, findings=[_groups_absent(ctx)])
     findings: list[Finding] = []
     missing = [p.key for p in ctx.passed if not p.devices]
     for p in ctx.passed:
         for d in p.devices:
             if d.iommu_group is None:
+                findings.append(_no_group(d.address, p.key))
                 continue
             others = [
                 a
@@ -74,8 +92,66 @@ def rule(ctx: Context) -> RuleResult:
         groups = sorted(
             {d.iommu_group for p in ctx.passed for d in p.devices if d.iommu_group is not None}
         )
+        if not groups:
+            return RuleResult(
+                rule=NAME, noop="no PCI device facts were read: the IOMMU groups are unknown"
+            )
         return RuleResult(
             rule=NAME,
             noop=f"each passed device has its own IOMMU group ({', '.join(map(str, groups))})",
         )
     return RuleResult(rule=NAME, findings=findings)
+
+
+def _groups_absent(ctx: Context) -> Finding:
+    """No device of the host in any IOMMU group: the running kernel has no IOMMU."""
+    return Finding(
+        id="iommu.groups-absent",
+        rule=NAME,
+        severity="error",
+        title="The host has no IOMMU groups: its IOMMU is off",
+        detail=(
+            f"None of the {len(ctx.state.pci_devices)} PCI devices read on"
+            f" {ctx.state.node.name} is in an IOMMU group, so the running kernel has no IOMMU"
+            " (turned off on the kernel command line, not enabled there on an Intel host with"
+            " a kernel before 6.8, or disabled in the firmware: VT-d / AMD-Vi). Proxmox refuses"
+            f' every passthrough start until the host boots with it: "{IOMMU_NOT_PRESENT}"'
+            f" ({IOMMU_NOT_PRESENT_SOURCE}), and a mapped entry fails first with"
+            f' "{MAPPING_WITHOUT_GROUP}" (its map line names a group the device no longer has).'
+            f' This VM\'s start fails with "{_start_refusal(ctx)}".'
+            " The groups of the passed devices cannot be judged before then."
+        ),
+        evidence=[f"{p.key}: {', '.join(d.address for d in p.devices) or p.entry.raw}"
+                  for p in ctx.passed],
+    )
+
+
+def _no_group(address: str, key: str) -> Finding:
+    return Finding(
+        id=f"iommu.no-group.{address}",
+        rule=NAME,
+        severity="warning",
+        title=f"{address} is in no IOMMU group",
+        detail=(
+            f"{address} ({key}) has no iommu_group in sysfs while other devices have one: the"
+            " IOMMU does not cover it, and VFIO cannot take a device without a group."
+        ),
+        evidence=[f"{address}: no iommu_group"],
+    )
+
+
+def _start_refusal(ctx: Context) -> str:
+    """Proxmox's message for this VM's start on a host without IOMMU groups: PCI.pm
+    parse_hostpci checks each mapped entry (hostpci0 first) with PVE::Mapping::PCI
+    assert_valid, whose first map line of this node naming an `iommugroup` fails (its path, a
+    whole device as `.0`); with none, prepare_pci_device's "IOMMU not present"."""
+    for p in sorted(ctx.passed, key=lambda p: p.entry.index):
+        mapping = ctx.state.mapping(p.entry.mapping) if p.entry.mapping else None
+        for entry in mapping.for_node(ctx.state.vm.node) if mapping else []:
+            if entry.iommugroup is not None:
+                path = entry.paths[0] + (".0" if entry.multifunction else "")
+                return (
+                    "PCI device mapping invalid (hardware probably changed): unexpected"
+                    f" property 'iommugroup' configured for device '{path}'"
+                )
+    return IOMMU_NOT_PRESENT

@@ -1,8 +1,10 @@
 """Permissions: say in the plan, not when apply fails, who may make each change.
 
-Raw `host=` hostpci entries, `romfile` and `args` can be set only by root@pam with a password
-ticket; an API token (even root@pam!name without privilege separation) is refused by Proxmox
-("only root can set 'hostpci0' config for non-mapped devices"). Mapped entries need
+Raw `host=` hostpci entries, `romfile` (also on a `mapping=` entry; Proxmox checks the old value
+as well as the new one, so rewriting or deleting an entry that has one counts) and `args` can
+be set only by root@pam with a password ticket; an API token (even root@pam!name without
+privilege separation) is refused by Proxmox ("only root can set 'hostpci0' config for
+non-mapped devices", "only root@pam can set 'romfile' option"). Mapped entries need
 Mapping.Use on /mapping/pci/ID. `qm set` over SSH as root runs as root@pam. This rule reads the
 planned changes (it runs after the others) and reports what the current access allows.
 """
@@ -42,8 +44,10 @@ def check(ctx: Context, changes: list[Change]) -> RuleResult:
                 severity="warning",
                 title="These changes need root@pam, not an API token",
                 detail=(
-                    f"{', '.join(c.key for c in root_only)} pass raw host devices or set args:"
-                    " Proxmox lets only root@pam with a password ticket set them, and refuses"
+                    f"{', '.join(c.key for c in root_only)} pass raw host devices, carry a"
+                    " romfile (in the old or the new value, also on a mapped entry) or set args:"
+                    " Proxmox lets only root@pam with a password ticket write them (qemu-server"
+                    " API2/Qemu.pm check_hostpci_perm), and refuses"
                     f" {access.user}"
                     f" ({access.auth}). apply will use {' or '.join(paths)}."
                 ),
