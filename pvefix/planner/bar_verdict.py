@@ -171,6 +171,19 @@ def verdict(shape: Shape) -> Verdict:
     )
 
 
+def combine(labelled: list[tuple[str, Verdict]]) -> Verdict:
+    """One verdict for several readings of what is not known (each labelled, e.g. "with 1 GiB
+    pages"): theirs when they agree, else `must-be-measured` saying what decides."""
+    outcomes = {v.outcome for _, v in labelled}
+    if len(outcomes) == 1:
+        return labelled[0][1]
+    measure = "; ".join(
+        [f"{label}: {v.outcome}" for label, v in labelled]
+        + [v.measure for _, v in labelled if v.measure])
+    return Verdict("must-be-measured", f"the answer differs: {measure}",
+                   ram_end=labelled[0][1].ram_end, measure=measure)
+
+
 def _matters(results: list[tuple[dict[str, object], Verdict]], key: str) -> bool:
     """Whether flipping `key` alone changes an outcome somewhere among `results`."""
     by_rest: dict[str, set[str]] = {}
