@@ -48,7 +48,6 @@ from pvefix.planner.model import (
     RuleResult,
     VmConfigChange,
 )
-from pvefix.vmconfig.cpu_models import CpuModel, parse_cpu_models
 
 NAME = "bar-space"
 GiB = mmio.GiB
@@ -58,13 +57,6 @@ fmt = mmio.fmt_size
 
 def _firmware(ctx: Context) -> mmio.Firmware:
     return "ovmf" if (ctx.cfg.main.get("bios") or "seabios") == "ovmf" else "seabios"
-
-
-def _models(ctx: Context) -> dict[str, CpuModel] | None:
-    """The cluster's custom CPU models, when cpu-models.conf was read (None: not read, or
-    absent: no custom model exists then)."""
-    text = ctx.state.file(CPU_MODELS).text
-    return parse_cpu_models(text) if text is not None else None
 
 
 def _version(ctx: Context, firmware: mmio.Firmware) -> str | None:
@@ -196,7 +188,7 @@ def _rule(ctx: Context) -> RuleResult:
     firmware = _firmware(ctx)
     vm = _vm(ctx, tuple(_pow2(bar64_total(d)) for _, d in sized if bar64_total(d)), firmware)
     cpu_raw = ctx.cfg.main.get("cpu")
-    cpu = mmio.read_cpu(cpu_raw, _models(ctx))
+    cpu = mmio.read_cpu(cpu_raw, ctx.cpu_models)
     mmio64_mb = mmio.mmio64_mb_of(ctx.cfg.main.get("args"))
     now = vm.judge(ctx, cpu, mmio64_mb)
     evidence = _evidence(ctx, entries, vm, total64, largest, cpu, mmio64_mb, now)
@@ -371,7 +363,7 @@ def _cpu_candidate(ctx: Context, vm: Vm, now: Judged) -> tuple[str, bool] | None
     if add_1g:
         prop.set("flags", ";".join(mmio.with_flag(cpu, "pdpe1gb")))
     after = prop.render()
-    if mmio.read_cpu(after, _models(ctx)).qemu_cpu() == cpu.qemu_cpu():
+    if mmio.read_cpu(after, ctx.cpu_models).qemu_cpu() == cpu.qemu_cpu():
         return None
     return after, add_1g
 
@@ -383,14 +375,16 @@ def _window_change(
     node = ctx.state.node
     findings = [f for f in [_now_finding(ctx, now, evidence)] if f is not None]
     candidate = _cpu_candidate(ctx, vm, now)
+    mmio_fix = _mmio64_fix(ctx, vm, now, mmio64_mb)
     new = None
     if candidate is not None:
         after, add_1g = candidate
         if add_1g and node.cpu_flags is not None and "pdpe1gb" not in node.cpu_flags:
             findings.append(_no_1g_pages(ctx, evidence))
+            if mmio_fix is not None:
+                findings.append(mmio_fix.model_copy(update={"severity": "warning"}))
             return None, findings
-        new = vm.judge(ctx, mmio.read_cpu(after, _models(ctx)), mmio64_mb)
-    mmio_fix = _mmio64_fix(ctx, vm, now, mmio64_mb)
+        new = vm.judge(ctx, mmio.read_cpu(after, ctx.cpu_models), mmio64_mb)
     if candidate is None or (new is not None and new.verdict.outcome not in (
             "fits", "must-be-measured")):
         if mmio_fix is not None:
@@ -417,11 +411,14 @@ def _no_1g_pages(ctx: Context, evidence: list[str]) -> Finding:
 
 def _too_small(judged: Judged, setting: str, evidence: list[str]) -> Finding:
     """Neither a cpu line nor X-PciMmio64Mb makes RAM and BARs fit: what remains is said."""
+    gpb = judged.cpu.prop.get("guest-phys-bits")
+    capped = (f" guest-phys-bits={gpb} caps the width OVMF uses (edk2 202408 and later read it):"
+              " a larger value (vIOMMU aw-bits must cover it) widens the window." if gpb else "")
     return Finding(
         id="bar.window-too-small", rule=NAME, severity="error",
         title=f"The GPUs' BARs do not fit even with {setting}",
-        detail=f"With {judged.describe()}; no X-PciMmio64Mb fits either. Fewer GPUs or less RAM"
-        " in this VM is what remains.",
+        detail=f"With {judged.describe()}; no X-PciMmio64Mb fits either.{capped} Otherwise fewer"
+        " GPUs or less RAM in this VM is what remains.",
         evidence=evidence)
 
 
