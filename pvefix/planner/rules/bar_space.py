@@ -90,8 +90,11 @@ class Vm:
     machine: str
     kvm_guest_bits: bool
 
-    def judge(self, ctx: Context, cpu: mmio.CpuLine, mmio64_mb: int | None) -> Judged | None:
-        """The verdict for `cpu`; None when the vCPU's width is the host's and not known."""
+    def shapes(self, ctx: Context, cpu: mmio.CpuLine,
+               mmio64_mb: int | None) -> list[tuple[str, bar_verdict.Shape]] | None:
+        """The VM as the firmware may see it with `cpu`, one shape per reading of what is not
+        known (1 GiB pages of a model pvefix does not know; guest-phys-bits from KVM); None
+        when the vCPU's width is the host's and not known."""
         node = ctx.state.node
         bits = mmio.guest_bits(cpu, node.cpu_phys_bits)
         if bits is None or cpu.custom_unknown:
@@ -100,18 +103,25 @@ class Vm:
         own = cpu.prop.get("guest-phys-bits")
         gpbs: list[int | None] = [int(own)] if own and own.isdigit() else (
             [None, bits] if self.kvm_guest_bits else [None])
-        labelled = []
+        out = []
         for pdpe1gb in ([one_g] if one_g is not None else [False, True]):
             for gpb in gpbs:
-                shape = bar_verdict.Shape(
-                    self.firmware, self.version, self.vendor, bits, pdpe1gb, self.ram,
-                    self.bars, self.machine, gpb,
-                    mmio64_mb if self.firmware == "ovmf" else None)
                 label = (f"{'with' if pdpe1gb else 'without'} 1 GiB pages" if one_g is None
                          else "") + (f", KVM reporting guest-phys-bits {gpb}" if gpb and not own
                                      else "")
-                labelled.append((label.strip(", ") or "as read", bar_verdict.verdict(shape)))
-        return Judged(bar_verdict.combine(labelled), bits, cpu)
+                out.append((label.strip(", ") or "as read", bar_verdict.Shape(
+                    self.firmware, self.version, self.vendor, bits, pdpe1gb, self.ram,
+                    self.bars, self.machine, gpb,
+                    mmio64_mb if self.firmware == "ovmf" else None)))
+        return out
+
+    def judge(self, ctx: Context, cpu: mmio.CpuLine, mmio64_mb: int | None) -> Judged | None:
+        """The verdict for `cpu`; None when the vCPU's width is the host's and not known."""
+        shapes = self.shapes(ctx, cpu, mmio64_mb)
+        if shapes is None:
+            return None
+        verdict = bar_verdict.combine([(label, bar_verdict.verdict(s)) for label, s in shapes])
+        return Judged(verdict, shapes[0][1].phys_bits, cpu)
 
 
 @dataclass(frozen=True)
@@ -185,11 +195,7 @@ def _rule(ctx: Context) -> RuleResult:
             noop=f"largest GPU BAR is {fmt(largest)}: fits any guest MMIO window",
             findings=findings,
         )
-    firmware = _firmware(ctx)
-    vm = _vm(ctx, tuple(_pow2(bar64_total(d)) for _, d in sized if bar64_total(d)), firmware)
-    cpu_raw = ctx.cfg.main.get("cpu")
-    cpu = mmio.read_cpu(cpu_raw, ctx.cpu_models)
-    mmio64_mb = mmio.mmio64_mb_of(ctx.cfg.main.get("args"))
+    vm, cpu, mmio64_mb = window_inputs(ctx)
     now = vm.judge(ctx, cpu, mmio64_mb)
     evidence = _evidence(ctx, entries, vm, total64, largest, cpu, mmio64_mb, now)
     changes: list[Change] = []
@@ -215,6 +221,16 @@ def _rule(ctx: Context) -> RuleResult:
         return RuleResult(rule=NAME, noop=reason, findings=findings)
     return RuleResult(rule=NAME, changes=changes, findings=findings,
                       guest_files_after=_guest_files_after(ctx, changes))
+
+
+def window_inputs(ctx: Context) -> tuple[Vm, mmio.CpuLine, int | None]:
+    """The VM as bar-space judges it: sizes, firmware, vCPU, X-PciMmio64Mb (the firmware
+    conformance test boots the same shapes)."""
+    sized = [d for p in ctx.gpu_entries for d in p.sized]
+    bars = tuple(_pow2(bar64_total(d)) for d in sized if bar64_total(d))
+    vm = _vm(ctx, bars, _firmware(ctx))
+    cpu = mmio.read_cpu(ctx.cfg.main.get("cpu"), ctx.cpu_models)
+    return vm, cpu, mmio.mmio64_mb_of(ctx.cfg.main.get("args"))
 
 
 def _evidence(ctx: Context, entries: list[Passed], vm: Vm, total64: int, largest: int,
