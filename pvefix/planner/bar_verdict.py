@@ -29,6 +29,30 @@ FINDINGS.md, claim numbers in brackets):
   window just above RAM, unchecked; 1.16.3 moves it to the top of a trusted width (capped at 46
   bits), 1/8 of it with RAM above 4 GiB, one window lower when that overlaps an e820 entry, and
   aligns root-port windows to 1/2048 of the top with RAM above 4 GiB [9, 10].
+Fact by fact, with the fw-lab runs that decide it (../shared/fw-lab/findings.jsonl; every one
+is replayed by the conformance test, outcome and BAR count):
+- X-PciMmio64Mb is the exact window from edk2 2025.02 (a 64 GiB value replaced the 8 TiB
+  dynamic window: D08), a minimum on 2022.11 (D08, F05, G15); 2025.02 is the boundary this
+  model uses (Proxmox: pve-edk2-firmware 4.2025.02; versions between 2022.11 and 2025.02 are
+  not measured, and where the two behaviours differ the verdict is "must be measured"). A
+  value that does not fit a trusted width hangs OVMF: D06, D09, D12, G04, G05; with an
+  untrusted width the BARs land above the vCPU's reach: D03.
+- A trusted width whose RAM already passes OVMF's cap also hangs: 1500 GiB of RAM, phys-bits
+  46 without 1 GiB pages (AMD), on 2022.11 and 2025.02 (runs hang-edk2-2022.11 and
+  hang-edk2-2025.02 of this change, 60 s timeout; the planner case
+  ovmf-phys-host-without-pdpe1gb says "will not boot").
+- guest-phys-bits caps OVMF's width (edk2 >= 202408): from the edk2 source; Debian 12's QEMU
+  7.2 has no guest-phys-bits, so fw-lab could not boot it here.
+- OVMF's 1 GiB-page cap (40 bits): A02/A03, A09/A10, A11-A14, B03/B04, B06/B08; trust rule:
+  A08, A15, A21-A25, B12; 46-bit cap (47 on 2022.11): A04, A05, A17, A19, A20; 1/8 window:
+  A01, A03, A06, A21, A26, B14.
+- edk2 2025.02, AMD vCPU at 40 bits: the window at 768-896 GiB (A01, H01, H02, B16) and not
+  placed over 800 GiB of RAM (F06); 1012 GiB-1 TiB unusable in a classic window (D05, D10).
+- SeaBIOS 1.16.2 just above RAM, unchecked (E01-E15, G11); 1.16.3 at the top of a trusted
+  width, capped at 46 (E07-E10, E15, G01-G03, G13, F16), broken for AMD at 40 bits (E03-E05,
+  E14, F07); X-PciMmio64Mb means nothing to SeaBIOS (H05).
+- QEMU's start check counts q35's 32 GiB hole: F01-F04, F14; AMD RAM moved above 1 TiB: F08,
+  F09, F10; RAM below 4 GiB: F11, F12.
 A BAR counts as placed as fw-lab counts it: programmed, ending within the vCPU's phys-bits and
 not overlapping RAM. Not modelled: 5-level paging (OVMF built with PcdUse5LevelPageTable),
 memory hotplug (`etc/reserved-memory-end`), BARs that fit below 4 GiB.
