@@ -35,8 +35,10 @@ HOST_MODELS = frozenset({"host", "max"})
 QEMU_NAMED_MODEL_BITS = 40
 
 Firmware = Literal["ovmf", "seabios"]
-# The SeaBIOS that QEMU's release bundles (roms/seabios; pve-qemu-kvm ships QEMU's bios-256k.bin):
-# QEMU 8.0 took 1.16.2, 8.2 took 1.16.3; later releases may carry a newer one.
+# The SeaBIOS that QEMU's release bundles (roms/seabios, pc-bios/bios-256k.bin), taken to be the
+# one pve-qemu-kvm ships: QEMU 7.2 took 1.16.1 and 8.0 took 1.16.2 (qemu-devel pull requests
+# seabios-1.16.1-20221128, seabios-1.16.2-20230316); 8.2 taking 1.16.3 and 10.1 a 1.17 release
+# are not confirmed from a source here. A newer release counts as "root-port alignment unknown".
 SEABIOS_OF_QEMU = ((8, 0, "1.16.2"), (8, 2, "1.16.3"), (10, 1, "1.17"))
 
 
