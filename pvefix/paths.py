@@ -13,7 +13,9 @@ KERNEL_CMDLINE = "/etc/kernel/cmdline"  # systemd-boot / proxmox-boot-tool (firs
 GRUB_DEFAULT = "/etc/default/grub"  # update-grub: GRUB_CMDLINE_LINUX[_DEFAULT]
 GRUB_D = "/etc/default/grub.d"  # update-grub sources *.cfg here after GRUB_DEFAULT
 PROC_CMDLINE = "/proc/cmdline"  # what the running kernel booted with (read only)
-HOST_FILES = (KERNEL_CMDLINE, GRUB_DEFAULT, PROC_CMDLINE)
+# The cluster's custom CPU models (`cpu: custom-NAME`; qemu-server CPUConfig.pm).
+CPU_MODELS = "/etc/pve/virtual-guest/cpu-models.conf"
+HOST_FILES = (KERNEL_CMDLINE, GRUB_DEFAULT, PROC_CMDLINE, CPU_MODELS)
 
 # Proxmox's cluster file system (pmxcfs): every node's VM configs, the PCI mappings.
 NODES_DIR = "/etc/pve/nodes"

@@ -26,6 +26,8 @@ class NodeFacts(_Frozen):
     pve_version: str | None = None
     kernel_version: str | None = None  # `uname -r`, e.g. 6.17.2-1-pve
     qemu_version: str | None = None
+    # pve-edk2-firmware(-ovmf), the OVMF build VMs start with (`pveversion -v`/dpkg-query)
+    edk2_version: str | None = None
     cpu_vendor: str | None = None  # AuthenticAMD | GenuineIntel
     cpu_model: str | None = None
     cpu_phys_bits: int | None = None  # /proc/cpuinfo "address sizes: N bits physical"

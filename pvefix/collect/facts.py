@@ -89,6 +89,7 @@ def versions(facts: Facts) -> Versions:
     text = facts.text("pveversion", "the output of `pveversion -v`")
     pve: str | None = None
     qemu: str | None = None
+    edk2: dict[str, str] = {}
     for line in text.splitlines():
         if line.startswith("pve-manager/"):  # plain `pveversion`: pve-manager/9.1.1/hash (...)
             pve = line.split("/")[1]
@@ -99,12 +100,16 @@ def versions(facts: Facts) -> Versions:
             pve = match.group(2)
         elif match.group(1) == "pve-qemu-kvm":
             qemu = _DEB_REVISION.sub("", match.group(2))  # 10.1.2-1 -> 10.1.2
+        elif match.group(1) in ("pve-edk2-firmware", "pve-edk2-firmware-ovmf") and match.group(
+                2)[:1].isdigit():  # not "not correctly installed"
+            edk2[match.group(1)] = match.group(2)  # 4.2025.02-4: the revision is kept
     if pve is None:
         raise ParseError(
             "expected a 'pve-manager: X.Y.Z' line (pveversion -v)", source=facts.where("pveversion")
         )
     kernel = facts.first_line("uname-r", "the output of `uname -r`")
-    return Versions(pve=pve, kernel=kernel, qemu=qemu)
+    ovmf = edk2.get("pve-edk2-firmware-ovmf") or edk2.get("pve-edk2-firmware")
+    return Versions(pve=pve, kernel=kernel, qemu=qemu, edk2=ovmf)
 
 
 def cpu(facts: Facts) -> Cpu:

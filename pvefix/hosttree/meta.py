@@ -43,6 +43,11 @@ class Versions(_Strict):
     pve: str = Field(description="pve-manager version, e.g. 9.1.1")
     kernel: str = Field(description="running kernel release (`uname -r`), e.g. 6.17.2-1-pve")
     qemu: str | None = Field(default=None, description="pve-qemu-kvm version, e.g. 10.1.2")
+    edk2: str | None = Field(
+        default=None,
+        description="pve-edk2-firmware(-ovmf) package version, e.g. 4.2025.02-4: the OVMF build"
+        " VMs start with (decides X-PciMmio64Mb and the window's placement)",
+    )
 
 
 class Cpu(_Strict):

@@ -6,9 +6,11 @@ from dataclasses import dataclass, field
 
 from pvefix.errors import PvefixError
 from pvefix.hosttree.sysfs import PciDevice
+from pvefix.paths import CPU_MODELS
 from pvefix.planner.model import PlanOptions
 from pvefix.state import HostState
 from pvefix.vmconfig import HostPci, Machine, VMConfig
+from pvefix.vmconfig.cpu_models import CpuModel, parse_cpu_models
 from pvefix.vmconfig.hostpci import HOSTPCI_KEY
 from pvefix.vmconfig.schema import WINDOWS_OSTYPES
 
@@ -101,6 +103,13 @@ class Context:
     def os_unknown(self) -> bool:
         """ostype other/absent/solaris with nothing read in the guest: pvefix does not guess."""
         return not self.is_linux and not self.is_windows
+
+    @property
+    def cpu_models(self) -> dict[str, CpuModel] | None:
+        """The cluster's custom CPU models (cpu-models.conf); None when the file was not read
+        or is absent (then no `custom-*` model is known)."""
+        text = self.state.file(CPU_MODELS).text
+        return parse_cpu_models(text) if text is not None else None
 
     @property
     def gpu_entries(self) -> list[Passed]:

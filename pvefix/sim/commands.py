@@ -512,6 +512,24 @@ def _pveversion(sh: Shell, argv: list[str]) -> Result:
                   f"(running kernel: {meta.versions.kernel})\n")
 
 
+def _dpkg_query(sh: Shell, argv: list[str]) -> Result:
+    """`dpkg-query -W -f=FORMAT PACKAGE...` for the packages the host tree knows the version of
+    (pve-qemu-kvm, pve-edk2-firmware); like dpkg-query, exit 1 naming a package it lacks."""
+    versions = sh.state.tree.meta.versions
+    known = {"pve-qemu-kvm": f"{versions.qemu}-1" if versions.qemu else None,
+             "pve-edk2-firmware": versions.edk2}
+    fmt = next((a[3:] for a in argv if a.startswith("-f=")), "${Package}\t${Version}\n")
+    out, err = [], []
+    for name in (a for a in argv[1:] if not a.startswith("-")):
+        version = known.get(name)
+        if version is None:
+            err.append(f"dpkg-query: no packages found matching {name}\n")
+            continue
+        line = fmt.replace("${Package}", name).replace("${Version}", version)
+        out.append(line.replace("\\n", "\n").replace("\\t", "\t"))
+    return Result("".join(out), stderr="".join(err), code=1 if err else 0)
+
+
 def _hostname(sh: Shell, argv: list[str]) -> Result:
     return Result((sh.state.hostname or sh.state.node) + "\n")
 
@@ -562,6 +580,7 @@ _COMMANDS: dict[str, Command] = {
     "rm": _rm,
     "echo": _echo,
     "pveversion": _pveversion,
+    "dpkg-query": _dpkg_query,
     "hostname": _hostname,
     "true": _true,
     "false": _false,

@@ -32,6 +32,7 @@ def node_facts(tree: HostTree) -> NodeFacts:
         pve_version=meta.versions.pve,
         kernel_version=meta.versions.kernel,
         qemu_version=meta.versions.qemu,
+        edk2_version=meta.versions.edk2,
         cpu_vendor=meta.cpu.vendor,
         cpu_model=meta.cpu.model,
         cpu_phys_bits=meta.cpu.phys_bits,

@@ -33,6 +33,7 @@ from pvefix.hostfacts import boot_tool_facts, file_fact
 from pvefix.hosttree.mapping import PciMapping, PciMappingFile
 from pvefix.hosttree.sysfs import PciDevice
 from pvefix.paths import (
+    CPU_MODELS,
     GRUB_D,
     GRUB_DEFAULT,
     KERNEL_CMDLINE,
@@ -238,6 +239,8 @@ def host_commands() -> list[list[str]]:
         ["lspci", "-D", "-vv"],
         GRUB_D_LIST,
         ADDRESS_SIZES,
+        ["cat", CPU_MODELS],
+        PACKAGES,
     ]
 
 
@@ -322,6 +325,20 @@ def _read_node_vms(
 
 # The host's physical address width decides phys-bits=host (Memory.pm get_max_mem reads it so).
 ADDRESS_SIZES = ["grep", "-m1", "-e", "^address sizes", "/proc/cpuinfo"]
+# The OVMF build and the QEMU (with its SeaBIOS) the next VM start uses; dpkg-query exits 1 when
+# one of them is not installed and still prints the others.
+PACKAGES = ["dpkg-query", "-W", "-f=${Package} ${Version}\\n", "pve-edk2-firmware-ovmf",
+            "pve-edk2-firmware", "pve-qemu-kvm"]
+
+
+def package_versions(result: CommandResult | None) -> dict[str, str]:
+    """`dpkg-query -W -f='${Package} ${Version}\\n' ...` as {package: version} (empty: not run)."""
+    out: dict[str, str] = {}
+    for line in (result.stdout if result is not None else "").splitlines():
+        name, _, version = line.strip().partition(" ")
+        if name and version[:1].isdigit():
+            out[name] = version
+    return out
 
 
 def address_bits(result: CommandResult | None) -> int | None:
@@ -409,7 +426,7 @@ def _assemble(
     devices = _pci_devices(reader, shell, pci_items, paths, vm_devices, notes)
 
     files: dict[str, FileFact] = {}
-    for path in (KERNEL_CMDLINE, GRUB_DEFAULT, PROC_CMDLINE, *dropins):
+    for path in (KERNEL_CMDLINE, GRUB_DEFAULT, PROC_CMDLINE, CPU_MODELS, *dropins):
         files[path] = file_fact(path, results.get(("cat", path)))
     uname = results.get(("uname", "-r"))
     lspci = results.get(("lspci", "-D", "-vv"))
@@ -424,12 +441,18 @@ def _assemble(
             "and ACS are unknown; pass SSH settings to read them"
         )
     running_qemu = (answers["status"] or {}).get("running-qemu")
+    packages = package_versions(results.get(tuple(PACKAGES)))
+    installed_qemu = re.sub(r"-[0-9][0-9a-z.~+]*$", "", packages.get("pve-qemu-kvm", "")) or None
     node_facts = rf.node_facts(
         node,
         answers["node"] or {},
         uname.stdout.strip() if uname is not None and uname.ok else None,
-        str(running_qemu) if running_qemu else None,
-    ).model_copy(update={"cpu_phys_bits": address_bits(results.get(tuple(ADDRESS_SIZES)))})
+        str(running_qemu) if running_qemu else installed_qemu,
+    ).model_copy(update={
+        "cpu_phys_bits": address_bits(results.get(tuple(ADDRESS_SIZES))),
+        "edk2_version": packages.get("pve-edk2-firmware-ovmf") or packages.get(
+            "pve-edk2-firmware"),
+    })
     return HostState(
         node=node_facts,
         boot_tool=boot_tool_facts(results.get(("proxmox-boot-tool", "status"))),

@@ -127,3 +127,16 @@ def test_a_failed_qm_status_is_named_with_its_message(tmp_path: Path) -> None:
     )
     with pytest.raises(ParseError, match=r"qm-status-100: qm status failed \(exit 2\): Config"):
         vm_state(facts, "100")
+
+
+def test_pveversion_names_the_ovmf_build_and_skips_a_missing_package(tmp_path: Path) -> None:
+    """pve-edk2-firmware(-ovmf) decides how OVMF places the MMIO window (bar_verdict.py); a
+    package `pveversion -v` lists as not installed is no version."""
+    text = ("proxmox-ve: 9.1.0 (running kernel: 6.17.2-1-pve)\npve-manager: 9.1.1 (running"
+            " version: 9.1.1/42db4a6cf33dac83)\npve-edk2-firmware: not correctly installed\n"
+            "pve-edk2-firmware-ovmf: 4.2025.02-4\npve-qemu-kvm: 10.1.2-1\n")
+    got = versions(_facts(tmp_path, pveversion=text, uname_r="6.17.2-1-pve\n"))
+    assert (got.qemu, got.edk2) == ("10.1.2", "4.2025.02-4")
+    older = text.replace("pve-edk2-firmware: not correctly installed\npve-edk2-firmware-ovmf:"
+                         " 4.2025.02-4\n", "pve-edk2-firmware: 4.2023.08-4\n")
+    assert versions(_facts(tmp_path / "8", pveversion=older, uname_r="6\n")).edk2 == "4.2023.08-4"

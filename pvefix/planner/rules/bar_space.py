@@ -4,21 +4,24 @@ Large-BAR GPUs need a large 64-bit MMIO window in the guest: an RTX PRO 6000 has
 BAR1, an H200 a 256 GiB BAR. The firmware places that window inside the guest-physical address
 space, whose width is the vCPU's phys-bits; the sizes differ by firmware (pvefix/planner/mmio.py
 has the rules and their sources):
-- OVMF makes the window 1/8 of the address space, at its top (else the classic 32 GiB, or
-  `X-PciMmio64Mb`, above RAM); it caps phys-bits at 46 with 4-level paging, and at 40 when the
-  vCPU has no 1 GiB pages, which is the case for Proxmox's qemu64/kvm64 models (x86-64-v2,
-  -v2-AES, -v3, -v4, kvm64, qemu64, no cpu line) unless `flags=+pdpe1gb` is set. Proxmox's own
-  code warns of it: "OVMF firmware might limit CPU 'phys-bits' to 40", at every start of such a
-  model with phys-bits above 40 and no +pdpe1gb; where the cpu line pvefix leaves (or writes)
-  still draws that warning, the plan says so and whether the cap matters for this VM.
-- SeaBIOS places a window the size of all 64-bit BARs at the top of the address space; only
-  phys-bits matter, and X-PciMmio64Mb does not exist there.
-- QEMU refuses to start a VM whose RAM does not fit under phys-bits ("phys-bits too low").
+- Whether the firmware places them is planner/bar_verdict.py's verdict(), judged by the real
+  firmware in CI (tests/conformance/test_firmware_window.py, ../shared/fw-lab): OVMF's window is
+  1/8 of a trusted address space at its top (below AMD's 1012 GiB reservation on edk2 2025.02),
+  else the classic 32 GiB or `X-PciMmio64Mb` above RAM (exact from edk2 2025.02, a minimum
+  before; one that does not fit hangs OVMF); it caps phys-bits at 46 (47 on 2022.11) and at 40
+  without 1 GiB pages. SeaBIOS 1.16.2 places just above RAM, unchecked; 1.16.3 at the top of a
+  trusted width, capped at 46. QEMU refuses to start when RAM plus q35's 32 GiB 64-bit hole
+  does not fit phys-bits. Versions come from the host (pve-edk2-firmware; the SeaBIOS of
+  pve-qemu-kvm); where they, or 1 GiB pages, are not known and decide, the verdict is "must be
+  measured". Proxmox warns "OVMF firmware might limit CPU 'phys-bits' to 40" at every start of
+  a qemu64/kvm64-based model with phys-bits above 40 and no +pdpe1gb; the plan says so.
 Named models report 40 phys-bits unless `phys-bits=` says otherwise; `cpu: host` and
 `phys-bits=host` report the host's.
 
 Sizes count hostpci ENTRIES: a `mapping=` entry passes one device of its pool, picked at start,
-and is sized by its largest candidate.
+and is sized by its largest candidate. Each device counts as one block of its 64-bit BARs' sum
+rounded up to a power of two: its root port's window is aligned to its largest BAR, so a GPU
+with a 128 GiB and a 32 MiB BAR takes 256 GiB of the window (SeaBIOS pciinit.c sizes it so).
 
 Inside the guest, on q35 each GPU sits behind its own root port whose bridge window the Linux
 kernel sizes; `pci=realloc` lets it resize those windows. It cannot grow the window the firmware
@@ -28,11 +31,14 @@ VM-side fix only; a guest whose OS pvefix does not know gets a finding, not a gu
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
+
 from pvefix.cmdline import Cmdline, GrubDefaultFile, ensure_pci_option, pci_realloc_state
 from pvefix.errors import PvefixError
-from pvefix.paths import GRUB_DEFAULT
-from pvefix.planner import mmio
-from pvefix.planner.context import Context, bar64_total
+from pvefix.paths import CPU_MODELS, GRUB_DEFAULT
+from pvefix.planner import bar_verdict, mmio
+from pvefix.planner.context import Context, Passed, bar64_total
 from pvefix.planner.model import (
     Change,
     Finding,
@@ -53,17 +59,92 @@ def _firmware(ctx: Context) -> mmio.Firmware:
     return "ovmf" if (ctx.cfg.main.get("bios") or "seabios") == "ovmf" else "seabios"
 
 
-def _describe(w: mmio.Window) -> str:
-    if w.guest_bits is None:
-        return "the host's phys-bits (not in the facts read)"
-    text = f"{w.guest_bits} phys-bits"
-    if w.fw_bits is not None and w.fw_bits != w.guest_bits:
-        text += f", {w.fw_bits} as {w.firmware.upper()} uses them"
-    if w.firmware == "seabios" and w.guest_bits is not None:
-        text += f" ({fmt(1 << w.guest_bits)} of address space; SeaBIOS puts the BARs at its top)"
-    elif w.window is not None:
-        text += f" (window: {fmt(w.window)})"
-    return text
+def _version(ctx: Context, firmware: mmio.Firmware) -> str | None:
+    node = ctx.state.node
+    return node.edk2_version if firmware == "ovmf" else mmio.seabios_of(node.qemu_version)
+
+
+def _pow2(size: int) -> int:
+    return 1 << max(size - 1, 1).bit_length()
+
+
+def _kvm_may_report_guest_bits(ctx: Context) -> bool:
+    """QEMU 9.0+ passes KVM's guest-phys-bits to the vCPU (target/i386/kvm/kvm-cpu.c), which
+    Linux 6.10+ reports; OVMF (edk2 >= 202408) then trusts any width. Unknown versions: maybe."""
+    node = ctx.state.node
+    qemu = re.match(r"(\d+)", node.qemu_version or "")
+    kernel = re.match(r"(\d+)\.(\d+)", node.kernel_version or "")
+    return (qemu is None or int(qemu.group(1)) >= 9) and (
+        kernel is None or (int(kernel.group(1)), int(kernel.group(2))) >= (6, 10))
+
+
+@dataclass(frozen=True)
+class Vm:
+    """What the verdict needs of this VM besides its cpu line and X-PciMmio64Mb."""
+
+    firmware: mmio.Firmware
+    version: str | None
+    vendor: bar_verdict.Vendor | None
+    ram: int
+    bars: tuple[int, ...]
+    machine: str
+    kvm_guest_bits: bool
+
+    def shapes(self, ctx: Context, cpu: mmio.CpuLine,
+               mmio64_mb: int | None) -> list[tuple[str, bar_verdict.Shape]] | None:
+        """The VM as the firmware may see it with `cpu`, one shape per reading of what is not
+        known (1 GiB pages of a model pvefix does not know; guest-phys-bits from KVM); None
+        when the vCPU's width is the host's and not known."""
+        node = ctx.state.node
+        bits = mmio.guest_bits(cpu, node.cpu_phys_bits)
+        if bits is None or cpu.custom_unknown:
+            return None
+        one_g = mmio.has_1g_pages(cpu, node.cpu_flags)
+        own = cpu.prop.get("guest-phys-bits")
+        gpbs: list[int | None] = [int(own)] if own and own.isdigit() else (
+            [None, bits] if self.kvm_guest_bits else [None])
+        out = []
+        for pdpe1gb in ([one_g] if one_g is not None else [False, True]):
+            for gpb in gpbs:
+                label = (f"{'with' if pdpe1gb else 'without'} 1 GiB pages" if one_g is None
+                         else "") + (f", KVM reporting guest-phys-bits {gpb}" if gpb and not own
+                                     else "")
+                out.append((label.strip(", ") or "as read", bar_verdict.Shape(
+                    self.firmware, self.version, self.vendor, bits, pdpe1gb, self.ram,
+                    self.bars, self.machine, gpb,
+                    mmio64_mb if self.firmware == "ovmf" else None)))
+        return out
+
+    def judge(self, ctx: Context, cpu: mmio.CpuLine, mmio64_mb: int | None) -> Judged | None:
+        """The verdict for `cpu`; None when the vCPU's width is the host's and not known."""
+        shapes = self.shapes(ctx, cpu, mmio64_mb)
+        if shapes is None:
+            return None
+        verdict = bar_verdict.combine([(label, bar_verdict.verdict(s)) for label, s in shapes])
+        return Judged(verdict, shapes[0][1].phys_bits, cpu)
+
+
+@dataclass(frozen=True)
+class Judged:
+    verdict: bar_verdict.Verdict
+    bits: int
+    cpu: mmio.CpuLine
+
+    def describe(self) -> str:
+        return f"{self.bits} phys-bits: {self.verdict.why}"
+
+
+def _vm(ctx: Context, bars: tuple[int, ...], firmware: mmio.Firmware) -> Vm:
+    cpu_vendor = ctx.state.node.cpu_vendor
+    vendor: bar_verdict.Vendor | None = (
+        "amd" if cpu_vendor == "AuthenticAMD"
+        else "intel" if cpu_vendor == "GenuineIntel" else None)
+    machine = "q35" if ctx.machine.family == "q35" else "pc"
+    if ctx.machine.version:
+        machine = f"pc-{'q35' if machine == 'q35' else 'i440fx'}-{ctx.machine.version}"
+    return Vm(firmware, _version(ctx, firmware), vendor,
+              mmio.ram_bytes(ctx.cfg.main.get("memory")), bars, machine,
+              _kvm_may_report_guest_bits(ctx))
 
 
 def rule(ctx: Context) -> RuleResult:
@@ -114,66 +195,19 @@ def _rule(ctx: Context) -> RuleResult:
             noop=f"largest GPU BAR is {fmt(largest)}: fits any guest MMIO window",
             findings=findings,
         )
-    node = ctx.state.node
-    firmware = _firmware(ctx)
-    ram = mmio.ram_bytes(ctx.cfg.main.get("memory"))
-    cpu_raw = ctx.cfg.main.get("cpu")
-    cpu = mmio.read_cpu(cpu_raw)
-    mmio64_mb = mmio.mmio64_mb_of(ctx.cfg.main.get("args"))
-    common = mmio.Inputs(
-        firmware=firmware, ram=ram, bars=total64, vendor=node.cpu_vendor,
-        host_bits=node.cpu_phys_bits, host_flags=node.cpu_flags,
-        mmio64_mb=mmio64_mb if firmware == "ovmf" else None,
-    )
-    now = common.window(cpu)
-    evidence = [
-        f"{len(entries)} GPU entr{'y' if len(entries) == 1 else 'ies'}, 64-bit BARs"
-        f" {fmt(total64)} in all, largest {fmt(largest)}",
-        f"guest RAM {fmt(ram)}; firmware {firmware.upper()}"
-        + (f" (X-PciMmio64Mb={mmio64_mb})" if mmio64_mb and firmware == "ovmf" else ""),
-        f"cpu: {cpu_raw}" if cpu_raw else "no cpu line (kvm64)",
-        f"today: {_describe(now)}",
-    ]
-    if node.cpu_phys_bits is not None:
-        evidence.append(f"host {node.name}: {node.cpu_phys_bits} address bits")
-    pools = [p for p in entries if p.is_pool and len(p.devices) > 1]
-    if pools:
-        by_map: dict[str, list[str]] = {}
-        for p in pools:
-            by_map.setdefault(f"{p.entry.mapping} ({len(p.devices)} devices)", []).append(p.key)
-        evidence.append(
-            "a mapping entry passes ONE device of its pool, picked at start, and is sized by its"
-            " largest candidate: "
-            + "; ".join(f"mapping {m}: {', '.join(keys)}" for m, keys in by_map.items())
-        )
+    vm, cpu, mmio64_mb = window_inputs(ctx)
+    now = vm.judge(ctx, cpu, mmio64_mb)
+    evidence = _evidence(ctx, entries, vm, total64, largest, cpu, mmio64_mb, now)
     changes: list[Change] = []
-    if now.fits is False:
-        change, more = _window_change(ctx, cpu, now, common, evidence)
+    if now is None:
+        findings.append(_width_unknown(ctx, cpu, total64, evidence))
+    elif now.verdict.outcome == "must-be-measured":
+        findings.append(_unverified(ctx, vm, now, evidence))
+    elif now.verdict.outcome != "fits":
+        change, more = _window_change(ctx, vm, now, mmio64_mb, evidence)
         findings += more
         if change is not None:
             changes.append(change)
-    elif now.check:
-        findings.append(
-            Finding(
-                id="bar.window-unverified", rule=NAME, severity="warning",
-                title="The 64-bit MMIO window could not be established",
-                detail=f"RAM and BARs fit {_describe(now)}, but {now.check}.",
-                evidence=evidence,
-            )
-        )
-    elif now.fits is None:
-        findings.append(
-            Finding(
-                id="bar.window-unverified", rule=NAME, severity="info",
-                title="The 64-bit MMIO window depends on the host's address width",
-                detail=(
-                    "The VM uses the host's phys-bits, which are not in the facts read; check"
-                    f" `grep -m1 'address sizes' /proc/cpuinfo` on {node.name}: RAM plus"
-                    f" {fmt(total64)} of BARs must fit."
-                ),
-                evidence=evidence,
-            )
-        )
     realloc_changes, realloc_findings = _guest_side(ctx, evidence, bar_errors, largest)
     changes += realloc_changes
     findings += realloc_findings
@@ -187,6 +221,84 @@ def _rule(ctx: Context) -> RuleResult:
         return RuleResult(rule=NAME, noop=reason, findings=findings)
     return RuleResult(rule=NAME, changes=changes, findings=findings,
                       guest_files_after=_guest_files_after(ctx, changes))
+
+
+def window_inputs(ctx: Context) -> tuple[Vm, mmio.CpuLine, int | None]:
+    """The VM as bar-space judges it: sizes, firmware, vCPU, X-PciMmio64Mb (the firmware
+    conformance test boots the same shapes)."""
+    sized = [d for p in ctx.gpu_entries for d in p.sized]
+    bars = tuple(_pow2(bar64_total(d)) for d in sized if bar64_total(d))
+    vm = _vm(ctx, bars, _firmware(ctx))
+    cpu = mmio.read_cpu(ctx.cfg.main.get("cpu"), ctx.cpu_models)
+    return vm, cpu, mmio.mmio64_mb_of(ctx.cfg.main.get("args"))
+
+
+def _evidence(ctx: Context, entries: list[Passed], vm: Vm, total64: int, largest: int,
+              cpu: mmio.CpuLine, mmio64_mb: int | None, now: Judged | None) -> list[str]:
+    node = ctx.state.node
+    fw = vm.firmware.upper() + (f" {vm.version}" if vm.version else ", version not read")
+    evidence = [
+        f"{len(entries)} GPU entr{'y' if len(entries) == 1 else 'ies'}, 64-bit BARs"
+        f" {fmt(total64)} in all, largest {fmt(largest)}",
+        f"guest RAM {fmt(vm.ram)}; firmware {fw}"
+        + (f" (X-PciMmio64Mb={mmio64_mb})" if mmio64_mb and vm.firmware == "ovmf" else ""),
+        f"cpu: {cpu.raw}" if cpu.raw else "no cpu line (kvm64)",
+    ]
+    if cpu.model is not None:
+        m = cpu.model
+        evidence.append(f"custom model {m.name} ({CPU_MODELS}): reported-model"
+                        f" {m.reported_model}, phys-bits {m.phys_bits or 'unset'}, flags"
+                        f" {';'.join(m.flags) or 'none'}, hidden {int(bool(m.hidden))}")
+    if now is not None:
+        evidence.append(f"today: {now.describe()}")
+    if node.cpu_phys_bits is not None:
+        evidence.append(f"host {node.name}: {node.cpu_phys_bits} address bits")
+    pools = [p for p in entries if p.is_pool and len(p.devices) > 1]
+    if pools:
+        by_map: dict[str, list[str]] = {}
+        for p in pools:
+            by_map.setdefault(f"{p.entry.mapping} ({len(p.devices)} devices)", []).append(p.key)
+        evidence.append(
+            "a mapping entry passes ONE device of its pool, picked at start, and is sized by its"
+            " largest candidate: "
+            + "; ".join(f"mapping {m}: {', '.join(keys)}" for m, keys in by_map.items())
+        )
+    return evidence
+
+
+def _width_unknown(ctx: Context, cpu: mmio.CpuLine, total64: int,
+                   evidence: list[str]) -> Finding:
+    node = ctx.state.node.name
+    if cpu.custom_unknown:
+        detail = (f"cpu: {cpu.cputype} is a custom model whose definition was not read: read"
+                  f" {CPU_MODELS} on {node} (its phys-bits, flags and reported-model decide the"
+                  " vCPU's address width); the window verdict must be measured until then.")
+    else:
+        detail = ("The VM uses the host's phys-bits, which are not in the facts read; check"
+                  f" `grep -m1 'address sizes' /proc/cpuinfo` on {node}: RAM plus"
+                  f" {fmt(total64)} of BARs must fit.")
+    return Finding(id="bar.window-unverified", rule=NAME, severity="info",
+                   title="The 64-bit MMIO window depends on facts not read", detail=detail,
+                   evidence=evidence)
+
+
+def _unverified(ctx: Context, vm: Vm, now: Judged, evidence: list[str]) -> Finding:
+    node = ctx.state.node.name
+    read = []
+    if vm.version is None or not bar_verdict.version_known(vm.firmware, vm.version):
+        read.append("`pveversion -v | grep -E 'pve-edk2-firmware|pve-qemu-kvm'`"
+                    if vm.version is None else f"which {vm.firmware.upper()} build"
+                    f" {vm.version} is (not one fw-lab measured)")
+    return Finding(
+        id="bar.window-unverified", rule=NAME, severity="warning",
+        title="Whether the firmware places the BARs must be measured",
+        detail=f"With {now.bits} phys-bits {now.verdict.why}."
+        + (f" Read on {node}: {'; '.join(read)}." if read else "")
+        + " Until then the verdict must be measured: boot the VM (or its rehearsal: `qm showcmd`"
+        " with each vfio-pci replaced by a stand-in of its BAR size) and check the guest's"
+        " `dmesg | grep -i 'BAR .*no space'`.",
+        evidence=evidence,
+    )
 
 
 def guest_grub_after(text: str, path: str = GRUB_DEFAULT) -> str:
@@ -233,165 +345,168 @@ def _unknown_finding(ctx: Context) -> Finding:
     )
 
 
-def _too_small(window: mmio.Window, setting: str, evidence: list[str], more: str = "") -> Finding:
-    """No cpu line pvefix can write makes RAM and BARs fit: what remains is said."""
-    return Finding(
-        id="bar.window-too-small", rule=NAME, severity="error",
-        title=f"The GPUs' BARs do not fit even with {setting}",
-        detail=f"With {_describe(window)} RAM plus BARs do not fit{more}. Fewer GPUs or less RAM"
-        " in this VM is what remains.",
-        evidence=evidence,
-    )
+def _now_finding(ctx: Context, now: Judged, evidence: list[str]) -> Finding | None:
+    """What today's verdict means, when QEMU refuses the VM or the firmware hangs."""
+    v = now.verdict
+    if v.outcome == "qemu-refuses":
+        return Finding(
+            id="bar.ram-exceeds-phys-bits", rule=NAME, severity="error",
+            title=f"RAM exceeds the address space of {now.bits} phys-bits",
+            detail=f"{v.why}: QEMU (7.1 and later) counts the RAM's end plus the 64-bit PCI hole"
+            " (32 GiB on q35, 2 GiB on i440fx; hw/i386/pc.c pc_memory_init)"
+            + ("; the running instance predates this config or that QEMU." if ctx.running
+               else "."),
+            evidence=evidence)
+    if v.outcome == "firmware-hangs":
+        return Finding(
+            id="bar.firmware-hangs", rule=NAME, severity="error",
+            title="This VM will not boot: OVMF hangs",
+            detail=f"{v.why} (edk2 MemDetect.c: the classic window must fit the width OVMF"
+            " trusts; fw-lab runs D06, D09, D12, G04, G05 hang with no output).",
+            evidence=evidence)
+    return None
 
 
-def _window_change(
-    ctx: Context,
-    cpu: mmio.CpuLine,
-    now: mmio.Window,
-    common: mmio.Inputs,
-    evidence: list[str],
-) -> tuple[Change | None, list[Finding]]:
-    """The cpu-line change that makes RAM and BARs fit, or findings saying why none does."""
-    node = ctx.state.node
-    findings: list[Finding] = []
-    if now.ram_fits is False:
-        findings.append(
-            Finding(
-                id="bar.ram-exceeds-phys-bits", rule=NAME, severity="error",
-                title=f"RAM exceeds the address space of {now.guest_bits} phys-bits",
-                detail=(
-                    f"{fmt(now.ram_end)} of guest-physical RAM space do not fit"
-                    f" {now.guest_bits} phys-bits ({fmt(1 << (now.guest_bits or 0))}); QEMU"
-                    " (7.1 and later) refuses to start such a VM with 'phys-bits too low'"
-                    " (hw/i386/pc.c pc_memory_init)"
-                    + (
-                        "; the running instance predates this config or that QEMU."
-                        if ctx.running
-                        else "."
-                    )
-                ),
-                evidence=evidence,
-            )
-        )
+def _cpu_candidate(ctx: Context, vm: Vm, now: Judged) -> tuple[str, bool] | None:
+    """The cpu line phys-bits=host (+pdpe1gb on OVMF), and whether +pdpe1gb was added; None
+    when it would start the same vCPU (a restart for nothing) or the model is the host's."""
+    cpu = now.cpu
     if cpu.host_like and cpu.phys in (None, "host"):
-        findings.append(_too_small(now, "the host's phys-bits", evidence,
-                                   "; no cpu setting can widen it further"))
-        return None, findings
+        return None
     prop = mmio.read_cpu(cpu.raw).prop
     prop.set("phys-bits", "host")
-    add_1g = common.firmware == "ovmf" and cpu.qemu64_family and cpu.flag("pdpe1gb") != "+"
+    add_1g = vm.firmware == "ovmf" and cpu.qemu64_family and cpu.flag("pdpe1gb") != "+"
     if add_1g:
         prop.set("flags", ";".join(mmio.with_flag(cpu, "pdpe1gb")))
     after = prop.render()
-    new = common.window(mmio.read_cpu(after))
-    host_flags = node.cpu_flags
-    if add_1g and host_flags is not None and "pdpe1gb" not in host_flags:
-        findings.append(
-            Finding(
-                id="bar.host-no-1g-pages", rule=NAME, severity="error",
-                title="The host CPU offers no 1 GiB pages (pdpe1gb)",
-                detail=(
-                    f"OVMF needs 1 GiB pages to go past 40 phys-bits, and {node.name}'s CPU flags"
-                    " lack pdpe1gb; Proxmox starts QEMU with `enforce`, so +pdpe1gb would stop"
-                    " the VM from starting. SeaBIOS (no 1 GiB-page cap) is the remaining way."
-                ),
-                evidence=evidence,
-            )
-        )
+    if mmio.read_cpu(after, ctx.cpu_models).qemu_cpu() == cpu.qemu_cpu():
+        return None
+    return after, add_1g
+
+
+def _window_change(
+    ctx: Context, vm: Vm, now: Judged, mmio64_mb: int | None, evidence: list[str]
+) -> tuple[Change | None, list[Finding]]:
+    """The cpu-line change that makes RAM and BARs fit, or findings saying what does."""
+    node = ctx.state.node
+    findings = [f for f in [_now_finding(ctx, now, evidence)] if f is not None]
+    candidate = _cpu_candidate(ctx, vm, now)
+    mmio_fix = _mmio64_fix(ctx, vm, now, mmio64_mb)
+    new = None
+    if candidate is not None:
+        after, add_1g = candidate
+        if add_1g and node.cpu_flags is not None and "pdpe1gb" not in node.cpu_flags:
+            findings.append(_no_1g_pages(ctx, evidence))
+            if mmio_fix is not None:
+                findings.append(mmio_fix.model_copy(update={"severity": "warning"}))
+            return None, findings
+        new = vm.judge(ctx, mmio.read_cpu(after, ctx.cpu_models), mmio64_mb)
+    if candidate is None or (new is not None and new.verdict.outcome not in (
+            "fits", "must-be-measured")):
+        if mmio_fix is not None:
+            return None, [*findings, mmio_fix.model_copy(update={"severity": "warning"})]
+        setting = "phys-bits=host" if candidate is not None else "the host's phys-bits"
+        findings.append(_too_small(new or now, setting, evidence))
         return None, findings
-    if new.fits is False:
-        findings.append(_too_small(new, "phys-bits=host", evidence))
-        return None, findings
+    if mmio_fix is not None:
+        findings.append(mmio_fix)
+    findings.append(_cpu_host_alternative())
+    return _cpu_change(ctx, now, new, candidate, evidence), findings
+
+
+def _no_1g_pages(ctx: Context, evidence: list[str]) -> Finding:
+    return Finding(
+        id="bar.host-no-1g-pages", rule=NAME, severity="error",
+        title="The host CPU offers no 1 GiB pages (pdpe1gb)",
+        detail=f"OVMF needs 1 GiB pages to go past 40 phys-bits, and {ctx.state.node.name}'s CPU"
+        " flags lack pdpe1gb; Proxmox starts QEMU with `enforce`, so +pdpe1gb would stop the VM"
+        " from starting. SeaBIOS 1.16.3 with phys-bits of 41 or more (no 1 GiB-page cap) is the"
+        " remaining way.",
+        evidence=evidence)
+
+
+def _too_small(judged: Judged, setting: str, evidence: list[str]) -> Finding:
+    """Neither a cpu line nor X-PciMmio64Mb makes RAM and BARs fit: what remains is said."""
+    gpb = judged.cpu.prop.get("guest-phys-bits")
+    capped = (f" guest-phys-bits={gpb} caps the width OVMF uses (edk2 202408 and later read it):"
+              " a larger value (vIOMMU aw-bits must cover it) widens the window." if gpb else "")
+    return Finding(
+        id="bar.window-too-small", rule=NAME, severity="error",
+        title=f"The GPUs' BARs do not fit even with {setting}",
+        detail=f"With {judged.describe()}; no X-PciMmio64Mb fits either.{capped} Otherwise fewer"
+        " GPUs or less RAM in this VM is what remains.",
+        evidence=evidence)
+
+
+def _cpu_host_alternative() -> Finding:
+    return Finding(
+        id="bar.cpu-host-alternative", rule=NAME, severity="info",
+        title="Alternative: cpu: host",
+        detail="`cpu: host` also reports the host's phys-bits and its 1 GiB pages; it shows the"
+        " guest the exact host CPU (every flag), so the VM can only move to hosts with the same"
+        " CPU, and guest software may behave per host model.")
+
+
+def _cpu_change(ctx: Context, now: Judged, new: Judged | None, candidate: tuple[str, bool],
+                evidence: list[str]) -> Change:
+    node = ctx.state.node
+    after, add_1g = candidate
+    ram = fmt(mmio.ram_bytes(ctx.cfg.main.get("memory")))
     why = (
-        f"With {_describe(now)} the guest cannot hold {fmt(common.ram)} of RAM and"
-        f" {fmt(common.bars)} of GPU BARs"
-        + ("; " + "; ".join(now.caps) if now.caps else "")
-        + ". phys-bits=host gives the vCPU the host's address width"
-        + (
-            ", and +pdpe1gb gives it 1 GiB pages, without which OVMF caps phys-bits at 40"
-            " (Proxmox warns of exactly this for qemu64/kvm64 models on OVMF)."
-            if add_1g
-            else "."
-        )
+        f"With {now.describe()}, the guest cannot hold {ram}"
+        " of RAM and the GPUs' BARs. phys-bits=host gives the vCPU the host's address width"
+        + (", and +pdpe1gb gives it 1 GiB pages, without which OVMF caps phys-bits at 40"
+           " (Proxmox warns of exactly this for qemu64/kvm64 models on OVMF)." if add_1g else ".")
     )
-    risk = [
-        "phys-bits=host breaks live migration to hosts with another address width (a VM with"
-        " passthrough cannot live-migrate anyway)."
-    ]
+    risk = ["phys-bits=host breaks live migration to hosts with another address width (a VM with"
+            " passthrough cannot live-migrate anyway)."]
     if add_1g:
         risk.append(
             "+pdpe1gb needs 1 GiB-page support in the host CPU"
-            + (
-                f" ({node.name} has it)."
-                if host_flags is not None
-                else f": check `grep -wm1 pdpe1gb /proc/cpuinfo` on {node.name}; Proxmox starts"
-                " QEMU with `enforce`, so without it the VM does not start."
-            )
-        )
-    if new.check:
-        risk.append(f"Not established: {new.check}.")
-    if new.guest_bits is None:
-        risk.append(
-            f"The host's address width is not in the facts read; it decides the window: check"
-            f" `grep -m1 'address sizes' /proc/cpuinfo` on {node.name}."
-        )
-    effect = (
-        f"At the next cold start the vCPU reports {_describe(new)}"
-        + (f"; {'; '.join(new.caps)}" if new.caps else "")
-        + ". The firmware then places the BARs in that window."
-    )
-    findings += _mmio64_alternative(cpu, now, common)
-    findings.append(
-        Finding(
-            id="bar.cpu-host-alternative", rule=NAME, severity="info",
-            title="Alternative: cpu: host",
-            detail=(
-                "`cpu: host` also reports the host's phys-bits and its 1 GiB pages; it shows the"
-                " guest the exact host CPU (every flag), so the VM can only move to hosts with"
-                " the same CPU, and guest software may behave per host model."
-            ),
-        )
-    )
-    change = VmConfigChange(
-        id="vm.cpu.phys-bits",
-        rule=NAME,
-        key="cpu",
-        before=cpu.raw,
-        after=after,
+            + (f" ({node.name} has it)." if node.cpu_flags is not None
+               else f": check `grep -wm1 pdpe1gb /proc/cpuinfo` on {node.name}; Proxmox starts"
+               " QEMU with `enforce`, so without it the VM does not start."))
+    if new is None:
+        risk.append(f"The host's address width is not in the facts read; it decides the window:"
+                    f" check `grep -m1 'address sizes' /proc/cpuinfo` on {node.name}.")
+    elif new.verdict.outcome == "must-be-measured":
+        risk.append(f"Not established: {new.verdict.why}.")
+    after_text = new.describe() if new is not None else "the host's phys-bits"
+    return VmConfigChange(
+        id="vm.cpu.phys-bits", rule=NAME, key="cpu", before=now.cpu.raw, after=after,
         reason=why,
-        risk=Risk(level="low" if host_flags is not None or not add_1g else "medium",
+        risk=Risk(level="low" if node.cpu_flags is not None or not add_1g else "medium",
                   text=" ".join(risk)),
-        evidence=[*evidence, f"after: {_describe(new)}"],
-        inverse=f"cpu: {cpu.raw}" if cpu.raw else "delete the cpu key",
+        evidence=[*evidence, f"after: {after_text}"],
+        inverse=f"cpu: {now.cpu.raw}" if now.cpu.raw else "delete the cpu key",
         disruption="vm-restart",
-        effect=effect,
+        effect=f"At the next cold start the vCPU reports {after_text}.",
     )
-    return change, findings
 
 
-def _mmio64_alternative(
-    cpu: mmio.CpuLine, now: mmio.Window, common: mmio.Inputs
-) -> list[Finding]:
-    """OVMF's X-PciMmio64Mb, offered only where a classic window of that size fits under the
-    phys-bits OVMF uses (it sizes the window; it cannot widen the address space)."""
-    if common.firmware != "ovmf" or now.ram_fits is False:
-        return []
-    size = 1 << max(common.bars - 1, 1).bit_length()  # natural alignment: a power of two
-    mb = max(size >> 20, 1)
-    trial = mmio.Inputs(**{**common.__dict__, "mmio64_mb": mb}).window(cpu)
-    if trial.fits is not True:
-        return []
-    return [
-        Finding(
-            id="bar.ovmf-mmio64", rule=NAME, severity="info",
-            title="Alternative: OVMF's X-PciMmio64Mb",
-            detail=(
-                f"Keeping the cpu line, OVMF's classic 64-bit window can be sized directly: args:"
-                f" -fw_cfg name=opt/ovmf/X-PciMmio64Mb,string={mb} ({fmt(size)} above RAM, under"
-                f" {_describe(now)}). `args` is root@pam only."
-            ),
-        )
-    ]
+def _mmio64_fix(ctx: Context, vm: Vm, now: Judged, mmio64_mb: int | None) -> Finding | None:
+    """OVMF's X-PciMmio64Mb sized to the BARs (a power of two, at least 32 GiB), offered only
+    where the verdict says the firmware then places them (it sizes the window; it cannot widen
+    the address space; one that does not fit hangs OVMF)."""
+    if vm.firmware != "ovmf" or now.verdict.outcome == "qemu-refuses":
+        return None
+    size = max(_pow2(sum(vm.bars)), 32 * GiB)
+    mb = size >> 20
+    if mb == mmio64_mb:
+        return None
+    trial = vm.judge(ctx, now.cpu, mb)
+    if trial is None or trial.verdict.outcome != "fits":
+        return None
+    line = f"-fw_cfg name=opt/ovmf/X-PciMmio64Mb,string={mb}"
+    how = f"replace X-PciMmio64Mb={mmio64_mb} by" if mmio64_mb else "add to args:"
+    return Finding(
+        id="bar.ovmf-mmio64", rule=NAME, severity="info",
+        title="OVMF's X-PciMmio64Mb of the right size fits",
+        detail=f"Keeping the cpu line, {how} {line} ({fmt(size)}): {trial.describe()}."
+        " From edk2 2025.02 the value is the exact window (a smaller one replaces the 1/8"
+        " dynamic window), before it a minimum; `args` is root@pam only.",
+        evidence=[f"args: {ctx.cfg.main.get('args') or '(none)'}"],
+    )
 
 
 def _guest_side(

@@ -135,7 +135,7 @@ def assess(ctx: Context, earlier: list[Change]) -> Assessment:
     a = Assessment(gpus=[p for p in ctx.gpu_entries if _nvidia(p)],
                    values=current_values(ctx, earlier))
     cpu = a.value("cpu")
-    if cpu and mmio.read_cpu(cpu).hidden:
+    if cpu and mmio.read_cpu(cpu, ctx.cpu_models).hidden:
         a.hidden_cpu = cpu
     named = set(ctx.options.clique_map)
     gpu_keys = {p.key for p in a.gpus}
@@ -322,11 +322,17 @@ def _guards(ctx: Context, a: Assessment, earlier: list[Change],
     if a.hidden_cpu is not None:
         ps = PropertyString.parse(a.hidden_cpu, "cputype")
         ps.delete("hidden")
+        model = mmio.read_cpu(ps.render(), ctx.cpu_models)
+        if model.hidden:  # a custom model's `hidden 1`: the VM's own hidden=0 overrides it
+            ps.set("hidden", "0")
         after = ps.render() or None
+        source = (f"the custom model {model.model.name}'s `hidden 1` (cpu-models.conf; the VM's"
+                  " own hidden=0 overrides it, CPUConfig.pm get_cpu_options)"
+                  if model.hidden and model.model else "hidden=1")
         out.append(VmConfigChange(
             id="p2p.cpu.hidden", rule=NAME, key="cpu",
             before=a.hidden_cpu, after=after,
-            reason="hidden=1 makes Proxmox add kvm=off to -cpu: the guest driver then cannot see"
+            reason=f"{source} makes Proxmox add kvm=off to -cpu: the guest driver then cannot see"
                    " that it runs in a VM and ignores the clique.",
             risk=Risk(level="medium",
                       text="The guest sees the KVM signature again: software that refuses to run"

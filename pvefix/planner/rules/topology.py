@@ -42,7 +42,10 @@ def is_amd_zen(ctx: Context) -> bool:
 def kvm_hidden_by(ctx: Context) -> list[str]:
     """What makes qemu-server add kvm=off to -cpu for the whole VM: x-vga=1, hidden=1."""
     why = [f"{p.key} has x-vga=1" for p in ctx.passed if p.entry.x_vga]
-    if mmio.read_cpu(ctx.cfg.main.get("cpu")).hidden:
+    cpu = mmio.read_cpu(ctx.cfg.main.get("cpu"), ctx.cpu_models)
+    if cpu.hidden and cpu.prop.get("hidden") is None and cpu.model is not None:
+        why.append(f"cpu model {cpu.cputype} has `hidden 1` in cpu-models.conf")
+    elif cpu.hidden:
         why.append("cpu has hidden=1")
     return why
 
@@ -139,7 +142,8 @@ def _clique_finding(ctx: Context, entries: list[Passed]) -> Finding:
                 " Lifting it: "
                 + "; ".join(
                     ("remove x-vga=1 from " + h.split()[0]) if "x-vga" in h
-                    else "remove hidden=1 from cpu"
+                    else "set hidden=0 on the VM's cpu line (it overrides the model's)"
+                    if "cpu-models.conf" in h else "remove hidden=1 from cpu"
                     for h in hidden
                 )
                 + " (keep x-vga=1 only on a GPU that drives the VM's display). `pvefix plan"
