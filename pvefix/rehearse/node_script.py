@@ -190,6 +190,9 @@ def boot(job: Job, tmp: str, qemu: str) -> Job:
     if job.get("vars_template"):
         shutil.copyfile(job["vars_template"], os.path.join(tmp, "vars.fd"))
         os.chmod(os.path.join(tmp, "vars.fd"), 0o600)
+        # the BootOrder signal only where the template has none yet (else: the console's)
+        job["vars_signal"] = job.get("vars_signal") and BOOT_ORDER not in _read(
+            job["vars_template"], True)
     if job.get("ram_mb"):
         with open(os.path.join(tmp, "ram"), "wb") as f:
             f.truncate(int(job["ram_mb"]) << 20)  # sparse: never allocated
