@@ -93,8 +93,10 @@ def bar_functions(state: HostState, config: dict[str, str]) -> dict[str, list[tu
         sizes = []
         for d in p.sized:
             bar64 = [b.size for b in d.bars if b.is_64bit and not b.is_io]
+            name = (f"pool {p.entry.mapping}, largest: {d.address}" if p.is_pool
+                    else d.address)
             if bar64:
-                sizes.append((d.address, max(bar64)))
+                sizes.append((name, max(bar64)))
         out[p.key] = sizes
     return out
 
@@ -120,7 +122,7 @@ def rehearse(shell: NodeShell, state: HostState, config: dict[str, str], label: 
     boot_s = result.get("boot_s")
     verdict = Verdict(
         vmid=vm.vmid, node=vm.node, config=label, outcome=outcome, message=message,
-        accel=accel, qemu=node.qemu_version or (node.qemu or ""), machine=job.machine,
+        accel=accel, qemu=_short(node.qemu_version) or (node.qemu or ""), machine=job.machine,
         cpu=job.cpu, ram_mb=job.ram_mb, firmware=job.firmware, bars=bars,
         phys_bits=result.get("phys-bits") if isinstance(result.get("phys-bits"), int) else None,
         vendor=str(result["vendor"]) if result.get("vendor") else None,
@@ -129,3 +131,8 @@ def rehearse(shell: NodeShell, state: HostState, config: dict[str, str], label: 
     if result.get("tmp_removed") is False:
         verdict.notes.append("the run's temporary folder on the node could not be removed")
     return verdict, command_line(node, job)
+
+
+def _short(version: str) -> str:
+    """`QEMU emulator version 9.2.0 (pve-qemu-kvm_9.2.0-5)` -> `QEMU 9.2.0 (pve-qemu-kvm_...)`."""
+    return version.replace("QEMU emulator version", "QEMU").strip()
