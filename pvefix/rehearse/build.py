@@ -28,6 +28,7 @@ given explicitly, from the node's facts; `enforce` and the KVM-only flags are dr
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shlex
@@ -184,8 +185,10 @@ def machine_type(showcmd_type: str | None, today: str | None, planned: str | Non
     return kind, notes
 
 
-def cpu_from_config(value: str | None) -> str:
-    """The `-cpu` value qemu-server builds for the VM's `cpu` line (under KVM)."""
+def cpu_from_config(value: str | None, x_vga: bool = False) -> str:
+    """The `-cpu` value qemu-server builds for the VM's `cpu` line (under KVM); `kvm=off` also
+    when a hostpci entry has x-vga=1. The Hyper-V enlightenments of Windows guests (`hv_*`)
+    are left out: they do not move a BAR."""
     cpu = read_cpu(value)
     if cpu.reported == "custom":
         raise RehearseRefused(f"cpu: {cpu.cputype} is a custom CPU model (cpu-models.conf); "
@@ -196,7 +199,7 @@ def cpu_from_config(value: str | None) -> str:
     parts += [f for f in cpu.flags if f[:1] in "+-"]
     if not cpu.host_like:
         parts.append("enforce")
-    if cpu.hidden:
+    if cpu.hidden or x_vga:
         parts.append("kvm=off")
     parts += ["+kvm_pv_eoi", "+kvm_pv_unhalt"]
     if cpu.phys == "host":
@@ -204,6 +207,16 @@ def cpu_from_config(value: str | None) -> str:
     elif cpu.phys:
         parts.append(f"phys-bits={cpu.phys}")
     return ",".join(dict.fromkeys(parts))
+
+
+def x_vga(config: Mapping[str, str]) -> bool:
+    """Does a hostpci entry pass a primary GPU (x-vga=1)? (It hides KVM from the guest.)"""
+    for key, value in config.items():
+        if HOSTPCI_KEY.match(key):
+            with contextlib.suppress(PvefixError):
+                if HostPci.parse(value, key).x_vga:
+                    return True
+    return False
 
 
 def for_accel(cpu: str, accel: str, host: HostCpu) -> tuple[str, int | None, list[str]]:
@@ -421,7 +434,7 @@ def build_job(i: Inputs) -> Job:
     if shown_cpu and i.today.get("cpu") == i.planned.get("cpu"):
         cpu = shown_cpu
     else:
-        cpu = cpu_from_config(i.planned.get("cpu"))
+        cpu = cpu_from_config(i.planned.get("cpu"), x_vga(i.planned))
     cpu, bits, more = for_accel(cpu, i.accel, i.host)
     notes += more
     size = ram_mb(first(opts, "-m"), i.today.get("memory"), i.planned.get("memory"))

@@ -115,7 +115,7 @@ def showcmd(vmid: int, cfg: VMConfig, devices: list[PciDevice],
     main = cfg.main
     argv = ["/usr/bin/kvm", "-id", str(vmid), "-name", main.get("name") or f"vm{vmid}",
             "-pidfile", f"/var/run/qemu-server/{vmid}.pid", "-daemonize", "-nodefaults",
-            "-cpu", cpu_from_config(main.get("cpu")),
+            "-cpu", cpu_from_config(main.get("cpu"), any(e.x_vga for e in _entries(cfg))),
             "-m", str(ram_bytes(main.get("memory")) >> 20)]
     if main.get("bios") == "ovmf":
         four = "efitype=4m" in (main.get("efidisk0") or "")
