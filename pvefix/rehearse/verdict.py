@@ -116,8 +116,10 @@ def judge(result: Mapping[str, Any], job: Job) -> tuple[Outcome, str, list[BarVe
         kinds = ", ".join(sorted({b.status for b in bad}))
         return "not-placed", f"{len(bad)} of {len(bars)} BARs not usable ({kinds})", bars
     if kind == "timeout":
+        slow = (" (under TCG a slow firmware looks the same: give --boot-timeout more, or "
+                "rehearse where KVM is usable)" if job.accel == "tcg" else "")
         return ("no-boot", f"the firmware did not reach its boot manager in "
-                f"{result.get('boot_s', 0):g} s: this VM would not boot", [])
+                f"{result.get('boot_s', 0):g} s: this VM would not boot{slow}", [])
     if kind == "refused":
         text = str(result.get("qemu_output") or "").strip().splitlines()
         return "qemu-refused", (text[-1] if text else "QEMU exited at once"), []
