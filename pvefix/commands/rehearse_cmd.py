@@ -73,8 +73,7 @@ def rehearse_command(
                           " use the API and SSH, or --local on the node")
     settings = Settings(accel=accel.value, timeout=boot_timeout,
                         firmware_dir=firmware_dir or Settings.firmware_dir,
-                        explicit_firmware_dir=firmware_dir is not None,
-                        watch_stdin=not opts.local)
+                        explicit_firmware_dir=firmware_dir is not None)
     verdict, command = _run(opts, vmid, phase, plan_file, settings)
     if fmt is Format.json:
         data = verdict.to_json()
@@ -91,10 +90,10 @@ def rehearse_command(
 def _run(opts: ConnectionOptions, vmid: int, phase: int | None, plan_file: Path | None,
          settings: object) -> tuple[Verdict, str]:
     from pvefix.commands.options import resolve_connection_options
-    from pvefix.executor.remote import Remote
     from pvefix.flow.planfile import load_plan_file
+    from pvefix.flow.rehearsal import rehearse_live
     from pvefix.planner import plan as make_plan
-    from pvefix.rehearse.flow import Settings, planned_config, rehearse
+    from pvefix.rehearse.flow import Settings
     from pvefix.sources.live import read_live
     from pvefix.target.sessions import Sessions
 
@@ -108,10 +107,7 @@ def _run(opts: ConnectionOptions, vmid: int, phase: int | None, plan_file: Path 
         state = read_live(conn, vmid, sessions=sessions)
         if plan is None and phase is not None:
             plan = make_plan(state)
-        config, label = planned_config(state, plan, phase)
-        remote = Remote(conn, state.vm.node, sessions)
-        shell = remote.local if remote.local is not None else remote.ssh()
-        return rehearse(shell, state, config, label, settings)
+        return rehearse_live(conn, sessions, state, plan, phase, settings)
 
 
 def exit_code(verdict: Verdict) -> int:
