@@ -158,11 +158,11 @@ def _rehearse(opts: ConnectionOptions, state: object, plan: object, settings: ob
     """plan --rehearse: the rehearsal of the plan's end (today's config when the plan changes
     no VM key), after the plan; a rehearsal that cannot run is a note, not the plan's error."""
     from pvefix.commands.options import resolve_connection_options
-    from pvefix.commands.rehearse_cmd import render_text
     from pvefix.errors import PvefixError
     from pvefix.flow.rehearsal import rehearse_live
     from pvefix.planner.model import Plan
     from pvefix.rehearse.flow import Settings
+    from pvefix.rehearse.verdict import render_text
     from pvefix.state import HostState
     from pvefix.target.sessions import Sessions
 

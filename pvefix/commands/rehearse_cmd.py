@@ -81,6 +81,8 @@ def rehearse_command(
             data["command"] = command
         print(json.dumps(data, indent=2))
     else:
+        from pvefix.rehearse.verdict import render_text
+
         sys.stdout.write(render_text(verdict))
         if show_command:
             print(f"command: {command}")
@@ -114,25 +116,3 @@ def exit_code(verdict: Verdict) -> int:
     if verdict.outcome == "placed":
         return EXIT_OK
     return EXIT_ERROR if verdict.outcome == "error" else EXIT_CHANGES
-
-
-def render_text(v: Verdict) -> str:
-    from pvefix.rehearse.verdict import bar_line
-
-    head = {"placed": "ALL PLACED", "not-placed": "NOT PLACED", "no-boot": "WOULD NOT BOOT",
-            "qemu-refused": "QEMU REFUSES", "error": "ERROR"}[v.outcome]
-    lines = [f"pvefix rehearse: VM {v.vmid} on {v.node}, {v.config}",
-             f"  {v.qemu} ({v.accel.upper()}), {v.firmware}, machine {v.machine}, "
-             f"{v.ram_mb} MiB RAM (sparse)",
-             f"  -cpu {v.cpu}"]
-    if v.phys_bits is not None:
-        lines.append(f"  vCPU: {v.phys_bits} phys-bits, {v.vendor or 'vendor unknown'}")
-    lines += [f"  {bar_line(b)}" for b in v.bars]
-    timing = []
-    if v.boot_s is not None:
-        timing.append(f"{v.boot_s:g} s")
-    if v.peak_rss_mb is not None:
-        timing.append(f"peak {v.peak_rss_mb} MiB")
-    lines.append(f"{head}: {v.message}" + (f" ({', '.join(timing)})" if timing else ""))
-    lines += [f"note: {n}" for n in v.notes]
-    return "\n".join(lines) + "\n"

@@ -131,3 +131,24 @@ def bar_line(b: BarVerdict) -> str:
     status = {"placed": "placed", "not-placed": "NOT placed",
               "beyond-reach": "beyond the vCPU's reach", "overlaps-ram": "overlaps RAM"}
     return f"{b.id} ({b.host}, {fmt_size(b.size)}): {status[b.status]}{where}"
+
+
+def render_text(v: Verdict) -> str:
+    """The verdict as `pvefix rehearse` prints it (plan and apply --rehearse too)."""
+    head = {"placed": "ALL PLACED", "not-placed": "NOT PLACED", "no-boot": "WOULD NOT BOOT",
+            "qemu-refused": "QEMU REFUSES", "error": "ERROR"}[v.outcome]
+    lines = [f"pvefix rehearse: VM {v.vmid} on {v.node}, {v.config}",
+             f"  {v.qemu} ({v.accel.upper()}), {v.firmware}, machine {v.machine}, "
+             f"{v.ram_mb} MiB RAM (sparse)",
+             f"  -cpu {v.cpu}"]
+    if v.phys_bits is not None:
+        lines.append(f"  vCPU: {v.phys_bits} phys-bits, {v.vendor or 'vendor unknown'}")
+    lines += [f"  {bar_line(b)}" for b in v.bars]
+    timing = []
+    if v.boot_s is not None:
+        timing.append(f"{v.boot_s:g} s")
+    if v.peak_rss_mb is not None:
+        timing.append(f"peak {v.peak_rss_mb} MiB")
+    lines.append(f"{head}: {v.message}" + (f" ({', '.join(timing)})" if timing else ""))
+    lines += [f"note: {n}" for n in v.notes]
+    return "\n".join(lines) + "\n"

@@ -103,3 +103,46 @@ def _fwlab() -> Any:
     finally:
         sys.dont_write_bytecode = old
     return fwlab
+
+
+@pytest.mark.conformance
+def test_plan_rehearse_shows_the_verdict_after_the_plan(
+        ready: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _needs_qemu()
+    code = main(["plan", "100", "--connection", str(ready), "--rehearse", "--rehearse-accel",
+                 "tcg", "--rehearse-firmware-dir", str(EDK2)])
+    out = capsys.readouterr().out
+    assert code == EXIT_CHANGES  # the plan's own exit code
+    assert out.index("Phase 1") < out.index("Rehearsal (pvefix rehearse")
+    assert "VM 100 on kpro6, the plan's end" in out and "ALL PLACED: all 8 BARs" in out
+
+
+@pytest.mark.conformance
+def test_apply_rehearse_refuses_a_failing_phase_before_any_write_and_applies_a_good_one(
+        fresh_sim: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    _needs_qemu()
+    from tests.simkit import api
+
+    info = fresh_sim("kpro6")
+    path = tmp_path / "ready.json"
+    write_ready_file(info, path)
+    monkeypatch.setenv("PVEFIX_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    common = ["apply", "100", "--phase", "1", "--yes", "--connection", str(path), "--rehearse",
+              "--rehearse-accel", "tcg"]
+    vm = api(info, "ticket").nodes(info.node).qemu(100)
+    before = vm.config.get()
+    # edk2 2022.11 at 52 bits and 1.5 TiB does not reach its boot manager in 30 s under TCG
+    old = SHARED / "fw-lab" / "firmware" / "edk2-2022.11"
+    code = main([*common, "--rehearse-timeout", "30", "--rehearse-firmware-dir", str(old)])
+    out, err = capsys.readouterr()
+    assert code == EXIT_REFUSED, err
+    assert "the rehearsal of phase 1 fails: no-boot" in err and "nothing was written" in err
+    assert "WOULD NOT BOOT" in out
+    assert vm.config.get()["digest"] == before["digest"]
+    code = main([*common, "--rehearse-firmware-dir", str(EDK2)])
+    out, err = capsys.readouterr()
+    assert code == EXIT_OK, err
+    assert "ALL PLACED: all 8 BARs" in out and "applied phase 1" in out + err
+    assert vm.config.get()["digest"] != before["digest"]

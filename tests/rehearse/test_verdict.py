@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pvefix.commands.rehearse_cmd import exit_code, render_text
+from pvefix.commands.rehearse_cmd import exit_code
 from pvefix.rehearse.build import Job, StandIn
-from pvefix.rehearse.verdict import Verdict, bar_verdicts, judge
+from pvefix.rehearse.verdict import Verdict, bar_verdicts, judge, render_text
 
 G = 1 << 30
 T = 1 << 40
