@@ -137,7 +137,7 @@ def render_text(v: Verdict) -> str:
     """The verdict as `pvefix rehearse` prints it (plan and apply --rehearse too)."""
     head = {"placed": "ALL PLACED", "not-placed": "NOT PLACED", "no-boot": "WOULD NOT BOOT",
             "qemu-refused": "QEMU REFUSES", "error": "ERROR"}[v.outcome]
-    lines = [f"pvefix rehearse: VM {v.vmid} on {v.node}, {v.config}",
+    lines = [f"rehearsal of VM {v.vmid} on {v.node}, {v.config}",
              f"  {v.qemu} ({v.accel.upper()}), {v.firmware}, machine {v.machine}, "
              f"{v.ram_mb} MiB RAM (sparse)",
              f"  -cpu {v.cpu}"]
