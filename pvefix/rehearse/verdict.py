@@ -18,6 +18,7 @@ from typing import Any, Literal
 from pvefix.planner.mmio import fmt_size
 from pvefix.rehearse.build import Job, StandIn
 
+REHEARSE_SCHEMA = "pvefix.rehearse/v1"
 Outcome = Literal["placed", "not-placed", "no-boot", "qemu-refused", "error"]
 BarStatus = Literal["placed", "not-placed", "beyond-reach", "overlaps-ram"]
 _WRAP = 1 << 64
@@ -63,7 +64,7 @@ class Verdict:
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
-        out["schema"] = "pvefix.rehearse/v1"
+        out["schema"] = REHEARSE_SCHEMA
         out["ok"] = self.ok
         out["bars"] = [{**asdict(b), "address": None if b.address is None else hex(b.address),
                         "end": None if b.end is None else hex(b.end)} for b in self.bars]

@@ -72,6 +72,11 @@ def test_story_vm_phase_1_places_all_eight_bars_where_the_firmware_does(
                         "--firmware-dir", str(EDK2), "--accel", "tcg", "--format", "json")
     verdict = json.loads(out)
     assert code == EXIT_OK, verdict
+    import jsonschema
+
+    from pvefix.schemas import shipped
+
+    jsonschema.Draft202012Validator(shipped("rehearse")).validate(verdict)
     assert verdict["outcome"] == "placed" and verdict["config"] == "phase 1"
     assert [b["status"] for b in verdict["bars"]] == ["placed"] * 8
     assert verdict["phys_bits"] == 52 and verdict["vendor"] == "AuthenticAMD"

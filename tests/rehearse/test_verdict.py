@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from pvefix.commands.rehearse_cmd import exit_code
 from pvefix.rehearse.build import Job, StandIn
 from pvefix.rehearse.verdict import Verdict, bar_verdicts, judge, render_text
@@ -88,3 +90,19 @@ def test_exit_codes_and_the_text_and_json_views() -> None:
     data = _verdict("placed").to_json()
     assert data["ok"] is True and data["schema"] == "pvefix.rehearse/v1"
     assert data["bars"][0]["address"] == "0x380000000000"
+
+
+def test_the_json_verdict_validates_against_its_shipped_schema() -> None:
+    import jsonschema
+
+    from pvefix.schemas import shipped
+
+    schema = shipped("rehearse")
+    jsonschema.Draft202012Validator.check_schema(schema)
+    for outcome in ("placed", "not-placed", "no-boot"):
+        data = _verdict(outcome).to_json()
+        data["command"] = "/usr/bin/kvm -accel tcg"
+        jsonschema.Draft202012Validator(schema).validate(data)
+    data["bars"][0]["status"] = "maybe"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.Draft202012Validator(schema).validate(data)
