@@ -41,13 +41,10 @@ def sections(text: str, source: str) -> tuple[dict[str, str], dict[str, str]]:
     cfg = VMConfig.parse(text, source)
     main = cfg.main.as_dict()
     started = dict(main)
-    pending = cfg.pending.as_dict() if cfg.pending is not None else {}
-    for key, value in pending.items():
-        if key == "delete":
-            for gone in value.split(","):
-                started.pop(gone.strip().lstrip("!"), None)
-        else:
-            started[key] = value
+    if cfg.has_pending:
+        for gone in cfg.pending.deletes:
+            started.pop(gone.strip().lstrip("!"), None)
+        started.update(cfg.pending.as_dict())
     return main, started
 
 
