@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "check": ("pvefix.commands.check_cmd", "check_command"),
     "desired": ("pvefix.commands.desired_cmd", "desired_command"),
     "verify": ("pvefix.commands.verify_cmd", "verify_command"),
+    "rehearse": ("pvefix.commands.rehearse_cmd", "rehearse_command"),
     "inspect": ("pvefix.commands.inspect_cmd", "app"),
     "probe": ("pvefix.commands.probe_cmd", "app"),
     "sim": ("pvefix.commands.sim_cmd", "app"),

@@ -15,6 +15,7 @@ import typer
 from pvefix.commands.guest_options import GuestOptions, guest_options, optional_guest
 from pvefix.commands.options import ConnectionOptions, connection_options
 from pvefix.commands.p2p_options import P2PAsk, p2p_options, plan_options
+from pvefix.commands.rehearse_options import RehearseAsk, rehearse_options
 from pvefix.commands.vmid import not_a_vmid
 from pvefix.errors import EXIT_ERROR, EXIT_OK, PvefixError, ValidationError
 from pvefix.paths import is_vmid
@@ -49,6 +50,7 @@ def rollback_hint(opts: ConnectionOptions, state_dir: Path | None) -> str:
 @connection_options
 @guest_options
 @p2p_options
+@rehearse_options
 def apply_command(
     target: str = typer.Argument(
         ..., help="A plan file (JSON, pvefix.plan/v1, from `pvefix plan --out`) or a VMID to plan "
@@ -101,11 +103,14 @@ def apply_command(
     opts: ConnectionOptions,
     guest: GuestOptions,
     p2p: P2PAsk,
+    rehearsal: RehearseAsk,
 ) -> int:
     """Apply phase N of a plan to a live target: snapshot, write, verify, (activate).
 
     Refuses (exit 3) a stale plan, a phase whose prerequisite phase is not in effect, changes
     the credentials cannot make, and anything not confirmed. A failure undoes what was done.
+    With --rehearse, the phase's config is first booted (firmware only, stand-in BARs) on the
+    node, and a phase whose BARs are not all placed is refused before any write.
     """
     from pvefix.commands.options import resolve_connection_options
     from pvefix.executor.apply import ApplyOptions
@@ -142,7 +147,8 @@ def apply_command(
     )
     console = Console()
     try:
-        result = apply_phase(conn, vmid, options, console, plan=plan, guest=access)
+        result = apply_phase(conn, vmid, options, console, plan=plan, guest=access,
+                             rehearse=rehearsal.settings())
     except NothingToDo as done:
         console.say(done.message)
         return EXIT_OK

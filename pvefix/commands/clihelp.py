@@ -23,6 +23,8 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "desired": ("pvefix desired 100 -o plans/desired.toml",
                 "pvefix desired 100 --from current"),
     "verify": ("pvefix verify 100 --guest-agent --quick",),
+    "rehearse": ("pvefix rehearse 100 --phase 1",
+                 "pvefix rehearse 100 --plan plans/kpro6-100.json --format json"),
     "inspect": ("pvefix inspect config /etc/pve/qemu-server/100.conf",),
     "inspect config": ("pvefix inspect config /etc/pve/qemu-server/100.conf --format json",),
     "inspect cmdline": ("pvefix inspect cmdline /etc/kernel/cmdline",),

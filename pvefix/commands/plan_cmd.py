@@ -19,6 +19,7 @@ from pvefix.commands.options import (
     resolve_states,
 )
 from pvefix.commands.p2p_options import P2PAsk, p2p_options, plan_options
+from pvefix.commands.rehearse_options import RehearseAsk, rehearse_options
 from pvefix.commands.vmid import parse_vmid
 from pvefix.errors import EXIT_CHANGES, EXIT_OK
 
@@ -52,6 +53,7 @@ def emit_plan(plan: object, fmt: PlanFormat, out: str | None) -> int:
 @connection_options
 @guest_options
 @p2p_options
+@rehearse_options
 def plan_command(
     vmids: list[int] = typer.Argument(
         ..., parser=parse_vmid,
@@ -78,6 +80,7 @@ def plan_command(
     opts: ConnectionOptions,
     guest: GuestOptions,
     p2p: P2PAsk,
+    rehearsal: RehearseAsk,
 ) -> int:
     """Plan the changes that make GPU passthrough right for VM VMID (or each of several), as a
     dry run.
@@ -86,20 +89,29 @@ def plan_command(
     changes nothing. With a way into the guest (--guest-agent, --guest-ssh-host) it reads the
     guest's cmdline, GRUB defaults and BAR errors too, and plans guest changes pvefix can
     apply. With --p2p (or `p2p` in the VM's desired state or the profile) it also plans the
-    P2P clique phase (phase 3, docs/p2p.md). Exit codes: 0 nothing to do, 2 changes planned,
-    1 error.
+    P2P clique phase (phase 3, docs/p2p.md). With --rehearse it also boots the planned
+    config's firmware on the node (pvefix rehearse, docs/rehearse.md) and shows where each BAR
+    lands. Exit codes: 0 nothing to do, 2 changes planned, 1 error.
     """
+    from pvefix.errors import PvefixError
     from pvefix.planner import plan as make_plan
 
     vmids = list(dict.fromkeys(vmids))  # a VMID named twice is planned once
+    settings = rehearsal.settings()
+    if settings is not None and (opts.bundle is not None or len(vmids) > 1):
+        raise PvefixError("--rehearse boots the firmware on the VM's node: one VM, read live "
+                          "(not --bundle); or run `pvefix rehearse VMID` for each")
     if len(vmids) == 1:
         vmid = vmids[0]
         options = plan_options(p2p, opts, vmid, state_dir)
         state = resolve_state(opts, vmid, optional_guest(guest))
         for note in state.notes:
             print(f"note: {note}", file=sys.stderr)
-        return emit_plan(make_plan(state, options), fmt, out)
-    from pvefix.errors import PvefixError
+        made = make_plan(state, options)
+        code = emit_plan(made, fmt, out)
+        if settings is not None:
+            _rehearse(opts, state, made, settings, fmt)
+        return code
 
     if out:
         raise PvefixError("--out saves one plan file, for one VM (apply takes one plan): run "
@@ -141,3 +153,34 @@ def emit_plans(plans: Sequence[object], fmt: PlanFormat) -> int:
             else:
                 sys.stdout.write(render_plan_text(plan, color=sys.stdout.isatty()))
     return EXIT_CHANGES if any(p.has_changes for p in typed) else EXIT_OK
+
+
+def _rehearse(opts: ConnectionOptions, state: object, plan: object, settings: object,
+              fmt: PlanFormat) -> None:
+    """plan --rehearse: the rehearsal of the plan's end (today's config when the plan changes
+    no VM key), after the plan; a rehearsal that cannot run is a note, not the plan's error."""
+    from pvefix.commands.options import resolve_connection_options
+    from pvefix.errors import PvefixError
+    from pvefix.flow.rehearsal import rehearse_live
+    from pvefix.planner.model import Plan
+    from pvefix.rehearse.flow import Settings
+    from pvefix.rehearse.verdict import render_text
+    from pvefix.state import HostState
+    from pvefix.target.sessions import Sessions
+
+    assert isinstance(state, HostState) and isinstance(plan, Plan)
+    assert isinstance(settings, Settings)
+    changes = any(c.target == "vm-config" for p in plan.phases for c in p.changes)
+    conn = resolve_connection_options(opts)
+    try:
+        with Sessions(conn) as sessions:
+            verdict, _ = rehearse_live(conn, sessions, state, plan if changes else None, None,
+                                       settings)
+    except PvefixError as exc:
+        print(f"note: rehearsal not run: {exc}", file=sys.stderr)
+        return
+    if fmt is PlanFormat.json:
+        print(f"note: rehearsal ({verdict.config}): {verdict.outcome}: {verdict.message}",
+              file=sys.stderr)
+        return
+    sys.stdout.write("\nRehearsal (pvefix rehearse, docs/rehearse.md)\n" + render_text(verdict))

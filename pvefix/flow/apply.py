@@ -38,6 +38,7 @@ from pvefix.flow.rollback import run_rollback
 from pvefix.paths import GRUB_DEFAULT
 from pvefix.planner.model import Phase, Plan
 from pvefix.probe.report import Report
+from pvefix.rehearse.flow import Settings
 from pvefix.state import HostState
 from pvefix.target.guest.access import GuestAccess
 from pvefix.target.sessions import Sessions
@@ -136,6 +137,7 @@ def apply_phase(
     hook: Hook | None = None,
     read: StateReader | None = None,
     guest: GuestAccess | None = None,
+    rehearse: Settings | None = None,
 ) -> ApplyResult:
     """Apply phase `options.phase` of `plan` (or of a fresh plan) to VM `vmid`; `guest` is
     the way into its guest (for guest-cmdline changes and --verify), if any. One API session,
@@ -145,13 +147,14 @@ def apply_phase(
         raise PvefixError("--verify runs the probe inside the guest: give a way into it "
                           "(--guest-agent, or --guest-ssh-host HOST); nothing was written")
     with Sessions(conn) as sessions:
-        return _apply_phase(conn, vmid, options, console, plan, hook, read, guest, sessions)
+        return _apply_phase(conn, vmid, options, console, plan, hook, read, guest, sessions,
+                            rehearse)
 
 
 def _apply_phase(
     conn: Connection, vmid: int, options: ApplyOptions, console: Console, plan: Plan | None,
     hook: Hook | None, read: StateReader | None, guest: GuestAccess | None,
-    sessions: Sessions,
+    sessions: Sessions, rehearse: Settings | None = None,
 ) -> ApplyResult:
     from pvefix.planner import plan as make_plan
     from pvefix.sources.live import read_live
@@ -244,6 +247,8 @@ def _apply_phase(
         if live.vm.status == "running" or options.start:
             back.append(vmid)
         check_after_boot(vms, back)
+    if rehearse is not None:
+        _rehearse_phase(conn, sessions, live, plan, phase, rehearse, console)
     for line in render_phase(plan, phase):
         console.say(line)
     if not options.yes and not console.confirm(f"Apply phase {phase.number} to VM {vmid}?"):
@@ -336,3 +341,21 @@ def _p2p_verdict(conn: Connection, vmid: int, options: ApplyOptions, console: Co
                       f"(--auto-rollback): " + "; ".join(undone.restored))
 
 
+
+
+def _rehearse_phase(conn: Connection, sessions: Sessions, live: HostState, plan: Plan,
+                    phase: Phase, settings: Settings, console: Console) -> None:
+    """apply --rehearse: rehearse the config phases 1..N lead to, before anything is written;
+    a phase whose rehearsal does not place every BAR is refused (docs/rehearse.md)."""
+    from pvefix.flow.rehearsal import refuse_failed, rehearse_live
+    from pvefix.rehearse.verdict import render_text
+
+    if not any(c.target == "vm-config" for c in phase.changes):
+        console.progress(f"phase {phase.number} changes no VM key: nothing to rehearse")
+        return
+    console.progress(f"rehearsing phase {phase.number} on node {live.vm.node} "
+                     "(firmware only, stand-in BARs)")
+    verdict, _ = rehearse_live(conn, sessions, live, plan, phase.number, settings)
+    for line in render_text(verdict).splitlines():
+        console.say(line)
+    refuse_failed(verdict, phase.number)

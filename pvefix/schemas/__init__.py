@@ -1,6 +1,6 @@
-"""JSON Schemas of the files pvefix writes: the plan file, the check report, the desired state
-and the snapshot metadata. Generated from the models that write them; shipped in the package
-(`pvefix/schemas/*.schema.json`) and in `docs/schemas/`.
+"""JSON Schemas of the files pvefix writes: the plan file, the check report, the desired state,
+the snapshot metadata and the rehearsal's verdict. Generated from the models that write them;
+shipped in the package (`pvefix/schemas/*.schema.json`) and in `docs/schemas/`.
 
     python -m pvefix.schemas            # rewrite both copies (tests fail when they are stale)
 
@@ -88,7 +88,39 @@ def snapshot_schema() -> dict[str, Any]:
     return _finish(schema, "snapshot", "pvefix.snapshot/v1: a snapshot's meta.json")
 
 
+def rehearse_schema() -> dict[str, Any]:
+    """`pvefix rehearse --format json` (pvefix.rehearse/v1)."""
+    from pydantic import TypeAdapter
+
+    from pvefix.rehearse.verdict import REHEARSE_SCHEMA, Verdict
+
+    schema = TypeAdapter(Verdict).json_schema(mode="serialization")
+    schema.pop("$defs", None)
+    address = {"anyOf": [{"type": "string", "pattern": "^0x[0-9a-f]+$"}, {"type": "null"}]}
+    bar = {
+        "type": "object", "additionalProperties": False,
+        "required": ["id", "host", "size", "status", "address", "end"],
+        "properties": {
+            "id": {"type": "string", "description": "the stand-in's QEMU id: hostpciN[.J]"},
+            "host": {"type": "string", "description": "the host function it stands for"},
+            "size": {"type": "integer", "minimum": 1, "description": "its BAR size, bytes"},
+            "status": {"enum": ["placed", "not-placed", "beyond-reach", "overlaps-ram"]},
+            "address": address, "end": address,
+        },
+    }
+    props = schema["properties"]
+    props["bars"] = {"type": "array", "items": bar}
+    props["schema"] = {"const": REHEARSE_SCHEMA}
+    props["ok"] = {"type": "boolean", "description": "outcome is placed"}
+    props["command"] = {"type": "string", "description": "the QEMU command (--show-command)"}
+    schema["required"] = sorted({*schema.get("required", []), "schema", "ok", "bars",
+                                 "phys_bits", "vendor", "boot_s", "peak_rss_mb", "notes"})
+    schema["additionalProperties"] = False
+    return _finish(schema, "rehearse", "pvefix.rehearse/v1: a rehearsal's verdict")
+
+
 SCHEMAS: dict[str, Callable[[], dict[str, Any]]] = {
+    "rehearse": rehearse_schema,
     "plan": plan_schema,
     "check": check_schema,
     "desired": desired_schema,

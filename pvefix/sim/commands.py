@@ -366,6 +366,12 @@ def _qm(sh: Shell, argv: list[str]) -> Result:
             return Result()
         if sub == "status":
             return Result(f"status: {state.run_state(vmid).status}\n")
+        if sub == "showcmd":
+            from pvefix.sim import qemu_cmdline
+
+            cfg = state.load(vmid).parse()
+            return Result(qemu_cmdline.showcmd(vmid, cfg, state.tree.pci_devices(),
+                                               vmops.chosen_devices(state, vmid, cfg)))
     except ApiError as exc:
         return Result(stderr=vmops.api_error_text(exc) + "\n", code=255)
     return Result(stderr=f"unknown command 'qm {sub}'\n", code=255)
@@ -600,3 +606,10 @@ _COMMANDS.update(GUEST_COMMANDS)
 from pvefix.sim.commands_archive import ARCHIVE_COMMANDS  # noqa: E402
 
 _COMMANDS.update(ARCHIVE_COMMANDS)
+
+# `timeout ... python3 -c SCRIPT` (pvefix rehearse's node script): written in commands_rehearse.
+from pvefix.sim.commands_rehearse import REHEARSE_COMMANDS  # noqa: E402
+from pvefix.sim.commands_rehearse import UNLOCKED as _REHEARSE_UNLOCKED  # noqa: E402
+
+_COMMANDS.update(REHEARSE_COMMANDS)
+UNLOCKED = UNLOCKED | _REHEARSE_UNLOCKED

@@ -15,6 +15,7 @@ checks the three parts above against Proxmox's own code (the oracle's `cmd`).
 from __future__ import annotations
 
 import contextlib
+import shlex
 
 from pvefix.errors import ValidationError
 from pvefix.hosttree.sysfs import PciDevice
@@ -101,3 +102,39 @@ def build(vmid: int, cfg: VMConfig, devices: list[PciDevice], chosen: dict[str, 
 def proc_cmdline(argv: list[str]) -> str:
     """/proc/PID/cmdline: the words, each ended by a NUL."""
     return "".join(a + "\0" for a in argv)
+
+
+def showcmd(vmid: int, cfg: VMConfig, devices: list[PciDevice],
+            chosen: dict[str, list[str]]) -> str:
+    """`qm showcmd VMID --pretty` of the main section: what a start would run, in the parts
+    `pvefix rehearse` reads (machine type, `-cpu` as qemu-server builds it, `-m`, the OVMF code
+    file, the vfio-pci devices, `args`), one option a line as Proxmox prints them."""
+    from pvefix.planner.mmio import ram_bytes
+    from pvefix.rehearse.build import cpu_from_config
+
+    main = cfg.main
+    argv = ["/usr/bin/kvm", "-id", str(vmid), "-name", main.get("name") or f"vm{vmid}",
+            "-pidfile", f"/var/run/qemu-server/{vmid}.pid", "-daemonize", "-nodefaults",
+            "-cpu", cpu_from_config(main.get("cpu"), any(e.x_vga for e in _entries(cfg))),
+            "-m", str(ram_bytes(main.get("memory")) >> 20)]
+    if main.get("bios") == "ovmf":
+        four = "efitype=4m" in (main.get("efidisk0") or "")
+        code = "OVMF_CODE_4M.fd" if four else "OVMF_CODE.fd"
+        argv += ["-drive", f"if=pflash,unit=0,format=raw,readonly=on,"
+                 f"file=/usr/share/pve-edk2-firmware//{code}",
+                 "-drive", f"if=pflash,unit=1,id=drive-efidisk0,format=raw,"
+                 f"file=/dev/pve/vm-{vmid}-disk-0"]
+    for value in device_args(cfg, devices, chosen):
+        argv += ["-device", value]
+    kind = (main.get("machine") or "pc").split(",")[0]
+    argv += ["-machine", f"type={kind}+pve0" if "+pve" not in kind else f"type={kind}"]
+    args = main.get("args")
+    if args:
+        argv += [w.text for w in split_words(args)]
+    lines = [argv[0]]
+    i = 1
+    while i < len(argv):
+        takes = argv[i] not in ("-daemonize", "-nodefaults")
+        lines.append(" ".join(shlex.quote(a) for a in argv[i:i + (2 if takes else 1)]))
+        i += 2 if takes else 1
+    return " \\\n  ".join(lines) + "\n"

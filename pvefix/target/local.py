@@ -138,6 +138,32 @@ class LocalShell:
             return CommandResult(args, 124, "", f"{args[0]}: timed out\n")
         return CommandResult(args, done.returncode, done.stdout, done.stderr)
 
+    def execute(self, argv: Sequence[str], timeout: float | None = None, *,
+                errors: str = "surrogateescape") -> CommandResult:
+        """A long command as a subprocess (SshShell.execute's face): no stdin, its own time
+        limit (default: the connection's; past it, `timed_out`). Ctrl-C sends it SIGTERM and
+        waits a little for it to clean up (a `timeout` wrapper passes the signal on)."""
+        self.exec_count += 1
+        args = tuple(argv)
+        try:
+            proc = subprocess.Popen(list(args), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE)
+        except FileNotFoundError:
+            return CommandResult(args, 127, "", f"{args[0]}: command not found\n")
+        try:
+            out, err = proc.communicate(timeout=self.timeout if timeout is None else timeout)
+        except subprocess.TimeoutExpired:
+            proc.terminate()
+            proc.communicate()
+            return CommandResult(args, None, "", "", timed_out=True)
+        except BaseException:  # Ctrl-C: let it clean up, then go on unwinding
+            proc.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.communicate(timeout=15)
+            raise
+        return CommandResult(args, proc.returncode, out.decode("utf-8", errors),
+                             err.decode("utf-8", errors))
+
     def run_many(self, commands: Sequence[Sequence[str]]) -> list[CommandResult]:
         if not commands:
             return []

@@ -1,0 +1,66 @@
+"""`--rehearse` and its settings for plan and apply (docs/rehearse.md).
+
+    @rehearse_options
+    def plan(..., *, rehearsal: RehearseAsk) -> int: ...
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import typer
+
+from pvefix.commands.optgroup import option_group
+
+if TYPE_CHECKING:
+    from pvefix.rehearse.flow import Settings
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass(frozen=True)
+class RehearseAsk:
+    rehearse: bool | None = None
+    accel: str | None = None
+    boot_timeout: float | None = None
+    firmware_dir: str | None = None
+
+    def settings(self) -> Settings | None:
+        """The rehearsal's settings when --rehearse was given, else None."""
+        if not self.rehearse:
+            return None
+        from pvefix.errors import PvefixError
+        from pvefix.rehearse.flow import Settings
+
+        accel = self.accel or "auto"
+        if accel not in ("auto", "kvm", "tcg"):
+            raise PvefixError(f"--rehearse-accel {accel}: say auto, kvm or tcg")
+        return Settings(accel=accel, timeout=self.boot_timeout or 120.0,
+                        firmware_dir=self.firmware_dir or Settings.firmware_dir,
+                        explicit_firmware_dir=self.firmware_dir is not None)
+
+
+_OPTIONS: dict[str, tuple[str, Any, Any]] = {
+    "rehearse": ("rehearse", bool | None, typer.Option(
+        None, "--rehearse", help="Also boot the planned config's firmware on the VM's node "
+        "with stand-ins of the GPUs' BARs (pvefix rehearse) and say whether every BAR is "
+        "placed.", show_default=False)),
+    "accel": ("rehearse_accel", str | None, typer.Option(
+        None, "--rehearse-accel", help="With --rehearse: auto (KVM when /dev/kvm is usable, "
+        "else TCG), kvm or tcg (default auto).", show_default=False)),
+    "boot_timeout": ("rehearse_timeout", float | None, typer.Option(
+        None, "--rehearse-timeout", help="With --rehearse: seconds the firmware may take to "
+        "reach its boot manager (default 120; TCG needs 30 or more).", show_default=False)),
+    "firmware_dir": ("rehearse_firmware_dir", str | None, typer.Option(
+        None, "--rehearse-firmware-dir", help="With --rehearse: the node's firmware folder "
+        "(default /usr/share/pve-edk2-firmware).", show_default=False)),
+}
+
+
+def rehearse_options(func: F) -> F:
+    """Add --rehearse and its settings to a command that takes `rehearsal: RehearseAsk`."""
+    table = {name: (param, annotation, option)
+             for name, (param, annotation, option) in _OPTIONS.items()}
+    return option_group("rehearsal", RehearseAsk, table)(func)

@@ -1,0 +1,39 @@
+"""The rehearsal inside the flow: `pvefix rehearse`, `plan --rehearse` and `apply --rehearse`
+rehearse a config of a plan on the VM's node through the command's sessions (docs/rehearse.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from pvefix.errors import RefusedError
+from pvefix.executor.remote import Remote
+from pvefix.planner.model import Plan
+from pvefix.rehearse.flow import Settings, planned_config, rehearse
+from pvefix.rehearse.verdict import Verdict
+from pvefix.state import HostState
+from pvefix.target.sessions import Sessions
+from pvefix.target.settings import Connection
+
+
+def rehearse_live(conn: Connection, sessions: Sessions, state: HostState, plan: Plan | None,
+                  phase: int | None, settings: Settings) -> tuple[Verdict, str]:
+    """Rehearse today's config, phases 1..`phase` of `plan`, or its end, on the VM's node
+    (SSH, or this host with --local); the verdict and the QEMU command."""
+    config, label = planned_config(state, plan, phase)
+    remote = Remote(conn, state.vm.node, sessions)
+    shell = remote.local if remote.local is not None else remote.ssh()
+    # a lost SSH connection closes the node script's stdin; locally it has none to watch
+    settings = dataclasses.replace(settings, watch_stdin=remote.local is None)
+    return rehearse(shell, state, config, label, settings)
+
+
+def refuse_failed(verdict: Verdict, phase: int) -> None:
+    """apply --rehearse: a phase whose rehearsal does not place every BAR is not applied."""
+    if verdict.ok:
+        return
+    raise RefusedError(
+        f"the rehearsal of phase {phase} fails: {verdict.outcome}: {verdict.message}\n"
+        "nothing was written; see `pvefix rehearse "
+        f"{verdict.vmid} --phase {phase}` for each BAR. To apply anyway, run apply without "
+        "--rehearse", source=f"VM {verdict.vmid}")

@@ -1,0 +1,135 @@
+"""One rehearsal: which config (today's, a phase of the plan, a plan file's end), the stand-ins'
+BAR sizes from the node's sysfs facts, the node's facts, the QEMU command, the run, the verdict.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pvefix.errors import PvefixError
+from pvefix.planner.context import build_context
+from pvefix.planner.model import Plan
+from pvefix.rehearse.build import HostCpu, Inputs, RehearseRefused, build_job, parse_showcmd
+from pvefix.rehearse.runner import (
+    NodeShell,
+    choose_accel,
+    command_line,
+    read_facts,
+    run_job,
+    showcmd,
+)
+from pvefix.rehearse.verdict import Verdict, judge
+from pvefix.state import HostState
+from pvefix.vmconfig import VMConfig
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How to rehearse: the accelerator (auto, kvm, tcg), the time limit, the firmware folder
+    on the node (and whether the admin named it), whether a lost connection ends the run."""
+
+    accel: str = "auto"
+    timeout: float = 120.0
+    firmware_dir: str = "/usr/share/pve-edk2-firmware"
+    explicit_firmware_dir: bool = False
+    watch_stdin: bool = True
+
+
+def sections(text: str, source: str) -> tuple[dict[str, str], dict[str, str]]:
+    """A config's main section, and what its next cold start runs: main with [PENDING] applied
+    (values set, `delete:` keys removed)."""
+    cfg = VMConfig.parse(text, source)
+    main = cfg.main.as_dict()
+    started = dict(main)
+    if cfg.has_pending:
+        for gone in cfg.pending.deletes:
+            started.pop(gone.strip().lstrip("!"), None)
+        started.update(cfg.pending.as_dict())
+    return main, started
+
+
+def planned_config(state: HostState, plan: Plan | None,
+                   phase: int | None) -> tuple[dict[str, str], str]:
+    """The config to rehearse and its label: today's main section (no plan); with a plan and a
+    phase, today's start config with the VM-config changes of phases 1..N; with a plan alone,
+    the plan's config once every phase is applied."""
+    today, started = sections(state.vm.config_text, f"{state.vm.vmid}.conf")
+    if plan is None:
+        return today, "today's config"
+    if phase is None:
+        return sections(plan.config_after, "the plan's config_after")[1], "the plan's end"
+    if plan.phase(phase) is None:
+        numbers = ", ".join(str(p.number) for p in plan.phases) or "none"
+        raise PvefixError(f"the plan has no phase {phase} (its phases: {numbers})")
+    out = dict(started)
+    for p in plan.phases:
+        if p.number > phase:
+            continue
+        for c in p.changes:
+            if c.target != "vm-config":
+                continue
+            if c.after is None:
+                out.pop(c.key, None)
+            else:
+                out[c.key] = c.after
+    return out, f"phase {phase}"
+
+
+def bar_functions(state: HostState, config: dict[str, str]) -> dict[str, list[tuple[str, int]]]:
+    """hostpciN -> (host function, its largest 64-bit memory BAR) for `config`'s entries, as
+    the planner resolves them (a pool mapping: its largest candidate)."""
+    text = "".join(f"{k}: {v}\n" for k, v in config.items())
+    vm = state.vm.model_copy(update={"config_text": text})
+    ctx = build_context(state.model_copy(update={"vm": vm}))
+    out: dict[str, list[tuple[str, int]]] = {}
+    for p in ctx.passed:
+        if p.unknown or p.problem:
+            why = p.problem or "its devices are not in the node's PCI facts"
+            raise RehearseRefused(f"{p.key}: cannot size its BARs ({why}); read the VM's own "
+                                  "node over SSH or --local")
+        sizes = []
+        for d in p.sized:
+            bar64 = [b.size for b in d.bars if b.is_64bit and not b.is_io]
+            name = (f"pool {p.entry.mapping}, largest: {d.address}" if p.is_pool
+                    else d.address)
+            if bar64:
+                sizes.append((name, max(bar64)))
+        out[p.key] = sizes
+    return out
+
+
+def rehearse(shell: NodeShell, state: HostState, config: dict[str, str], label: str,
+             settings: Settings) -> tuple[Verdict, str]:
+    """Rehearse `config` of the VM in `state` on its node; the verdict and the QEMU command."""
+    vm = state.vm
+    where = f"node {vm.node}"
+    node = read_facts(shell, where, settings.firmware_dir)
+    accel = choose_accel(node, settings.accel, settings.timeout, where)
+    today, _ = sections(vm.config_text, f"{vm.vmid}.conf")
+    inputs = Inputs(
+        showcmd=parse_showcmd(showcmd(shell, vm.vmid, where)), today=today, planned=config,
+        functions=bar_functions(state, config), node=node,
+        host=HostCpu(state.node.cpu_vendor, state.node.cpu_phys_bits), accel=accel,
+        explicit_firmware_dir=settings.explicit_firmware_dir)
+    job = build_job(inputs)
+    result = run_job(shell, job, node, vmid=vm.vmid, timeout=settings.timeout,
+                     watch_stdin=settings.watch_stdin, where=where)
+    outcome, message, bars = judge(result, job)
+    rss = result.get("peak_rss_kb")
+    boot_s = result.get("boot_s")
+    verdict = Verdict(
+        vmid=vm.vmid, node=vm.node, config=label, outcome=outcome, message=message,
+        accel=accel, qemu=_short(node.qemu_version) or (node.qemu or ""), machine=job.machine,
+        cpu=job.cpu, ram_mb=job.ram_mb, firmware=job.firmware, bars=bars,
+        phys_bits=result.get("phys-bits") if isinstance(result.get("phys-bits"), int) else None,
+        vendor=str(result["vendor"]) if result.get("vendor") else None,
+        boot_s=float(boot_s) if isinstance(boot_s, (int, float)) else None,
+        peak_rss_mb=int(rss) >> 10 if isinstance(rss, int) else None, notes=job.notes)
+    if result.get("tmp_removed") is False:
+        verdict.notes.append("the run's temporary folder on the node could not be removed")
+    return verdict, command_line(node, job)
+
+
+def _short(version: str) -> str:
+    """`QEMU emulator version 9.2.0 (pve-qemu-kvm_9.2.0-5)` -> `QEMU 9.2.0 (pve-qemu-kvm_...)`."""
+    return version.replace("QEMU emulator version", "QEMU").strip()

@@ -1,0 +1,268 @@
+"""The part of `pvefix rehearse` that runs ON THE NODE, with the node's own python3.
+
+Sent as the text of `python3 -c` (standard library only, no pvefix import), with one argument:
+a JSON job, base64-encoded. Two modes:
+
+- `facts`: what the rehearsal needs to know about the node before it builds the QEMU command:
+  the QEMU binary (and whether it is Proxmox's), whether /dev/kvm is usable, free memory, the
+  firmware files, the machine types QEMU knows.
+- `run`: boot the firmware only, with the stand-in devices, in a private temporary folder
+  (mkdtemp, 0700) that holds the QMP socket, the serial and debug-console logs, the copy of the
+  OVMF variables and the sparse RAM file; wait until the firmware reaches its boot manager (or
+  the time is up), read `query-pci`, the vCPU's properties and the RAM layout over QMP, kill
+  QEMU and remove the folder. QEMU runs in its own process group with PR_SET_PDEATHSIG (it dies
+  with this script), under RLIMIT_DATA; SIGTERM, SIGHUP, SIGINT and the end of stdin (a lost
+  SSH connection closes it) end the run and clean up the same way. `timeout` around this
+  script (the caller's wrapper) ends it even when it hangs.
+
+Prints one JSON object on stdout. This file is pvefix's own; it never writes outside its folder.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import re
+import resource
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+Job = dict[str, Any]
+
+BOOT_ORDER = "BootOrder".encode("utf-16-le")
+FW_DONE = ("BdsDxe", "Shell>", "No bootable device", "Boot failed", "Booting from")
+
+
+class Stop(Exception):
+    """A signal or a lost connection: stop, clean up, say why."""
+
+
+def _stop(signum: int, frame: object) -> None:
+    raise Stop(f"interrupted by signal {signum}")
+
+
+def find_qemu(candidates: list[str]) -> str | None:
+    for name in candidates:
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+def _out(argv: list[str], timeout: float = 20) -> str:
+    try:
+        done = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, timeout=timeout)
+        return done.stdout.decode("utf-8", "replace")
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+
+
+def mem_available() -> int | None:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def facts(job: Job) -> Job:
+    qemu = find_qemu(job.get("qemu") or ["/usr/bin/kvm", "qemu-system-x86_64"])
+    out: Job = {"qemu": qemu, "kvm": os.access("/dev/kvm", os.R_OK | os.W_OK),
+           "mem_available": mem_available(), "python": sys.version.split()[0],
+           "tmpdir": tempfile.gettempdir()}
+    fwdir = job.get("firmware_dir") or ""
+    out["firmware_dir"] = fwdir
+    try:
+        out["firmware_files"] = sorted(os.listdir(fwdir)) if fwdir else []
+    except OSError:
+        out["firmware_files"] = None
+    if qemu:
+        version = _out([qemu, "--version"]).splitlines()
+        out["qemu_version"] = version[0].strip() if version else ""
+        machines = _out([qemu, "-machine", "help"])
+        out["machines"] = sorted({ln.split()[0] for ln in machines.splitlines()[1:] if ln.strip()})
+    return out
+
+
+class Qmp:
+    def __init__(self, path: str, timeout: float) -> None:
+        self.sock = socket.socket(socket.AF_UNIX)
+        self.sock.settimeout(timeout)
+        self.sock.connect(path)
+        self.file = self.sock.makefile("rw")
+        self.file.readline()
+        self.cmd("qmp_capabilities")
+
+    def cmd(self, name: str, **args: Any) -> Any:
+        msg: Job = {"execute": name}
+        if args:
+            msg["arguments"] = args
+        self.file.write(json.dumps(msg) + "\n")
+        self.file.flush()
+        while True:
+            line = self.file.readline()
+            if not line:
+                raise OSError("QMP closed")
+            reply = json.loads(line)
+            if "return" in reply:
+                return reply["return"]
+            if "error" in reply:
+                raise RuntimeError(reply["error"].get("desc", "QMP error"))
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def _read(path: str, binary: bool = False) -> Any:
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return b"" if binary else ""
+    return data if binary else data.decode("utf-8", "replace")
+
+
+def read_machine(qmp: Qmp) -> Job:
+    """The vCPU as QEMU realised it and the RAM ranges (ram-below-4g, ram-above-4g)."""
+    out: Job = {}
+    try:
+        path = qmp.cmd("query-cpus-fast")[0]["qom-path"]
+        for prop in ("phys-bits", "vendor", "pdpe1gb"):
+            out[prop] = qmp.cmd("qom-get", path=path, property=prop)
+    except (RuntimeError, OSError, IndexError, KeyError):
+        pass
+    ram: list[list[int]] = []
+    try:
+        mtree = qmp.cmd("human-monitor-command", **{"command-line": "info mtree"})
+        for m in re.finditer(r"^\s*([0-9a-f]+)-([0-9a-f]+) \(prio -?\d+, ram\): alias "
+                             r"ram-(?:below|above)-4g", mtree, re.M):
+            ram.append([int(m.group(1), 16), int(m.group(2), 16) + 1])
+    except (RuntimeError, OSError):
+        pass
+    out["ram"] = sorted({tuple(r) for r in ram})
+    return out
+
+
+def _limit_and_orphan(data_limit: int | None) -> Callable[[], None]:
+    def pre() -> None:
+        os.setsid()
+        if data_limit:
+            resource.setrlimit(resource.RLIMIT_DATA, (data_limit, data_limit))
+        try:  # PR_SET_PDEATHSIG: QEMU dies with this script, however it ends
+            import ctypes
+            ctypes.CDLL(None).prctl(1, signal.SIGKILL)
+        except (OSError, AttributeError):
+            pass
+    return pre
+
+
+def _done(job: Job, tmp: str) -> bool:
+    text = _read(os.path.join(tmp, "serial.log")) + _read(os.path.join(tmp, "debugcon.log"))
+    if any(m in text for m in FW_DONE):
+        return True
+    return bool(job.get("vars_signal")) and BOOT_ORDER in _read(os.path.join(tmp, "vars.fd"), True)
+
+
+def _stdin_closed() -> bool:
+    try:
+        ready, _, _ = select.select([sys.stdin], [], [], 0)
+        return bool(ready) and not os.read(sys.stdin.fileno(), 4096)
+    except (OSError, ValueError):
+        return False
+
+
+def boot(job: Job, tmp: str, qemu: str) -> Job:
+    """Start QEMU in `tmp`, wait for the boot manager, read QMP. Returns the result dict."""
+    if job.get("vars_template"):
+        shutil.copyfile(job["vars_template"], os.path.join(tmp, "vars.fd"))
+        os.chmod(os.path.join(tmp, "vars.fd"), 0o600)
+        # the BootOrder signal only where the template has none yet (else: the console's)
+        job["vars_signal"] = job.get("vars_signal") and BOOT_ORDER not in _read(
+            job["vars_template"], True)
+    if job.get("ram_mb"):
+        with open(os.path.join(tmp, "ram"), "wb") as f:
+            f.truncate(int(job["ram_mb"]) << 20)  # sparse: never allocated
+    t0 = time.monotonic()
+    proc = subprocess.Popen([qemu] + job["argv"], cwd=tmp, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            preexec_fn=_limit_and_orphan(job.get("data_limit")))
+    result: Job = {"pid_group": proc.pid}
+    try:
+        while time.monotonic() - t0 < job["timeout"] and proc.poll() is None:
+            time.sleep(0.25)
+            if job.get("watch_stdin") and _stdin_closed():
+                raise Stop("the connection to pvefix was lost")
+            if _done(job, tmp):
+                time.sleep(1)  # let the firmware finish its boot-manager pass
+                qmp = Qmp(os.path.join(tmp, "qmp.sock"), 20)
+                result["query_pci"] = qmp.cmd("query-pci")
+                result.update(read_machine(qmp))
+                qmp.close()
+                break
+        result["boot_s"] = round(time.monotonic() - t0, 2)
+        result["rc"] = proc.poll()
+    finally:
+        result["qemu_output"] = _kill(proc)
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        result["peak_rss_kb"] = usage.ru_maxrss
+    result["outcome"] = ("booted" if "query_pci" in result else
+                         "refused" if result.get("rc") is not None else "timeout")
+    return result
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> str:
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    try:
+        out, _ = proc.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        return ""
+    lines = out.decode("utf-8", "replace").strip().splitlines()
+    return "\n".join(lines[-8:])
+
+
+def run(job: Job) -> Job:
+    qemu = job["qemu_path"]
+    tmp = tempfile.mkdtemp(prefix=f"pvefix-rehearse-{job.get('vmid', 'vm')}-")
+    os.chmod(tmp, 0o700)
+    try:
+        result = boot(job, tmp, qemu)
+    except Stop as exc:
+        result = {"outcome": "stopped", "why": str(exc)}
+    except (OSError, RuntimeError, ValueError) as exc:
+        result = {"outcome": "error", "why": f"{type(exc).__name__}: {exc}"}
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    result["tmp_removed"] = not os.path.exists(tmp)
+    return result
+
+
+def main() -> None:
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(sig, _stop)
+    job = json.loads(base64.b64decode(sys.argv[2]).decode("utf-8"))
+    try:
+        out = facts(job) if sys.argv[1] == "facts" else run(job)
+    except Stop as exc:
+        out = {"outcome": "stopped", "why": str(exc)}
+    sys.stdout.write(json.dumps(out) + "\n")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

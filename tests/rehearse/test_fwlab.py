@@ -1,0 +1,121 @@
+"""For real: pvefix rehearse's command and verdict against fw-lab's, with real QEMU and the
+firmware sets of ../shared/fw-lab (conformance: `make conformance`).
+
+Each config is given twice: as a Proxmox VM config for pvefix (its stand-ins, ports, -cpu, RAM
+and firmware built by pvefix.rehearse, run by its node script through the local session), and
+as fw-lab options. The outcome, the number of BARs placed and their addresses must agree.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pvefix.rehearse.build import HostCpu, Inputs, build_job, parse_showcmd
+from pvefix.rehearse.runner import read_facts, run_job
+from pvefix.rehearse.verdict import judge
+from pvefix.target.local import LocalShell
+from tests.shared import NEEDS_SHARED, SHARED
+
+pytestmark = pytest.mark.conformance
+G = 1 << 30
+FIRMWARE = SHARED / "fw-lab" / "firmware"
+
+
+@pytest.fixture(scope="module")
+def fwlab() -> Any:
+    if not (SHARED / "fw-lab" / "fwlab.py").is_file():
+        pytest.skip(f"{NEEDS_SHARED}: {SHARED / 'fw-lab'} is absent")
+    old, sys.dont_write_bytecode = sys.dont_write_bytecode, True
+    sys.path.insert(0, str(SHARED / "fw-lab"))
+    try:
+        import fwlab
+    finally:
+        sys.dont_write_bytecode = old
+    why = fwlab.preflight()
+    if why:
+        pytest.skip(f"{NEEDS_SHARED}: fw-lab: {why}")
+    return fwlab
+
+
+# (name, fw-lab firmware set, Proxmox config keys, bar count x GiB, fw-lab options, timeout:
+# generous where the firmware boots, so a loaded machine's slow TCG is not a "would not boot")
+CASES: list[tuple[str, str, dict[str, str], tuple[int, int], dict[str, Any], int]] = [
+    ("B06 no 1G pages: OVMF caps at 40 bits", "edk2-2025.02",
+     {"machine": "q35", "bios": "ovmf", "cpu": "x86-64-v2-AES,phys-bits=46"}, (8, 128),
+     {"cpu": "x86-64-v2-AES", "phys_bits": "46"}, 120),
+    ("B08 the story VM's phase 1", "edk2-2025.02",
+     {"machine": "q35", "bios": "ovmf", "cpu": "x86-64-v2-AES,phys-bits=46,flags=+pdpe1gb"},
+     (8, 128), {"cpu": "x86-64-v2-AES", "phys_bits": "46", "pdpe1gb": True}, 120),
+    ("D05 X-PciMmio64Mb too small for four", "edk2-2025.02",
+     {"machine": "q35", "bios": "ovmf", "cpu": "qemu64",
+      "args": "-fw_cfg name=opt/ovmf/X-PciMmio64Mb,string=524288"}, (4, 128),
+     {"cpu": "qemu64", "mmio64_mb": 524288}, 120),
+    ("A01 edk2 2022.11, one 32G BAR", "edk2-2022.11",
+     {"machine": "q35", "bios": "ovmf", "cpu": "qemu64"}, (1, 32), {"cpu": "qemu64"}, 120),
+    ("E07 SeaBIOS 1.16.3 at the top of 46 bits", "seabios-1.16.3",
+     {"machine": "q35", "cpu": "qemu64,phys-bits=46"}, (8, 128),
+     {"cpu": "qemu64", "phys_bits": "46"}, 120),
+    ("E03 SeaBIOS 1.16.2 on i440fx", "seabios-1.16.2",
+     {"cpu": "qemu64"}, (4, 128), {"machine": "pc", "cpu": "qemu64"}, 120),
+    ("F02 RAM beyond 40 bits: QEMU refuses", "edk2-2025.02",
+     {"machine": "q35", "bios": "ovmf", "cpu": "qemu64", "memory": str(1100 * 1024)}, (1, 32),
+     {"cpu": "qemu64", "ram": "1100G"}, 120),
+    ("D06 window does not fit: OVMF hangs", "edk2-2025.02",
+     {"machine": "q35", "bios": "ovmf", "cpu": "qemu64",
+      "args": "-fw_cfg name=opt/ovmf/X-PciMmio64Mb,string=1048576"}, (8, 128),
+     {"cpu": "qemu64", "mmio64_mb": 1048576}, 30),
+]
+OUTCOMES = {"placed": "placed", "not-placed": "not-placed", "no-boot-timeout": "no-boot",
+            "qemu-refused": "qemu-refused"}
+
+
+def _pvefix(fwset: str, keys: dict[str, str], bars: tuple[int, int],
+            timeout: int) -> tuple[str, list[str | None], str]:
+    count, gib = bars
+    config = {"memory": "2048", **keys}
+    pcie = ",pcie=1" if "q35" in config.get("machine", "") else ""
+    functions: dict[str, list[tuple[str, int]]] = {}
+    for i in range(count):
+        config[f"hostpci{i}"] = f"0000:{i + 1:02x}:00.0{pcie}"
+        functions[f"hostpci{i}"] = [(f"0000:{i + 1:02x}:00.0", gib * G)]
+    shell = LocalShell(timeout=30)
+    node = read_facts(shell, "this host", str(FIRMWARE / fwset), ["qemu-system-x86_64"])
+    inputs = Inputs(showcmd=parse_showcmd("/usr/bin/kvm -m 2048"), today={}, planned=config,
+                    functions=functions, node=node, host=HostCpu("AuthenticAMD", 48),
+                    accel="tcg", explicit_firmware_dir=True)
+    job = build_job(inputs)
+    result = run_job(shell, job, node, vmid=9000, timeout=timeout, watch_stdin=False,
+                     where="this host")
+    outcome, message, verdicts = judge(result, job)
+    return outcome, [None if b.status != "placed" or b.address is None else hex(b.address)
+                     for b in verdicts], message
+
+
+@pytest.mark.parametrize(("name", "fwset", "keys", "bars", "lab", "timeout"), CASES,
+                         ids=[c[0].split()[0] for c in CASES])
+def test_the_rehearsal_says_what_fw_lab_says(fwlab: Any, name: str, fwset: str,
+                                             keys: dict[str, str], bars: tuple[int, int],
+                                             lab: dict[str, Any], timeout: int) -> None:
+    count, gib = bars
+    expected = fwlab.run({"firmware_set": fwset, "bars": f"{count}x{gib}G", "dev": "testdev",
+                          "vendor": "amd", "timeout": timeout, **lab})
+    outcome, addrs, message = _pvefix(fwset, keys, bars, timeout)
+    assert outcome == OUTCOMES[expected["outcome"]], (name, message, expected.get("why"))
+    placed = sorted(a for a in addrs if a)
+    if outcome in ("placed", "not-placed"):
+        assert placed == sorted(a for a in expected["bar_addrs"] if a), name
+    if outcome == "qemu-refused":
+        assert "phys-bits too low" in message and "phys-bits too low" in expected["why"]
+
+
+def test_the_rehearsal_leaves_nothing_behind(fwlab: Any, tmp_path: Path) -> None:
+    import tempfile
+
+    before = {p.name for p in Path(tempfile.gettempdir()).glob("pvefix-rehearse-*")}
+    _pvefix("edk2-2025.02", {"machine": "q35", "bios": "ovmf", "cpu": "qemu64"}, (1, 32), 60)
+    after = {p.name for p in Path(tempfile.gettempdir()).glob("pvefix-rehearse-*")}
+    assert after <= before

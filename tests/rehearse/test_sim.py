@@ -1,0 +1,153 @@
+"""`pvefix rehearse` end to end against the simulator, whose node runs the rehearsal's script
+for real on this machine (its QEMU where installed: tests with a firmware set are conformance
+tests and need ../shared/fw-lab).
+
+Done means: for the story VM (kpro6, VM 100, eight 128 GiB BARs), `pvefix rehearse 100 --phase
+1` says before any restart whether all eight BARs will be placed, and that answer is what the
+firmware does (fw-lab's run of the same configuration)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pvefix.errors import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, EXIT_REFUSED
+from pvefix.main import main
+from pvefix.sim.serve import ReadyInfo, write_ready_file
+from tests.shared import NEEDS_SHARED, SHARED
+
+EDK2 = SHARED / "fw-lab" / "firmware" / "edk2-2025.02"
+
+
+@pytest.fixture
+def ready(kpro6_sim: ReadyInfo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    path = tmp_path / "ready.json"
+    write_ready_file(kpro6_sim, path)
+    return path
+
+
+def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["rehearse", *args])
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err
+    return code, out, err
+
+
+def _needs_qemu() -> None:
+    if not EDK2.is_dir():
+        pytest.skip(f"{NEEDS_SHARED}: {EDK2} is absent")
+    if shutil.which("qemu-system-x86_64") is None and not Path("/usr/bin/kvm").exists():
+        pytest.skip(f"{NEEDS_SHARED}: QEMU is not installed here (fw-lab/install-deps.sh)")
+
+
+def test_no_time_for_tcg_is_refused_with_the_reason(
+        ready: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    if shutil.which("timeout") is None:
+        pytest.skip("timeout(1) is not installed")
+    code, _, err = _run(capsys, "100", "--phase", "1", "--connection", str(ready),
+                        "--accel", "tcg", "--boot-timeout", "5")
+    assert code == EXIT_REFUSED
+    # a node without QEMU refuses first, and says so
+    assert "leaves no time for TCG" in err or "has no QEMU" in err
+
+
+def test_a_bundle_has_no_node_to_rehearse_on(capsys: pytest.CaptureFixture[str]) -> None:
+    from pvefix.hosttree import resolve_scenario
+
+    code, _, err = _run(capsys, "100", "--bundle", str(resolve_scenario("kpro6")))
+    assert code == EXIT_ERROR and "a bundle (--bundle) has no node" in err
+
+
+@pytest.mark.conformance
+def test_story_vm_phase_1_places_all_eight_bars_where_the_firmware_does(
+        ready: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _needs_qemu()
+    code, out, _ = _run(capsys, "100", "--phase", "1", "--connection", str(ready),
+                        "--firmware-dir", str(EDK2), "--accel", "tcg", "--format", "json")
+    verdict = json.loads(out)
+    assert code == EXIT_OK, verdict
+    import jsonschema
+
+    from pvefix.schemas import shipped
+
+    jsonschema.Draft202012Validator(shipped("rehearse")).validate(verdict)
+    assert verdict["outcome"] == "placed" and verdict["config"] == "phase 1"
+    assert [b["status"] for b in verdict["bars"]] == ["placed"] * 8
+    assert verdict["phys_bits"] == 52 and verdict["vendor"] == "AuthenticAMD"
+    assert verdict["ram_mb"] == 1572864 and verdict["machine"] == "q35"
+    lab = _fwlab().run({"firmware_set": "edk2-2025.02", "cpu": "x86-64-v2-AES",
+                        "phys_bits": "52", "pdpe1gb": True, "vendor": "amd",
+                        "ram": "1536G", "bars": "8x128G", "dev": "testdev"})
+    assert lab["outcome"] == "placed"
+    assert sorted(b["address"] for b in verdict["bars"]) == sorted(lab["bar_addrs"])
+
+
+@pytest.mark.conformance
+def test_story_vm_today_qemu_refuses_its_ram_beyond_40_bits(
+        ready: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _needs_qemu()
+    code, out, _ = _run(capsys, "100", "--connection", str(ready), "--firmware-dir", str(EDK2),
+                        "--accel", "tcg")
+    assert code == EXIT_CHANGES
+    assert "QEMU REFUSES" in out and "phys-bits too low (40)" in out
+
+
+def _fwlab() -> Any:
+    if not (SHARED / "fw-lab" / "fwlab.py").is_file():
+        pytest.skip(f"{NEEDS_SHARED}: fw-lab is absent")
+    old, sys.dont_write_bytecode = sys.dont_write_bytecode, True
+    sys.path.insert(0, str(SHARED / "fw-lab"))
+    try:
+        import fwlab
+    finally:
+        sys.dont_write_bytecode = old
+    return fwlab
+
+
+@pytest.mark.conformance
+def test_plan_rehearse_shows_the_verdict_after_the_plan(
+        ready: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _needs_qemu()
+    code = main(["plan", "100", "--connection", str(ready), "--rehearse", "--rehearse-accel",
+                 "tcg", "--rehearse-firmware-dir", str(EDK2)])
+    out = capsys.readouterr().out
+    assert code == EXIT_CHANGES  # the plan's own exit code
+    assert out.index("Phase 1") < out.index("Rehearsal (pvefix rehearse")
+    assert "VM 100 on kpro6, the plan's end" in out and "ALL PLACED: all 8 BARs" in out
+
+
+@pytest.mark.conformance
+def test_apply_rehearse_refuses_a_failing_phase_before_any_write_and_applies_a_good_one(
+        fresh_sim: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    _needs_qemu()
+    from tests.simkit import api
+
+    info = fresh_sim("kpro6")
+    path = tmp_path / "ready.json"
+    write_ready_file(info, path)
+    monkeypatch.setenv("PVEFIX_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    common = ["apply", "100", "--phase", "1", "--yes", "--connection", str(path), "--rehearse",
+              "--rehearse-accel", "tcg"]
+    vm = api(info, "ticket").nodes(info.node).qemu(100)
+    before = vm.config.get()
+    # edk2 2022.11 at 52 bits and 1.5 TiB does not reach its boot manager in 30 s under TCG
+    old = SHARED / "fw-lab" / "firmware" / "edk2-2022.11"
+    code = main([*common, "--rehearse-timeout", "30", "--rehearse-firmware-dir", str(old)])
+    out, err = capsys.readouterr()
+    assert code == EXIT_REFUSED, err
+    assert "the rehearsal of phase 1 fails: no-boot" in err and "nothing was written" in err
+    assert "WOULD NOT BOOT" in out
+    assert vm.config.get()["digest"] == before["digest"]
+    code = main([*common, "--rehearse-firmware-dir", str(EDK2)])
+    out, err = capsys.readouterr()
+    assert code == EXIT_OK, err
+    assert "ALL PLACED: all 8 BARs" in out and "applied phase 1" in out + err
+    assert vm.config.get()["digest"] != before["digest"]
