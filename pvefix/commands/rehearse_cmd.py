@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from pvefix.commands.options import ConnectionOptions, connection_options
+from pvefix.commands.vmid import parse_vmid
 from pvefix.errors import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, PvefixError
 
 if TYPE_CHECKING:
@@ -37,7 +38,8 @@ class Format(StrEnum):
 
 @connection_options
 def rehearse_command(
-    vmid: int = typer.Argument(..., help="The VM to rehearse (its VMID).", show_default=False),
+    vmid: int = typer.Argument(..., parser=parse_vmid, help="The VM to rehearse (its VMID).",
+                               show_default=False),
     phase: int | None = typer.Option(
         None, "--phase", help="Rehearse the config once phases 1..N of a fresh plan are "
         "applied (default: today's config).", show_default=False),
