@@ -298,7 +298,7 @@ def _parse(text: str) -> VMConfig:
 
 
 def _machine_now(remote: Remote, vmid: int) -> str | None:
-    return read_vm(remote, vmid).effective("machine")
+    return read_vm(remote, vmid).value("machine")
 
 
 

@@ -1,6 +1,6 @@
 """Roll a snapshot back (the executor's half; pvefix.flow.rollback picks, checks and confirms):
 the VM config (byte for byte over SSH, with the same digest as
-before; else the same keys and values through the API, with the digest), the host files, and
+before; else every key and the description through the API, with the digest), the host files, and
 the boot loader refresh run again, and the guest's files the apply changed (through the guest
 channel: --guest-agent / --guest-ssh-host, or the agent when the apply used it). Refuses,
 showing the diff, when the target has moved in ways the apply did not make, unless forced."""
@@ -16,18 +16,18 @@ from pydantic import BaseModel, ConfigDict
 from pvefix.digest import sha1_text, sha256_text
 from pvefix.errors import PvefixError, RefusedError
 from pvefix.executor.activation import shutdown_vm, start_vm
-from pvefix.executor.checks import effective_values
 from pvefix.executor.filetarget import GuestFiles, NodeFiles
 from pvefix.executor.journal import Journal
 from pvefix.executor.remote import Remote
 from pvefix.executor.snapshot import Snapshot
 from pvefix.executor.steps import FileStep, RefreshStep, StepContext
-from pvefix.executor.vmwrite import ApiVmWriter, VmWriter, read_vm
+from pvefix.executor.vmwrite import ApiVmWriter, VmWriter, digest_of, read_vm
 from pvefix.paths import vm_config
 from pvefix.state import HostState
 from pvefix.target.guest.access import GuestAccess
 from pvefix.target.guest.channel import GuestChannel
 from pvefix.vmconfig.config import VMConfig
+from pvefix.vmconfig.nextstart import NextStart
 
 
 @dataclass(frozen=True)
@@ -114,35 +114,35 @@ def restore_vm_config(remote: Remote, snapshot: Snapshot, live: HostState, journ
 
 def _restore_via_api(remote: Remote, snapshot: Snapshot, journal: Journal,
                      writer: VmWriter, expected_digest: str) -> str:
+    """The snapshot's next start back through the API: every key and the description, each
+    write guarded by the digest (the API has no byte-for-byte write)."""
     meta = snapshot.meta
-    snap = VMConfig.parse(snapshot.vm_config_text(), "snapshot")
-    snap_main = snap.main.as_dict()
-    snap_pending = snap.pending.as_dict() if snap.has_pending else {}
-    snap_deletes = {k.lstrip("!") for k in snap.pending.deletes} if snap.has_pending else set()
+    snap = NextStart.from_text(snapshot.vm_config_text(), "snapshot")
     view = read_vm(remote, meta.vmid)
     if view.digest != expected_digest:
         raise RefusedError(MOVED_WHILE_ROLLING_BACK, source=f"VM {meta.vmid}")
     journal.record("restore-begin", kind="vm-config", method="api", digest=view.digest)
     revert = sorted(k for k in set(view.pending) | set(view.deletes)
-                    if k not in snap_pending and k not in snap_deletes)
+                    if view.pending.get(k) != snap.pending.get(k)
+                    or (k in view.deletes) != (k in snap.deletes))
     if revert:
-        writer.write({"revert": ",".join(revert)}, view.digest)
+        writer.write({"revert": ",".join(revert)}, digest_of(view))
         view = read_vm(remote, meta.vmid)
-    params = {k: v for k, v in snap_main.items() if view.effective(k) != v}
-    params.update({k: v for k, v in snap_pending.items() if view.effective(k) != v})
-    deletes = sorted(k for k in view.main if k not in snap_main and view.effective(k) is not None)
+    wanted = snap.values
+    params = {k: v for k, v in wanted.items() if view.value(k) != v}
+    deletes = sorted(k for k in view.values if k not in wanted)
     if deletes:
         params["delete"] = ",".join(deletes)
     if params:
-        writer.write(params, view.digest)
+        writer.write(params, digest_of(view))
         view = read_vm(remote, meta.vmid)
-    wanted = effective_values(snap)
-    got = {k: v for k in set(view.main) | set(view.pending) if (v := view.effective(k))}
-    if {k: v for k, v in wanted.items() if k != "digest"} != got:
-        raise PvefixError("after the rollback through the API, the VM config still differs",
-                          source=f"VM {meta.vmid}")
+    if view.values != wanted:
+        differ = sorted(k for k in set(wanted) | set(view.values)
+                        if wanted.get(k) != view.value(k))
+        raise PvefixError("after the rollback through the API, the VM config still differs: "
+                          + ", ".join(differ), source=f"VM {meta.vmid}")
     journal.record("restore-end", kind="vm-config", digest=view.digest)
-    return (f"VM {meta.vmid} config restored through the API (same keys and values; "
+    return (f"VM {meta.vmid} config restored through the API (every key and the description; "
             f"digest now {view.digest})")
 
 

@@ -29,7 +29,7 @@ from pvefix.errors import PvefixError, RefusedError
 from pvefix.executor.filetarget import REFRESH_TIMEOUT_S, FileTarget, Side, check
 from pvefix.executor.remote import Remote
 from pvefix.executor.snapshot import Snapshot
-from pvefix.executor.vmwrite import VmWriter, read_vm
+from pvefix.executor.vmwrite import VmWriter, digest_of, read_vm
 from pvefix.planner.model import Change, Phase, Plan, VmConfigChange
 
 #: The guest's boot loader refresh when a plan names none.
@@ -112,44 +112,44 @@ class VmConfigStep(Step):
     def do(self, ctx: StepContext) -> dict[str, Any]:
         ctx.writer.write(_params(self.key, self.change.after), ctx.vm_digest)
         view = read_vm(ctx.remote, ctx.vmid)
-        ctx.vm_digest = view.digest
-        if view.effective(self.key) != self.change.after:
+        ctx.vm_digest = digest_of(view)
+        if view.value(self.key) != self.change.after:
             raise PvefixError(
-                f"after the write, {self.key} is {view.effective(self.key)!r}, not "
+                f"after the write, {self.key} is {view.value(self.key)!r}, not "
                 f"{self.change.after!r}", source=f"VM {ctx.vmid}",
             )
-        return {"digest": view.digest, "pending": view.is_pending(self.key)}
+        return {"digest": digest_of(view), "pending": view.is_staged(self.key)}
 
     def undo(self, ctx: StepContext) -> str | None:
         before = self.change.before
         view = read_vm(ctx.remote, ctx.vmid)
-        if view.effective(self.key) == before and not (
-            view.is_pending(self.key) and view.main.get(self.key) != before
+        if view.value(self.key) == before and not (
+            view.is_staged(self.key) and view.current.get(self.key) != before
         ):
-            ctx.vm_digest = view.digest
+            ctx.vm_digest = digest_of(view)
             return None
-        if view.effective(self.key) != self.change.after:
+        if view.value(self.key) != self.change.after:
             # Compare-and-swap: only what pvefix wrote is put back.
             raise UndoConflict(
-                f"{self.key} is {view.effective(self.key)!r}, neither what pvefix wrote"
+                f"{self.key} is {view.value(self.key)!r}, neither what pvefix wrote"
                 f" ({self.change.after!r}) nor what was there ({before!r}): another writer"
                 " changed it; left as it is", source=f"VM {ctx.vmid}",
             )
-        if view.is_pending(self.key):
+        if view.is_staged(self.key):
             # Drop our pending change rather than stack a second one on top of it.
-            ctx.writer.write({"revert": self.key}, view.digest)
+            ctx.writer.write({"revert": self.key}, digest_of(view))
             view = read_vm(ctx.remote, ctx.vmid)
-        if view.effective(self.key) != before:
-            ctx.writer.write(_params(self.key, before), view.digest)
+        if view.value(self.key) != before:
+            ctx.writer.write(_params(self.key, before), digest_of(view))
             view = read_vm(ctx.remote, ctx.vmid)
-        ctx.vm_digest = view.digest
-        if view.effective(self.key) != before:
+        ctx.vm_digest = digest_of(view)
+        if view.value(self.key) != before:
             raise PvefixError(f"could not restore {self.key} to {before!r}",
                               source=f"VM {ctx.vmid}")
         return f"VM config {self.key} back to {before or '(absent)'}"
 
     def verify(self, ctx: StepContext) -> str | None:
-        value = read_vm(ctx.remote, ctx.vmid).effective(self.key)
+        value = read_vm(ctx.remote, ctx.vmid).value(self.key)
         if value != self.change.after:
             return f"VM {ctx.vmid} {self.key} is {value!r}, the plan expects {self.change.after!r}"
         return None

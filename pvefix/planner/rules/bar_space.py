@@ -50,7 +50,7 @@ fmt = mmio.fmt_size
 
 
 def _firmware(ctx: Context) -> mmio.Firmware:
-    return "ovmf" if (ctx.cfg.main.get("bios") or "seabios") == "ovmf" else "seabios"
+    return "ovmf" if (ctx.value("bios") or "seabios") == "ovmf" else "seabios"
 
 
 def _describe(w: mmio.Window) -> str:
@@ -69,7 +69,7 @@ def _describe(w: mmio.Window) -> str:
 def rule(ctx: Context) -> RuleResult:
     result = _rule(ctx)
     planned = next((c.after for c in result.changes
-                    if c.target == "vm-config" and c.key == "cpu"), ctx.cfg.main.get("cpu"))
+                    if c.target == "vm-config" and c.key == "cpu"), ctx.value("cpu"))
     cpu = mmio.read_cpu(planned)
     if not mmio.proxmox_warns_40_bits(_firmware(ctx), cpu, ctx.state.node.cpu_phys_bits):
         return result
@@ -116,10 +116,10 @@ def _rule(ctx: Context) -> RuleResult:
         )
     node = ctx.state.node
     firmware = _firmware(ctx)
-    ram = mmio.ram_bytes(ctx.cfg.main.get("memory"))
-    cpu_raw = ctx.cfg.main.get("cpu")
+    ram = mmio.ram_bytes(ctx.value("memory"))
+    cpu_raw = ctx.value("cpu")
     cpu = mmio.read_cpu(cpu_raw)
-    mmio64_mb = mmio.mmio64_mb_of(ctx.cfg.main.get("args"))
+    mmio64_mb = mmio.mmio64_mb_of(ctx.value("args"))
     common = mmio.Inputs(
         firmware=firmware, ram=ram, bars=total64, vendor=node.cpu_vendor,
         host_bits=node.cpu_phys_bits, host_flags=node.cpu_flags,
