@@ -114,11 +114,11 @@ def _sections(cfg: VMConfig) -> dict[str, dict[str, str]]:
 def same_content(a: str, b: str) -> bool:
     """Two config texts that hold the same values (they may differ in order or form)."""
     ca, cb = VMConfig.parse(a, "a"), VMConfig.parse(b, "b")
+    ns, nxt = NextStart.from_config(ca), NextStart.from_config(cb)
     return (
-        ca.main.as_dict() == cb.main.as_dict()
-        and ca.description == cb.description
-        and NextStart.from_config(ca).values == NextStart.from_config(cb).values
-        and ca.has_pending == cb.has_pending
+        ns.current == nxt.current
+        and ns.values == nxt.values
+        and ns.has_pending == nxt.has_pending
         and _sections(ca) == _sections(cb)
     )
 

@@ -117,18 +117,18 @@ def _restore_via_api(remote: Remote, snapshot: Snapshot, journal: Journal,
     """The snapshot's next start back through the API: every key and the description, each
     write guarded by the digest (the API has no byte-for-byte write)."""
     meta = snapshot.meta
-    snap = NextStart.from_text(snapshot.vm_config_text(), "snapshot")
+    saved = NextStart.from_text(snapshot.vm_config_text(), "snapshot")
     view = read_vm(remote, meta.vmid)
     if view.digest != expected_digest:
         raise RefusedError(MOVED_WHILE_ROLLING_BACK, source=f"VM {meta.vmid}")
     journal.record("restore-begin", kind="vm-config", method="api", digest=view.digest)
     revert = sorted(k for k in set(view.pending) | set(view.deletes)
-                    if view.pending.get(k) != snap.pending.get(k)
-                    or (k in view.deletes) != (k in snap.deletes))
+                    if view.pending.get(k) != saved.pending.get(k)
+                    or (k in view.deletes) != (k in saved.deletes))
     if revert:
         writer.write({"revert": ",".join(revert)}, digest_of(view))
         view = read_vm(remote, meta.vmid)
-    wanted = snap.values
+    wanted = saved.values
     params = {k: v for k, v in wanted.items() if view.value(k) != v}
     deletes = sorted(k for k in view.values if k not in wanted)
     if deletes:
