@@ -39,6 +39,7 @@ from pvefix.executor.neighbours import NodeVm, startup_sorted
 from pvefix.executor.remote import Remote
 from pvefix.executor.rollback import (
     backup_stamp,
+    restart_outlook,
     restore_files,
     restore_vm_config,
     rollback_context,
@@ -54,7 +55,7 @@ from pvefix.target.guest.access import GuestAccess
 from pvefix.target.guest.channel import GuestChannel
 from pvefix.target.settings import Connection
 from pvefix.verify.qemu_proof import prove as prove_cmdline
-from pvefix.vmconfig.config import VMConfig
+from pvefix.vmconfig.nextstart import NextStart
 
 StateReader = Callable[[Connection, int], HostState]
 
@@ -293,10 +294,6 @@ def _read_host_only(remote: Remote, conn: Connection, vmid: int) -> HostState:
     return read_live(conn, vmid, sessions=remote.sessions)
 
 
-def _parse(text: str) -> VMConfig:
-    return VMConfig.parse(text, "snapshot")
-
-
 def _machine_now(remote: Remote, vmid: int) -> str | None:
     return read_vm(remote, vmid).value("machine")
 
@@ -319,10 +316,12 @@ def _after_start_failure(remote: Remote, conn: Connection, snapshot: Snapshot,
     restored = [r for r in [restore_vm_config(remote, snapshot, live, journal, writer)] if r]
     restored += restore_files(rollback_context(remote, snapshot, writer, live.vm.digest),
                               snapshot, live, journal)
-    machine = _parse(snapshot.vm_config_text()).main.get("machine")
-    if snapshot.meta.vm.status == "running":
+    outlook = restart_outlook(snapshot)
+    if snapshot.meta.vm.status == "running" and outlook.cannot_start:
+        restored.append(outlook.held_back(running=False))
+    elif snapshot.meta.vm.status == "running":
         start_vm(remote, vmid, task_timeout=options.task_timeout, say=console.progress,
-                 machine=machine)
+                 machine=NextStart.from_text(snapshot.vm_config_text()).value("machine"))
         restored.append(f"VM {vmid} started again on the old config")
     journal.record("rollback-end", restored=restored, automatic=True)
     raise ApplyFailed(f"{exc}\nrolled back (--auto-rollback): " + "; ".join(restored))

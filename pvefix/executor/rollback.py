@@ -26,8 +26,7 @@ from pvefix.paths import vm_config
 from pvefix.state import HostState
 from pvefix.target.guest.access import GuestAccess
 from pvefix.target.guest.channel import GuestChannel
-from pvefix.vmconfig.config import VMConfig
-from pvefix.vmconfig.nextstart import NextStart
+from pvefix.vmconfig.nextstart import NextStart, start_problems
 
 
 @dataclass(frozen=True)
@@ -274,6 +273,59 @@ def backup_stamp() -> str:
     return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
 
 
+@dataclass(frozen=True)
+class RestartOutlook:
+    """What a restart after restoring a snapshot would start: the staged [PENDING] changes the
+    start commits, and why Proxmox would refuse that start (then pvefix does not restart)."""
+
+    vmid: int
+    staged: list[str]
+    cannot_start: list[str]
+
+    def held_back(self, *, running: bool = True) -> str:
+        """Why pvefix does not start the VM: said, never done silently."""
+        refused = ("with the restored config Proxmox would refuse its start ("
+                   + "; ".join(self.cannot_start) + ")")
+        fix = f"until the config is fixed (see `qm pending {self.vmid}`)"
+        if running:
+            return (f"VM {self.vmid} is not restarted: {refused}, which would leave it stopped."
+                    f" It runs on as it runs now; its next cold start fails the same way {fix}")
+        return f"VM {self.vmid} is not started: {refused}; it stays stopped {fix}"
+
+    def commits(self) -> str:
+        return (f"a restart of VM {self.vmid} commits the staged [PENDING] changes the snapshot"
+                " holds (" + "; ".join(self.staged) + "): it then runs them, not what ran"
+                " before the apply")
+
+
+def restart_outlook(snapshot: Snapshot) -> RestartOutlook:
+    saved = NextStart.from_text(snapshot.vm_config_text(), "snapshot")
+    return RestartOutlook(snapshot.meta.vmid, [s.describe() for s in saved.staged()],
+                          start_problems(saved.values))
+
+
+def _restart(remote: Remote, snapshot: Snapshot, options: RollbackOptions,
+             say: Callable[[str], None], restored: list[str], notes: list[str]) -> None:
+    """--restart: stop the VM and start it again, unless the restored config cannot start."""
+    meta = snapshot.meta
+    outlook = restart_outlook(snapshot)
+    if outlook.cannot_start:
+        notes.append(outlook.held_back())
+        return
+    was_running = shutdown_vm(remote, meta.vmid, timeout=options.shutdown_timeout,
+                              force_stop=options.force_stop,
+                              task_timeout=options.task_timeout, say=say)
+    # It ran when the snapshot was taken (or runs now): it runs again afterwards.
+    if was_running or options.start or meta.vm.status == "running":
+        saved = NextStart.from_text(snapshot.vm_config_text(), "snapshot")
+        start_vm(remote, meta.vmid, task_timeout=options.task_timeout, say=say,
+                 machine=saved.value("machine"))
+        restored.append(f"VM {meta.vmid} {'restarted' if was_running else 'started'}")
+    else:
+        notes.append(f"VM {meta.vmid} was stopped (also when the snapshot was taken) "
+                     "and is left stopped (--start starts it)")
+
+
 def restore_snapshot(remote: Remote, snapshot: Snapshot, live: HostState,
                      options: RollbackOptions, say: Callable[[str], None],
                      guest: tuple[GuestChannel, dict[str, str | None]] | None,
@@ -300,18 +352,7 @@ def restore_snapshot(remote: Remote, snapshot: Snapshot, live: HostState,
     if guest is not None and guest_differs:
         restored += restore_guest_files(ctx, snapshot, guest[1], journal)
     if options.restart:
-        was_running = shutdown_vm(remote, meta.vmid, timeout=options.shutdown_timeout,
-                                  force_stop=options.force_stop,
-                                  task_timeout=options.task_timeout, say=say)
-        # It ran when the snapshot was taken (or runs now): it runs again afterwards.
-        if was_running or options.start or meta.vm.status == "running":
-            cfg = VMConfig.parse(snapshot.vm_config_text(), "snapshot")
-            start_vm(remote, meta.vmid, task_timeout=options.task_timeout, say=say,
-                     machine=cfg.main.get("machine"))
-            restored.append(f"VM {meta.vmid} {'restarted' if was_running else 'started'}")
-        else:
-            notes.append(f"VM {meta.vmid} was stopped (also when the snapshot was taken) "
-                         "and is left stopped (--start starts it)")
+        _restart(remote, snapshot, options, say, restored, notes)
     elif live.vm.status == "running" and vm_done:
         notes.append(f"VM {meta.vmid} runs on: the restored config takes effect at its next "
                      "cold start (shut down and start it, or re-run with --restart)")

@@ -15,11 +15,13 @@ from pvefix.executor.filetarget import GuestFiles
 from pvefix.executor.locks import vm_lock
 from pvefix.executor.remote import Remote
 from pvefix.executor.rollback import (
+    RestartOutlook,
     RollbackOptions,
     RollbackResult,
     guest_changes,
     guest_for,
     guest_moved,
+    restart_outlook,
     restore_snapshot,
     what_differs,
 )
@@ -68,15 +70,17 @@ def _run_rollback(conn: Connection, snapshot: Snapshot, options: RollbackOptions
         p for p, text in guest[1].items() if text != snapshot.guest_file_text(p)]
     console.say(f"snapshot {meta.id} (VM {meta.vmid}, phase {meta.phase}, {meta.created_at}, "
                 f"{snapshot.status()})")
+    outlook = restart_outlook(snapshot)
+    held = [outlook.held_back()] if options.restart and outlook.cannot_start else []
     if (not differs.vm_differs and not differs.files and not guest_differs
-            and not options.restart):
+            and (not options.restart or held)):
         return RollbackResult(snapshot_id=meta.id, vmid=meta.vmid, restored=[],
-                              notes=["already as the snapshot"], already=True)
+                              notes=["already as the snapshot", *held], already=True)
     moved = moved_since(snapshot, live) + ([] if guest is None else
                                            guest_moved(snapshot, guest[1]))
     diff = config_diff(live.vm.config_text, snapshot.vm_config_text(),
                        f"VM {meta.vmid} now", f"snapshot {meta.id}")
-    if options.restart:
+    if options.restart and not held:
         refuse_ha_restart(live, "rollback --restart")
     if moved and not options.force:
         raise RefusedError(
@@ -94,7 +98,8 @@ def _run_rollback(conn: Connection, snapshot: Snapshot, options: RollbackOptions
         console.say(f"{path}: will be restored (sha256 {record.sha256 if record else '?'})")
     for path in guest_differs:
         console.say(f"guest {path}: will be restored")
-    if not options.yes and not console.confirm(f"Roll VM {meta.vmid} back to {meta.id}?"):
+    question = _say_restart(console, outlook, options.restart)
+    if not options.yes and not console.confirm(f"Roll VM {meta.vmid} back to {meta.id}{question}?"):
         raise RefusedError("not confirmed: nothing was written (use --yes to confirm)")
     remote = Remote(conn, meta.node, sessions)
     remote.on_warning = console.progress
@@ -104,3 +109,16 @@ def _run_rollback(conn: Connection, snapshot: Snapshot, options: RollbackOptions
                                     forced=bool(moved))
     finally:
         remote.close()
+
+
+def _say_restart(console: Console, outlook: RestartOutlook, restart: bool) -> str:
+    """Say what --restart will do to the VM; returns the words the question adds."""
+    if not restart:
+        return ""
+    if outlook.cannot_start:
+        console.say(outlook.held_back())
+        return " (without restarting it)"
+    if outlook.staged:
+        console.say(outlook.commits())
+        return " and restart it, committing its staged [PENDING] changes"
+    return " and restart it"

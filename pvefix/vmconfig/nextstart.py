@@ -14,7 +14,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from pvefix.errors import PvefixError
 from pvefix.vmconfig.config import Section, VMConfig
+from pvefix.vmconfig.hostpci import HOSTPCI_KEY, HostPci
+from pvefix.vmconfig.machine import Machine
 
 #: Rows the API adds that are no config key.
 DIGEST_KEY = "digest"
@@ -157,3 +160,25 @@ def stage(cfg: VMConfig, key: str, value: str | None, *, force: bool = False) ->
     else:
         pend.set(key, value)
     pend.set_deletes(others)
+
+
+def start_problems(values: Mapping[str, str]) -> list[str]:
+    """Why Proxmox would refuse to start a VM with these values, as far as the config alone
+    tells (qemu-server Machine.pm and PCI.pm: the machine type, each hostpci entry, `pcie=1`
+    without q35: "q35 machine model is not enabled"). Empty: nothing found, not a promise."""
+    problems: list[str] = []
+    try:
+        q35 = Machine.parse(values.get("machine")).is_q35
+    except PvefixError as exc:
+        return [f"machine: {exc.message}"]
+    for key in sorted((k for k in values if HOSTPCI_KEY.match(k)), key=lambda k: (len(k), k)):
+        try:
+            entry = HostPci.parse(values[key], key)
+        except PvefixError as exc:
+            problems.append(f"{key}: {exc.message}")
+            continue
+        problems += [f"{key}: {err}" for err in entry.start_errors()]
+        if entry.pcie and not q35:
+            problems.append(f"{key}: pcie=1 needs a q35 machine (Proxmox: 'q35 machine model"
+                            " is not enabled')")
+    return problems
