@@ -141,7 +141,7 @@ def node_from_files(
 
 def node_from_state(state: HostState) -> ObservedNode:
     """The VM's node from a HostState (no SSH: the host files are unknown)."""
-    if state.access.method == "api" and not state.access.ssh:
+    if not state.host_files_read:
         return node_from_files(
             state.node.name, state.boot_tool, {},
             unreadable="no SSH access: the host cmdline has no API (pass SSH settings)",

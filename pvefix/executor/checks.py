@@ -166,7 +166,7 @@ def moved_since(snapshot: Snapshot, live: HostState) -> list[str]:
         moved.append(f"VM {live.vm.vmid} description changed")
     if _sections(snap_cfg) != _sections(live_cfg):
         moved.append(f"VM {live.vm.vmid} snapshots or special sections changed")
-    for record in snapshot.meta.files:
+    for record in snapshot.meta.files if live.host_files_read else []:
         if not record.restorable or record.path not in live.files:
             continue
         now = live.file(record.path).sha256

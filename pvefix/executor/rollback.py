@@ -177,7 +177,7 @@ def restore_files(ctx: StepContext, snapshot: Snapshot, live: HostState,
     """Host files back as the snapshot holds them (the current one kept as a dated copy),
     then the boot loader refresh the apply ran, again: through FileStep and RefreshStep."""
     done: list[str] = []
-    for record in snapshot.meta.files:
+    for record in snapshot.meta.files if live.host_files_read else []:
         if not record.restorable or record.path not in live.files:
             continue
         if live.file(record.path).sha256 == record.sha256:
@@ -262,7 +262,8 @@ class Differs:
 
 def what_differs(snapshot: Snapshot, live: HostState) -> Differs:
     files = [r.path for r in snapshot.meta.files
-             if r.restorable and r.path in live.files and live.file(r.path).sha256 != r.sha256]
+             if r.restorable and r.path in live.files and live.host_files_read
+             and live.file(r.path).sha256 != r.sha256]
     vm = live.vm.digest != snapshot.meta.vm.digest or (
         live.vm.config_text != snapshot.vm_config_text()
     )

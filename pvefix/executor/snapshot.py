@@ -51,7 +51,10 @@ class FileRecord(_Frozen):
     path: str
     sha256: str | None
     stored_as: str | None = None
-    restorable: bool = Field(True, description="False for /proc/cmdline: a fact, not a file")
+    restorable: bool = Field(True, description="False for /proc/cmdline (a fact, not a file)"
+                             " and for a file not read")
+    read: bool = Field(True, description="False: not read (no SSH): `sha256` None then says"
+                       " nothing, the file is neither compared nor restored")
 
 
 class VmRecord(_Frozen):
@@ -192,6 +195,7 @@ def take_snapshot(
     plan_data = plan.to_json_dict()
     write_private(folder / PLAN_FILE, (json.dumps(plan_data, indent=2) + "\n").encode())
     records: list[FileRecord] = []
+    read = state.host_files_read
     for path in sorted(state.files):
         fact = state.files[path]
         stored = None
@@ -202,7 +206,8 @@ def take_snapshot(
             path=path,
             sha256=None if fact.text is None else sha256_text(fact.text),
             stored_as=stored,
-            restorable=path != PROC_CMDLINE,
+            restorable=read and path != PROC_CMDLINE,
+            read=read,
         ))
     guest_records: list[FileRecord] = []
     for path, fact in sorted((state.guest.files if state.guest else {}).items()):

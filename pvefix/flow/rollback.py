@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pvefix.errors import RefusedError
-from pvefix.executor.checks import config_diff, moved_since
+from pvefix.executor.checks import config_diff, moved_since, written_by_apply
 from pvefix.executor.console import Console
 from pvefix.executor.filetarget import GuestFiles
 from pvefix.executor.locks import vm_lock
@@ -27,6 +27,7 @@ from pvefix.executor.rollback import (
 )
 from pvefix.executor.snapshot import Snapshot, find_snapshot
 from pvefix.flow.guards import refuse_ha_restart
+from pvefix.state import HostState
 from pvefix.target.guest.access import GuestAccess
 from pvefix.target.guest.channel import GuestChannel
 from pvefix.target.sessions import Sessions
@@ -65,6 +66,7 @@ def _run_rollback(conn: Connection, snapshot: Snapshot, options: RollbackOptions
 
     meta = snapshot.meta
     live = read_live(conn, meta.vmid, sessions=sessions)
+    _refuse_unread_files(snapshot, live)
     differs = what_differs(snapshot, live)
     guest_differs = [] if guest is None else [
         p for p, text in guest[1].items() if text != snapshot.guest_file_text(p)]
@@ -75,7 +77,7 @@ def _run_rollback(conn: Connection, snapshot: Snapshot, options: RollbackOptions
     if (not differs.vm_differs and not differs.files and not guest_differs
             and (not options.restart or held)):
         return RollbackResult(snapshot_id=meta.id, vmid=meta.vmid, restored=[],
-                              notes=["already as the snapshot", *held], already=True)
+                              notes=held, already=True)
     moved = moved_since(snapshot, live) + ([] if guest is None else
                                            guest_moved(snapshot, guest[1]))
     diff = config_diff(live.vm.config_text, snapshot.vm_config_text(),
@@ -122,3 +124,14 @@ def _say_restart(console: Console, outlook: RestartOutlook, restart: bool) -> st
         console.say(outlook.commits())
         return " and restart it, committing its staged [PENDING] changes"
     return " and restart it"
+
+
+def _refuse_unread_files(snapshot: Snapshot, live: HostState) -> None:
+    """Files the apply wrote on the node cannot be compared or restored without reading them
+    (no SSH): refused, rather than a rollback that leaves them as they are unsaid."""
+    _, wrote = written_by_apply(snapshot.records())
+    if wrote and not live.host_files_read:
+        raise RefusedError(
+            f"the apply of snapshot {snapshot.id} changed files on the node ("
+            + ", ".join(sorted(wrote)) + "): restoring them needs SSH; nothing was written"
+            " (roll back with SSH settings, without --no-ssh)", source=f"VM {snapshot.meta.vmid}")

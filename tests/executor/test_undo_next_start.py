@@ -75,10 +75,14 @@ def test_a_restart_that_commits_staged_changes_is_said_and_asked(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("scenario", "vmid"), [("intel-grub", 200), ("kpro6", 100)])
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize(("scenario", "vmid", "extra"), [
+    ("intel-grub", 200, ("--qm-set",)),  # raw host= entries: root's `qm set` (a token connects)
+    ("kpro6", 100, ()),
+])
 def test_kill_9_at_every_record_of_apply_restart_then_the_undo_as_printed(
-    node: Callable[..., Node], scenario: str, vmid: int, tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
+    node: Callable[..., Node], scenario: str, vmid: int, extra: tuple[str, ...],
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:
     n = node(scenario)
     before = n.conf(vmid)
@@ -87,7 +91,7 @@ def test_kill_9_at_every_record_of_apply_restart_then_the_undo_as_printed(
     killed = 0
     for seq in range(1, 60):
         n.state_dir = tmp_path / f"state-{seq}"
-        if not apply_killed_at(n, vmid, 1, seq, "--restart"):
+        if not apply_killed_at(n, vmid, 1, seq, "--restart", *extra):
             break
         killed += 1
         (snap,) = list_snapshots(n.state_dir)
