@@ -165,7 +165,8 @@ def apply_steps(remote: Remote, conn: Connection, live: HostState, plan: Plan, p
     ctx = StepContext(remote=remote, vmid=vmid, writer=writer, vm_digest=live.vm.digest,
                       backup_suffix=backup_stamp(), node=NodeFiles(remote),
                       guest=None if channel is None else GuestFiles(channel))
-    steps = build_steps(plan, phase, snapshot, guest=channel is not None)
+    steps = build_steps(plan, phase, snapshot, guest=channel is not None,
+                        one_vm_write=not remote.has_ssh)
     restarting = options.restart and any(c.target == "vm-config" for c in phase.changes)
     rollback_cmd = rollback_command(vmid, snapshot.id, options, restarting)
     journal.record("apply-start", phase=phase.number, vmid=vmid, writer=writer.name,

@@ -139,10 +139,12 @@ def written_by_apply(records: Iterable[Record]) -> tuple[dict[str, set[str | Non
     for record in records:
         if record.get("event") != "step-begin":
             continue
-        if record.get("kind") == "vm-config":
-            keys.setdefault(str(record["key"]), set()).update({record.get("before"),
-                                                               record.get("after")})
-        elif record.get("kind") == "host-file":
+        # One key per step, or every key of a phase in one write (no SSH).
+        for change in record.get("changes") or [record]:
+            if change.get("kind") == "vm-config":
+                keys.setdefault(str(change["key"]), set()).update({change.get("before"),
+                                                                   change.get("after")})
+        if record.get("kind") == "host-file":
             files.setdefault(str(record["path"]), set()).update(
                 {record.get("sha_before"), record.get("sha_after")})
     return keys, files
