@@ -140,7 +140,8 @@ def written_by_apply(records: Iterable[Record]) -> tuple[dict[str, set[str | Non
         if record.get("event") != "step-begin":
             continue
         # One key per step, or every key of a phase in one write (no SSH).
-        for change in record.get("changes") or [record]:
+        batch = record.get("kind") == "vm-config-batch"
+        for change in record.get("changes", []) if batch else [record]:
             if change.get("kind") == "vm-config":
                 keys.setdefault(str(change["key"]), set()).update({change.get("before"),
                                                                    change.get("after")})
