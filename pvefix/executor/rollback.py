@@ -126,7 +126,12 @@ def _restore_via_api(remote: Remote, snapshot: Snapshot, journal: Journal,
                     or (k in view.deletes) != (k in saved.deletes))
     if revert:
         writer.write({"revert": ",".join(revert)}, digest_of(view))
+        expected = NextStart(view.current, {k: v for k, v in view.pending.items()
+                                            if k not in revert},
+                             {k: f for k, f in view.deletes.items() if k not in revert})
         view = read_vm(remote, meta.vmid)
+        if view.values != expected.values:  # another writer came in between: not adopted
+            raise RefusedError(MOVED_WHILE_ROLLING_BACK, source=f"VM {meta.vmid}")
     wanted = saved.values
     params = {k: v for k, v in wanted.items() if view.value(k) != v}
     deletes = sorted(k for k in view.values if k not in wanted)

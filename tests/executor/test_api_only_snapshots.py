@@ -74,3 +74,15 @@ def test_two_applies_without_ssh_never_interleave(node: Callable[..., Node],
         assert snap.vm_config_text().encode() != b"" and not any(
             _applied(snap.vm_config_text())), "each snapshot holds the config before any write"
     assert NextStart.from_text(before.decode()).current.get("machine") is None
+
+
+def test_pending_changes_are_reverted_through_the_api_to_the_same_bytes(
+    node: Callable[..., Node]
+) -> None:
+    n = node("kpro6")
+    before = n.conf(100)
+    n.apply(100, 1, conn=n.conn(ssh=False))  # a running VM: the changes wait in [PENDING]
+    assert b"[PENDING]" in n.conf(100)
+    result = n.rollback(100, conn=n.conn(ssh=False))
+    assert "every key and the description" in result.restored[0]
+    assert n.conf(100) == before
