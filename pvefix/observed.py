@@ -15,7 +15,8 @@ from pvefix.cmdline import Cmdline, GrubDefaultFile, KernelCmdlineFile, ProcCmdl
 from pvefix.digest import sha1_text
 from pvefix.hostfacts import BootLoader, BootToolFacts
 from pvefix.paths import GRUB_DEFAULT, KERNEL_CMDLINE, PROC_CMDLINE
-from pvefix.vmconfig.config import Section, VMConfig
+from pvefix.vmconfig.config import VMConfig
+from pvefix.vmconfig.nextstart import NextStart
 
 if TYPE_CHECKING:  # a check of a live cluster never builds one: the PCI models stay unloaded
     from pvefix.state import HostState
@@ -66,11 +67,14 @@ class ObservedNode(_Frozen):
         return None if self.running is None else Cmdline.parse(self.running)
 
 
-def _values(sec: Section) -> dict[str, str]:
-    values = sec.as_dict()
-    if sec.description is not None:
-        values["description"] = sec.description
-    return values
+def _observed(vmid: int, node: str, ns: NextStart, status: Literal["running", "stopped"],
+              running_machine: str | None, guest_cmdline: str | None = None) -> ObservedVm:
+    return ObservedVm(
+        vmid=vmid, node=node, status=status,
+        running_machine=running_machine if status == "running" else None,
+        current=dict(ns.current), next=ns.values, guest_cmdline=guest_cmdline,
+        digest=ns.digest,
+    )
 
 
 def vm_from_config(
@@ -78,18 +82,8 @@ def vm_from_config(
     running_machine: str | None, guest_cmdline: str | None = None,
 ) -> ObservedVm:
     """A VM from its raw config file (all sections)."""
-    cfg = VMConfig.parse(text, f"{vmid}.conf")
-    current = _values(cfg.main)
-    after = dict(current)
-    if cfg.has_pending:
-        after.update(_values(cfg.pending))
-        for key in cfg.pending.deletes:
-            after.pop(key.lstrip("!"), None)
-    return ObservedVm(
-        vmid=vmid, node=node, status=status,
-        running_machine=running_machine if status == "running" else None,
-        current=current, next=after, guest_cmdline=guest_cmdline, digest=sha1_text(text),
-    )
+    ns = NextStart.from_config(VMConfig.parse(text, f"{vmid}.conf"), sha1_text(text))
+    return _observed(vmid, node, ns, status, running_machine, guest_cmdline)
 
 
 def vm_from_state(state: HostState) -> ObservedVm:
@@ -100,42 +94,16 @@ def vm_from_state(state: HostState) -> ObservedVm:
     )
 
 
-def _text(value: object) -> str:
-    if isinstance(value, bool):
-        return "1" if value else "0"
-    return str(value)
-
-
 def vm_from_api(
     vmid: int, node: str, pending_rows: Iterable[Mapping[str, Any]], status: Mapping[str, Any],
 ) -> ObservedVm:
     """A VM from GET .../pending (current and pending value of every key) and
     GET .../status/current."""
-    current: dict[str, str] = {}
-    after: dict[str, str] = {}
-    digest: str | None = None
-    for row in pending_rows:
-        key = str(row.get("key"))
-        if key == "digest":
-            digest = str(row.get("value"))
-        if key in NOT_CONFIG:
-            continue
-        value, pending = row.get("value"), row.get("pending")
-        if value is not None:
-            current[key] = _text(value)
-        if row.get("delete"):
-            continue
-        if pending is not None:
-            after[key] = _text(pending)
-        elif value is not None:
-            after[key] = _text(value)
-    run = "running" if status.get("status") == "running" else "stopped"
+    ns = NextStart.from_rows(pending_rows)
+    run: Literal["running", "stopped"] = (
+        "running" if status.get("status") == "running" else "stopped")
     machine = status.get("running-machine")
-    return ObservedVm(
-        vmid=vmid, node=node, status=run,
-        running_machine=str(machine) if machine and run == "running" else None,
-        current=current, next=after, digest=digest,
-    )
+    return _observed(vmid, node, ns, run, str(machine) if machine else None)
 
 
 def node_from_files(
@@ -173,7 +141,7 @@ def node_from_files(
 
 def node_from_state(state: HostState) -> ObservedNode:
     """The VM's node from a HostState (no SSH: the host files are unknown)."""
-    if state.access.method == "api" and not state.access.ssh:
+    if not state.host_files_read:
         return node_from_files(
             state.node.name, state.boot_tool, {},
             unreadable="no SSH access: the host cmdline has no API (pass SSH settings)",

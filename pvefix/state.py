@@ -113,6 +113,12 @@ class HostState(_Frozen):
         description="what the source could not read or had to infer, said plainly",
     )
 
+    @property
+    def host_files_read(self) -> bool:
+        """Were the node's files read? Not through the API alone (it has no file reads): then a
+        file's `text` None means "not read", never "absent"."""
+        return not (self.access.method == "api" and not self.access.ssh)
+
     def file(self, path: str) -> FileFact:
         return self.files.get(path) or FileFact(path=path)
 

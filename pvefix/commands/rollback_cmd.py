@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 def render_rollback(result: RollbackResult) -> list[str]:
     """What `pvefix rollback` prints once it is done."""
     if result.already:
-        return ["the target already matches the snapshot: nothing to roll back"]
+        return ["the target already matches the snapshot: nothing to roll back",
+                *(f"note: {line}" for line in result.notes)]
     return [*(f"restored: {line}" for line in result.restored),
             *(f"note: {line}" for line in result.notes)]
 

@@ -39,6 +39,7 @@ from pvefix.executor.neighbours import NodeVm, startup_sorted
 from pvefix.executor.remote import Remote
 from pvefix.executor.rollback import (
     backup_stamp,
+    restart_outlook,
     restore_files,
     restore_vm_config,
     rollback_context,
@@ -54,7 +55,7 @@ from pvefix.target.guest.access import GuestAccess
 from pvefix.target.guest.channel import GuestChannel
 from pvefix.target.settings import Connection
 from pvefix.verify.qemu_proof import prove as prove_cmdline
-from pvefix.vmconfig.config import VMConfig
+from pvefix.vmconfig.nextstart import NextStart
 
 StateReader = Callable[[Connection, int], HostState]
 
@@ -164,7 +165,8 @@ def apply_steps(remote: Remote, conn: Connection, live: HostState, plan: Plan, p
     ctx = StepContext(remote=remote, vmid=vmid, writer=writer, vm_digest=live.vm.digest,
                       backup_suffix=backup_stamp(), node=NodeFiles(remote),
                       guest=None if channel is None else GuestFiles(channel))
-    steps = build_steps(plan, phase, snapshot, guest=channel is not None)
+    steps = build_steps(plan, phase, snapshot, guest=channel is not None,
+                        one_vm_write=not remote.has_ssh)
     restarting = options.restart and any(c.target == "vm-config" for c in phase.changes)
     rollback_cmd = rollback_command(vmid, snapshot.id, options, restarting)
     journal.record("apply-start", phase=phase.number, vmid=vmid, writer=writer.name,
@@ -293,12 +295,8 @@ def _read_host_only(remote: Remote, conn: Connection, vmid: int) -> HostState:
     return read_live(conn, vmid, sessions=remote.sessions)
 
 
-def _parse(text: str) -> VMConfig:
-    return VMConfig.parse(text, "snapshot")
-
-
 def _machine_now(remote: Remote, vmid: int) -> str | None:
-    return read_vm(remote, vmid).effective("machine")
+    return read_vm(remote, vmid).value("machine")
 
 
 
@@ -319,10 +317,12 @@ def _after_start_failure(remote: Remote, conn: Connection, snapshot: Snapshot,
     restored = [r for r in [restore_vm_config(remote, snapshot, live, journal, writer)] if r]
     restored += restore_files(rollback_context(remote, snapshot, writer, live.vm.digest),
                               snapshot, live, journal)
-    machine = _parse(snapshot.vm_config_text()).main.get("machine")
-    if snapshot.meta.vm.status == "running":
+    outlook = restart_outlook(snapshot)
+    if snapshot.meta.vm.status == "running" and outlook.cannot_start:
+        restored.append(outlook.held_back(running=False))
+    elif snapshot.meta.vm.status == "running":
         start_vm(remote, vmid, task_timeout=options.task_timeout, say=console.progress,
-                 machine=machine)
+                 machine=NextStart.from_text(snapshot.vm_config_text()).value("machine"))
         restored.append(f"VM {vmid} started again on the old config")
     journal.record("rollback-end", restored=restored, automatic=True)
     raise ApplyFailed(f"{exc}\nrolled back (--auto-rollback): " + "; ".join(restored))

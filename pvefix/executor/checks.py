@@ -13,6 +13,7 @@ from pvefix.paths import PROC_CMDLINE
 from pvefix.planner.model import Change, Phase, Plan
 from pvefix.state import HostState
 from pvefix.vmconfig.config import VMConfig
+from pvefix.vmconfig.nextstart import NextStart
 
 
 def stale_reasons(plan: Plan, live: HostState, phase: Phase | None = None) -> list[str]:
@@ -53,25 +54,11 @@ def _short(sha: str | None) -> str:
     return sha[:12] if sha else "(absent)"
 
 
-def effective_values(cfg: VMConfig) -> dict[str, str]:
-    """Values at the next cold start: the main section with [PENDING] applied."""
-    values = cfg.main.as_dict()
-    if cfg.has_pending:
-        values.update(cfg.pending.as_dict())
-        for key in cfg.pending.deletes:
-            values.pop(key.lstrip("!"), None)
-    return values
-
-
 def change_in_effect(change: Change, live: HostState) -> bool:
     """Is this (earlier phase's) change really active on the target?"""
     if change.target == "vm-config":
-        cfg = VMConfig.parse(live.vm.config_text, "live")
-        pending = cfg.has_pending and (
-            change.key in cfg.pending.as_dict()
-            or change.key in [k.lstrip("!") for k in cfg.pending.deletes]
-        )
-        return cfg.main.get(change.key) == change.after and not pending
+        ns = NextStart.from_text(live.vm.config_text, "live")
+        return ns.current.get(change.key) == change.after and not ns.is_staged(change.key)
     if change.target == "host-cmdline":
         proc = live.file(PROC_CMDLINE).text or ""
         from pvefix.executor.activation import cmdline_problems
@@ -103,14 +90,13 @@ def root_only(phase: Phase) -> list[Change]:
 def verify_live(phase: Phase, plan: Plan, live: HostState, *, restarted: bool) -> list[str]:
     """Re-read target against what the plan expects after this phase."""
     problems: list[str] = []
-    cfg = VMConfig.parse(live.vm.config_text, "live")
-    values = effective_values(cfg)
+    ns = NextStart.from_text(live.vm.config_text, "live")
     for change in phase.changes:
         if change.target == "vm-config":
-            if values.get(change.key) != change.after:
+            if ns.value(change.key) != change.after:
                 problems.append(f"VM {live.vm.vmid} {change.key} is "
-                                f"{values.get(change.key)!r}, expected {change.after!r}")
-            elif restarted and cfg.main.get(change.key) != change.after:
+                                f"{ns.value(change.key)!r}, expected {change.after!r}")
+            elif restarted and ns.current.get(change.key) != change.after:
                 problems.append(f"VM {live.vm.vmid} {change.key} still waits in [PENDING]")
         elif change.target == "host-cmdline" and change.file:
             want = plan.host_files_after.get(change.file)
@@ -128,11 +114,11 @@ def _sections(cfg: VMConfig) -> dict[str, dict[str, str]]:
 def same_content(a: str, b: str) -> bool:
     """Two config texts that hold the same values (they may differ in order or form)."""
     ca, cb = VMConfig.parse(a, "a"), VMConfig.parse(b, "b")
+    ns, nxt = NextStart.from_config(ca), NextStart.from_config(cb)
     return (
-        ca.main.as_dict() == cb.main.as_dict()
-        and ca.description == cb.description
-        and effective_values(ca) == effective_values(cb)
-        and ca.has_pending == cb.has_pending
+        ns.current == nxt.current
+        and ns.values == nxt.values
+        and ns.has_pending == nxt.has_pending
         and _sections(ca) == _sections(cb)
     )
 
@@ -153,10 +139,13 @@ def written_by_apply(records: Iterable[Record]) -> tuple[dict[str, set[str | Non
     for record in records:
         if record.get("event") != "step-begin":
             continue
-        if record.get("kind") == "vm-config":
-            keys.setdefault(str(record["key"]), set()).update({record.get("before"),
-                                                               record.get("after")})
-        elif record.get("kind") == "host-file":
+        # One key per step, or every key of a phase in one write (no SSH).
+        batch = record.get("kind") == "vm-config-batch"
+        for change in record.get("changes", []) if batch else [record]:
+            if change.get("kind") == "vm-config":
+                keys.setdefault(str(change["key"]), set()).update({change.get("before"),
+                                                                   change.get("after")})
+        if record.get("kind") == "host-file":
             files.setdefault(str(record["path"]), set()).update(
                 {record.get("sha_before"), record.get("sha_after")})
     return keys, files
@@ -168,9 +157,10 @@ def moved_since(snapshot: Snapshot, live: HostState) -> list[str]:
     moved: list[str] = []
     snap_cfg = VMConfig.parse(snapshot.vm_config_text(), "snapshot")
     live_cfg = VMConfig.parse(live.vm.config_text, "live")
-    old, new = effective_values(snap_cfg), effective_values(live_cfg)
+    old = NextStart.from_config(snap_cfg).values
+    new = NextStart.from_config(live_cfg).values
     for key in sorted(set(old) | set(new)):
-        if old.get(key) == new.get(key):
+        if old.get(key) == new.get(key) or key == "description":  # said below, not as a value
             continue
         if key in keys and new.get(key) in keys[key]:
             continue
@@ -179,7 +169,7 @@ def moved_since(snapshot: Snapshot, live: HostState) -> list[str]:
         moved.append(f"VM {live.vm.vmid} description changed")
     if _sections(snap_cfg) != _sections(live_cfg):
         moved.append(f"VM {live.vm.vmid} snapshots or special sections changed")
-    for record in snapshot.meta.files:
+    for record in snapshot.meta.files if live.host_files_read else []:
         if not record.restorable or record.path not in live.files:
             continue
         now = live.file(record.path).sha256

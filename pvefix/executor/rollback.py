@@ -1,6 +1,6 @@
 """Roll a snapshot back (the executor's half; pvefix.flow.rollback picks, checks and confirms):
 the VM config (byte for byte over SSH, with the same digest as
-before; else the same keys and values through the API, with the digest), the host files, and
+before; else every key and the description through the API, with the digest), the host files, and
 the boot loader refresh run again, and the guest's files the apply changed (through the guest
 channel: --guest-agent / --guest-ssh-host, or the agent when the apply used it). Refuses,
 showing the diff, when the target has moved in ways the apply did not make, unless forced."""
@@ -16,18 +16,17 @@ from pydantic import BaseModel, ConfigDict
 from pvefix.digest import sha1_text, sha256_text
 from pvefix.errors import PvefixError, RefusedError
 from pvefix.executor.activation import shutdown_vm, start_vm
-from pvefix.executor.checks import effective_values
 from pvefix.executor.filetarget import GuestFiles, NodeFiles
 from pvefix.executor.journal import Journal
 from pvefix.executor.remote import Remote
 from pvefix.executor.snapshot import Snapshot
 from pvefix.executor.steps import FileStep, RefreshStep, StepContext
-from pvefix.executor.vmwrite import ApiVmWriter, VmWriter, read_vm
+from pvefix.executor.vmwrite import ApiVmWriter, VmWriter, digest_of, read_vm
 from pvefix.paths import vm_config
 from pvefix.state import HostState
 from pvefix.target.guest.access import GuestAccess
 from pvefix.target.guest.channel import GuestChannel
-from pvefix.vmconfig.config import VMConfig
+from pvefix.vmconfig.nextstart import NextStart, start_problems
 
 
 @dataclass(frozen=True)
@@ -114,35 +113,40 @@ def restore_vm_config(remote: Remote, snapshot: Snapshot, live: HostState, journ
 
 def _restore_via_api(remote: Remote, snapshot: Snapshot, journal: Journal,
                      writer: VmWriter, expected_digest: str) -> str:
+    """The snapshot's next start back through the API: every key and the description, each
+    write guarded by the digest (the API has no byte-for-byte write)."""
     meta = snapshot.meta
-    snap = VMConfig.parse(snapshot.vm_config_text(), "snapshot")
-    snap_main = snap.main.as_dict()
-    snap_pending = snap.pending.as_dict() if snap.has_pending else {}
-    snap_deletes = {k.lstrip("!") for k in snap.pending.deletes} if snap.has_pending else set()
+    saved = NextStart.from_text(snapshot.vm_config_text(), "snapshot")
     view = read_vm(remote, meta.vmid)
     if view.digest != expected_digest:
         raise RefusedError(MOVED_WHILE_ROLLING_BACK, source=f"VM {meta.vmid}")
     journal.record("restore-begin", kind="vm-config", method="api", digest=view.digest)
     revert = sorted(k for k in set(view.pending) | set(view.deletes)
-                    if k not in snap_pending and k not in snap_deletes)
+                    if view.pending.get(k) != saved.pending.get(k)
+                    or (k in view.deletes) != (k in saved.deletes))
     if revert:
-        writer.write({"revert": ",".join(revert)}, view.digest)
+        writer.write({"revert": ",".join(revert)}, digest_of(view))
+        expected = NextStart(view.current, {k: v for k, v in view.pending.items()
+                                            if k not in revert},
+                             {k: f for k, f in view.deletes.items() if k not in revert})
         view = read_vm(remote, meta.vmid)
-    params = {k: v for k, v in snap_main.items() if view.effective(k) != v}
-    params.update({k: v for k, v in snap_pending.items() if view.effective(k) != v})
-    deletes = sorted(k for k in view.main if k not in snap_main and view.effective(k) is not None)
+        if view.values != expected.values:  # another writer came in between: not adopted
+            raise RefusedError(MOVED_WHILE_ROLLING_BACK, source=f"VM {meta.vmid}")
+    wanted = saved.values
+    params = {k: v for k, v in wanted.items() if view.value(k) != v}
+    deletes = sorted(k for k in view.values if k not in wanted)
     if deletes:
         params["delete"] = ",".join(deletes)
     if params:
-        writer.write(params, view.digest)
+        writer.write(params, digest_of(view))
         view = read_vm(remote, meta.vmid)
-    wanted = effective_values(snap)
-    got = {k: v for k in set(view.main) | set(view.pending) if (v := view.effective(k))}
-    if {k: v for k, v in wanted.items() if k != "digest"} != got:
-        raise PvefixError("after the rollback through the API, the VM config still differs",
-                          source=f"VM {meta.vmid}")
+    if view.values != wanted:
+        differ = sorted(k for k in set(wanted) | set(view.values)
+                        if wanted.get(k) != view.value(k))
+        raise PvefixError("after the rollback through the API, the VM config still differs: "
+                          + ", ".join(differ), source=f"VM {meta.vmid}")
     journal.record("restore-end", kind="vm-config", digest=view.digest)
-    return (f"VM {meta.vmid} config restored through the API (same keys and values; "
+    return (f"VM {meta.vmid} config restored through the API (every key and the description; "
             f"digest now {view.digest})")
 
 
@@ -178,7 +182,7 @@ def restore_files(ctx: StepContext, snapshot: Snapshot, live: HostState,
     """Host files back as the snapshot holds them (the current one kept as a dated copy),
     then the boot loader refresh the apply ran, again: through FileStep and RefreshStep."""
     done: list[str] = []
-    for record in snapshot.meta.files:
+    for record in snapshot.meta.files if live.host_files_read else []:
         if not record.restorable or record.path not in live.files:
             continue
         if live.file(record.path).sha256 == record.sha256:
@@ -263,7 +267,8 @@ class Differs:
 
 def what_differs(snapshot: Snapshot, live: HostState) -> Differs:
     files = [r.path for r in snapshot.meta.files
-             if r.restorable and r.path in live.files and live.file(r.path).sha256 != r.sha256]
+             if r.restorable and r.path in live.files and live.host_files_read
+             and live.file(r.path).sha256 != r.sha256]
     vm = live.vm.digest != snapshot.meta.vm.digest or (
         live.vm.config_text != snapshot.vm_config_text()
     )
@@ -272,6 +277,59 @@ def what_differs(snapshot: Snapshot, live: HostState) -> Differs:
 
 def backup_stamp() -> str:
     return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+
+
+@dataclass(frozen=True)
+class RestartOutlook:
+    """What a restart after restoring a snapshot would start: the staged [PENDING] changes the
+    start commits, and why Proxmox would refuse that start (then pvefix does not restart)."""
+
+    vmid: int
+    staged: list[str]
+    cannot_start: list[str]
+
+    def held_back(self, *, running: bool = True) -> str:
+        """Why pvefix does not start the VM: said, never done silently."""
+        refused = ("with the restored config Proxmox would refuse its start ("
+                   + "; ".join(self.cannot_start) + ")")
+        fix = f"until the config is fixed (see `qm pending {self.vmid}`)"
+        if running:
+            return (f"VM {self.vmid} is not restarted: {refused}, which would leave it stopped."
+                    f" It runs on as it runs now; its next cold start fails the same way {fix}")
+        return f"VM {self.vmid} is not started: {refused}; it stays stopped {fix}"
+
+    def commits(self) -> str:
+        return (f"a restart of VM {self.vmid} commits the staged [PENDING] changes the snapshot"
+                " holds (" + "; ".join(self.staged) + "): it then runs them, not what ran"
+                " before the apply")
+
+
+def restart_outlook(snapshot: Snapshot) -> RestartOutlook:
+    saved = NextStart.from_text(snapshot.vm_config_text(), "snapshot")
+    return RestartOutlook(snapshot.meta.vmid, [s.describe() for s in saved.staged()],
+                          start_problems(saved.values))
+
+
+def _restart(remote: Remote, snapshot: Snapshot, options: RollbackOptions,
+             say: Callable[[str], None], restored: list[str], notes: list[str]) -> None:
+    """--restart: stop the VM and start it again, unless the restored config cannot start."""
+    meta = snapshot.meta
+    outlook = restart_outlook(snapshot)
+    if outlook.cannot_start:
+        notes.append(outlook.held_back())
+        return
+    was_running = shutdown_vm(remote, meta.vmid, timeout=options.shutdown_timeout,
+                              force_stop=options.force_stop,
+                              task_timeout=options.task_timeout, say=say)
+    # It ran when the snapshot was taken (or runs now): it runs again afterwards.
+    if was_running or options.start or meta.vm.status == "running":
+        saved = NextStart.from_text(snapshot.vm_config_text(), "snapshot")
+        start_vm(remote, meta.vmid, task_timeout=options.task_timeout, say=say,
+                 machine=saved.value("machine"))
+        restored.append(f"VM {meta.vmid} {'restarted' if was_running else 'started'}")
+    else:
+        notes.append(f"VM {meta.vmid} was stopped (also when the snapshot was taken) "
+                     "and is left stopped (--start starts it)")
 
 
 def restore_snapshot(remote: Remote, snapshot: Snapshot, live: HostState,
@@ -300,18 +358,7 @@ def restore_snapshot(remote: Remote, snapshot: Snapshot, live: HostState,
     if guest is not None and guest_differs:
         restored += restore_guest_files(ctx, snapshot, guest[1], journal)
     if options.restart:
-        was_running = shutdown_vm(remote, meta.vmid, timeout=options.shutdown_timeout,
-                                  force_stop=options.force_stop,
-                                  task_timeout=options.task_timeout, say=say)
-        # It ran when the snapshot was taken (or runs now): it runs again afterwards.
-        if was_running or options.start or meta.vm.status == "running":
-            cfg = VMConfig.parse(snapshot.vm_config_text(), "snapshot")
-            start_vm(remote, meta.vmid, task_timeout=options.task_timeout, say=say,
-                     machine=cfg.main.get("machine"))
-            restored.append(f"VM {meta.vmid} {'restarted' if was_running else 'started'}")
-        else:
-            notes.append(f"VM {meta.vmid} was stopped (also when the snapshot was taken) "
-                         "and is left stopped (--start starts it)")
+        _restart(remote, snapshot, options, say, restored, notes)
     elif live.vm.status == "running" and vm_done:
         notes.append(f"VM {meta.vmid} runs on: the restored config takes effect at its next "
                      "cold start (shut down and start it, or re-run with --restart)")

@@ -51,7 +51,10 @@ class FileRecord(_Frozen):
     path: str
     sha256: str | None
     stored_as: str | None = None
-    restorable: bool = Field(True, description="False for /proc/cmdline: a fact, not a file")
+    restorable: bool = Field(True, description="False for /proc/cmdline (a fact, not a file)"
+                             " and for a file not read")
+    read: bool = Field(True, description="False: not read (no SSH): `sha256` None then says"
+                       " nothing, the file is neither compared nor restored")
 
 
 class VmRecord(_Frozen):
@@ -166,6 +169,27 @@ def new_snapshot_id(vmid: int, phase: int, now: datetime | None = None) -> str:
     return f"{stamp}-vm{vmid}-p{phase}-{secrets.token_hex(2)}"
 
 
+def _host_records(state: HostState, files_dir: Path) -> list[FileRecord]:
+    """The node's files, each kept in `files_dir`; without SSH each is recorded as not read
+    (its text None there means nothing, never "absent")."""
+    records: list[FileRecord] = []
+    read = state.host_files_read
+    for path in sorted(state.files):
+        fact = state.files[path]
+        stored = None
+        if fact.text is not None:
+            stored = _stored_name(path)
+            write_private(files_dir / stored, fact.text.encode("utf-8", "surrogateescape"))
+        records.append(FileRecord(
+            path=path,
+            sha256=None if fact.text is None else sha256_text(fact.text),
+            stored_as=stored,
+            restorable=read and path != PROC_CMDLINE,
+            read=read,
+        ))
+    return records
+
+
 def take_snapshot(
     state_dir: Path,
     state: HostState,
@@ -191,19 +215,7 @@ def take_snapshot(
     write_private(folder / PENDING_FILE, (json.dumps(pending, indent=2) + "\n").encode())
     plan_data = plan.to_json_dict()
     write_private(folder / PLAN_FILE, (json.dumps(plan_data, indent=2) + "\n").encode())
-    records: list[FileRecord] = []
-    for path in sorted(state.files):
-        fact = state.files[path]
-        stored = None
-        if fact.text is not None:
-            stored = _stored_name(path)
-            write_private(files_dir / stored, fact.text.encode("utf-8", "surrogateescape"))
-        records.append(FileRecord(
-            path=path,
-            sha256=None if fact.text is None else sha256_text(fact.text),
-            stored_as=stored,
-            restorable=path != PROC_CMDLINE,
-        ))
+    records = _host_records(state, files_dir)
     guest_records: list[FileRecord] = []
     for path, fact in sorted((state.guest.files if state.guest else {}).items()):
         stored = None

@@ -29,7 +29,7 @@ from pvefix.errors import PvefixError, RefusedError
 from pvefix.executor.filetarget import REFRESH_TIMEOUT_S, FileTarget, Side, check
 from pvefix.executor.remote import Remote
 from pvefix.executor.snapshot import Snapshot
-from pvefix.executor.vmwrite import VmWriter, read_vm
+from pvefix.executor.vmwrite import VmWriter, digest_of, read_vm
 from pvefix.planner.model import Change, Phase, Plan, VmConfigChange
 
 #: The guest's boot loader refresh when a plan names none.
@@ -112,47 +112,96 @@ class VmConfigStep(Step):
     def do(self, ctx: StepContext) -> dict[str, Any]:
         ctx.writer.write(_params(self.key, self.change.after), ctx.vm_digest)
         view = read_vm(ctx.remote, ctx.vmid)
-        ctx.vm_digest = view.digest
-        if view.effective(self.key) != self.change.after:
+        ctx.vm_digest = digest_of(view)
+        if view.value(self.key) != self.change.after:
             raise PvefixError(
-                f"after the write, {self.key} is {view.effective(self.key)!r}, not "
+                f"after the write, {self.key} is {view.value(self.key)!r}, not "
                 f"{self.change.after!r}", source=f"VM {ctx.vmid}",
             )
-        return {"digest": view.digest, "pending": view.is_pending(self.key)}
+        return {"digest": digest_of(view), "pending": view.is_staged(self.key)}
 
     def undo(self, ctx: StepContext) -> str | None:
         before = self.change.before
         view = read_vm(ctx.remote, ctx.vmid)
-        if view.effective(self.key) == before and not (
-            view.is_pending(self.key) and view.main.get(self.key) != before
+        if view.value(self.key) == before and not (
+            view.is_staged(self.key) and view.current.get(self.key) != before
         ):
-            ctx.vm_digest = view.digest
+            ctx.vm_digest = digest_of(view)
             return None
-        if view.effective(self.key) != self.change.after:
+        if view.value(self.key) != self.change.after:
             # Compare-and-swap: only what pvefix wrote is put back.
             raise UndoConflict(
-                f"{self.key} is {view.effective(self.key)!r}, neither what pvefix wrote"
+                f"{self.key} is {view.value(self.key)!r}, neither what pvefix wrote"
                 f" ({self.change.after!r}) nor what was there ({before!r}): another writer"
                 " changed it; left as it is", source=f"VM {ctx.vmid}",
             )
-        if view.is_pending(self.key):
+        if view.is_staged(self.key):
             # Drop our pending change rather than stack a second one on top of it.
-            ctx.writer.write({"revert": self.key}, view.digest)
+            ctx.writer.write({"revert": self.key}, digest_of(view))
             view = read_vm(ctx.remote, ctx.vmid)
-        if view.effective(self.key) != before:
-            ctx.writer.write(_params(self.key, before), view.digest)
+        if view.value(self.key) != before:
+            ctx.writer.write(_params(self.key, before), digest_of(view))
             view = read_vm(ctx.remote, ctx.vmid)
-        ctx.vm_digest = view.digest
-        if view.effective(self.key) != before:
+        ctx.vm_digest = digest_of(view)
+        if view.value(self.key) != before:
             raise PvefixError(f"could not restore {self.key} to {before!r}",
                               source=f"VM {ctx.vmid}")
         return f"VM config {self.key} back to {before or '(absent)'}"
 
     def verify(self, ctx: StepContext) -> str | None:
-        value = read_vm(ctx.remote, ctx.vmid).effective(self.key)
+        value = read_vm(ctx.remote, ctx.vmid).value(self.key)
         if value != self.change.after:
             return f"VM {ctx.vmid} {self.key} is {value!r}, the plan expects {self.change.after!r}"
         return None
+
+
+class VmConfigBatch(Step):
+    """Every VM config change of a phase in ONE write, guarded by the digest the snapshot was
+    read with: used without SSH, where no lock on the node can be taken. A second pvefix then
+    reads the config before this write or after it, never half-written, and its own write with
+    the older digest is refused by Proxmox (compare-and-swap through the API). The journal
+    names each key; undo is each key's compare-and-swap undo, in reverse."""
+
+    kind = "vm-config-batch"
+
+    def __init__(self, steps: list[VmConfigStep]) -> None:
+        self.steps = steps
+        self.refused = False
+        self.id = "vm-config:" + ",".join(s.key for s in steps)
+
+    def summary(self) -> str:
+        return "; ".join(s.summary() for s in self.steps) + " (one write)"
+
+    def intent(self, ctx: StepContext) -> dict[str, Any]:
+        return {"kind": self.kind, "changes": [s.intent(ctx) for s in self.steps],
+                "digest": ctx.vm_digest, "writer": ctx.writer.name}
+
+    def do(self, ctx: StepContext) -> dict[str, Any]:
+        params = {s.key: s.change.after for s in self.steps if s.change.after is not None}
+        deletes = [s.key for s in self.steps if s.change.after is None]
+        try:
+            ctx.writer.write({**params, **({"delete": ",".join(deletes)} if deletes else {})},
+                             ctx.vm_digest)
+        except RefusedError:
+            self.refused = True  # Proxmox refused the write (digest): nothing to undo
+            raise
+        view = read_vm(ctx.remote, ctx.vmid)
+        ctx.vm_digest = digest_of(view)
+        wrong = [f"{s.key} is {view.value(s.key)!r}, not {s.change.after!r}"
+                 for s in self.steps if view.value(s.key) != s.change.after]
+        if wrong:
+            raise PvefixError("after the write, " + "; ".join(wrong), source=f"VM {ctx.vmid}")
+        return {"digest": digest_of(view),
+                "pending": [s.key for s in self.steps if view.is_staged(s.key)]}
+
+    def undo(self, ctx: StepContext) -> str | None:
+        if self.refused:  # another writer's equal values are not pvefix's to undo
+            return None
+        done = [what for s in reversed(self.steps) if (what := s.undo(ctx))]
+        return "; ".join(done) or None
+
+    def verify(self, ctx: StepContext) -> str | None:
+        return next((p for s in self.steps if (p := s.verify(ctx))), None)
 
 
 _WHERE = {"host": "on the host", "guest": "in the guest"}
@@ -306,11 +355,11 @@ class ManualStep(Step):
 
 
 def build_steps(plan: Plan, phase: Phase, snapshot: Snapshot, *,
-                guest: bool = False) -> list[Step]:
+                guest: bool = False, one_vm_write: bool = False) -> list[Step]:
     """The steps of a phase, in the plan's order (machine before hostpciN), host files after
     the VM config, then the boot loader refresh, then the guest's file and refresh (`guest`:
     there is a way into it; else they are left to the admin), then what is left to the
-    admin."""
+    admin. `one_vm_write` (no SSH): the VM config changes as one VmConfigBatch."""
     vm_steps: list[Step] = []
     files: dict[tuple[Side, str], list[str]] = {}
     refresh: dict[tuple[Side, tuple[str, ...]], list[str]] = {}
@@ -344,6 +393,8 @@ def build_steps(plan: Plan, phase: Phase, snapshot: Snapshot, *,
                              ids) for (on, path), ids in files.items() if on == side]
         ordered += [RefreshStep(side, list(argv), paths)
                     for (on, argv), paths in refresh.items() if on == side]
+    if one_vm_write and len(vm_steps) > 1:
+        vm_steps = [VmConfigBatch([s for s in vm_steps if isinstance(s, VmConfigStep)])]
     return [*vm_steps, *ordered, *manual]
 
 

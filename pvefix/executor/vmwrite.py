@@ -1,63 +1,35 @@
-"""The VM config as the executor sees it (values, pending, digest) and the two ways to write it:
-the API (with the digest, waiting for the task) or `qm set` as root over SSH (for changes only
-root@pam may make when the connection is an API token)."""
+"""The VM config as the executor reads it (the next start's model: values, pending, digest)
+and the two ways to write it: the API (with the digest, waiting for the task) or `qm set` as
+root over SSH (for changes only root@pam may make when the connection is an API token)."""
 
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import replace
 from typing import Protocol
 
 from pvefix.errors import PvefixError, RefusedError
 from pvefix.executor.remote import Remote, TaskFailed
 from pvefix.target.api import ApiError
+from pvefix.vmconfig.nextstart import NextStart
 
 DIGEST_MISMATCH = "checksum mismatch"
 
 
-@dataclass(frozen=True)
-class VmView:
-    """One read of a VM's config through the API: current values, pending ones, the digest."""
-
-    digest: str
-    main: dict[str, str]
-    pending: dict[str, str] = field(default_factory=dict)
-    deletes: frozenset[str] = frozenset()
-
-    def effective(self, key: str) -> str | None:
-        """The value the VM will have at its next cold start."""
-        if key in self.deletes:
-            return None
-        if key in self.pending:
-            return self.pending[key]
-        return self.main.get(key)
-
-    def is_pending(self, key: str) -> bool:
-        return key in self.pending or key in self.deletes
-
-
-def read_vm(remote: Remote, vmid: int) -> VmView:
-    """GET .../pending: one round trip gives values, pending values and the digest."""
+def read_vm(remote: Remote, vmid: int) -> NextStart:
+    """GET .../pending: one round trip gives values, pending values and the digest (the
+    next start's model, pvefix.vmconfig.nextstart)."""
     rows = remote.get(f"/nodes/{remote.node}/qemu/{vmid}/pending") or []
-    main: dict[str, str] = {}
-    pending: dict[str, str] = {}
-    deletes: set[str] = set()
-    digest = ""
-    for row in rows:
-        key = str(row.get("key"))
-        if key == "digest":
-            digest = str(row.get("value", ""))
-            continue
-        if "value" in row:
-            main[key] = str(row["value"])
-        if "pending" in row:
-            pending[key] = str(row["pending"])
-        if row.get("delete"):
-            deletes.add(key)
-    if not digest:
+    view = NextStart.from_rows(rows)
+    if not view.digest:
         config = remote.get(f"/nodes/{remote.node}/qemu/{vmid}/config", {"current": "1"}) or {}
-        digest = str(config.get("digest", ""))
-    return VmView(digest=digest, main=main, pending=pending, deletes=frozenset(deletes))
+        view = replace(view, digest=str(config.get("digest", "")))
+    return view
+
+
+def digest_of(view: NextStart) -> str:
+    """The digest a write is guarded by (empty when the API gave none)."""
+    return view.digest or ""
 
 
 class VmWriter(Protocol):

@@ -9,22 +9,25 @@ from __future__ import annotations
 from pathlib import Path
 
 from pvefix.errors import PvefixError, RefusedError
-from pvefix.executor.checks import config_diff, moved_since
+from pvefix.executor.checks import config_diff, moved_since, written_by_apply
 from pvefix.executor.console import Console
 from pvefix.executor.filetarget import GuestFiles
 from pvefix.executor.locks import local_lock_note, vm_lock
 from pvefix.executor.remote import Remote
 from pvefix.executor.rollback import (
+    RestartOutlook,
     RollbackOptions,
     RollbackResult,
     guest_changes,
     guest_for,
     guest_moved,
+    restart_outlook,
     restore_snapshot,
     what_differs,
 )
 from pvefix.executor.snapshot import Snapshot, find_snapshot
 from pvefix.flow.guards import refuse_ha_restart, refuse_missing_privileges
+from pvefix.state import HostState
 from pvefix.target.guest.access import GuestAccess
 from pvefix.target.guest.channel import GuestChannel
 from pvefix.target.sessions import Sessions
@@ -71,20 +74,23 @@ def _run_rollback(conn: Connection, snapshot: Snapshot, options: RollbackOptions
 
     meta = snapshot.meta
     live = read_live(conn, meta.vmid, sessions=sessions)
+    _refuse_unread_files(snapshot, live)
     differs = what_differs(snapshot, live)
     guest_differs = [] if guest is None else [
         p for p, text in guest[1].items() if text != snapshot.guest_file_text(p)]
     console.say(f"snapshot {meta.id} (VM {meta.vmid}, phase {meta.phase}, {meta.created_at}, "
                 f"{snapshot.status()})")
+    outlook = restart_outlook(snapshot)
+    held = [outlook.held_back()] if options.restart and outlook.cannot_start else []
     if (not differs.vm_differs and not differs.files and not guest_differs
-            and not options.restart):
+            and (not options.restart or held)):
         return RollbackResult(snapshot_id=meta.id, vmid=meta.vmid, restored=[],
-                              notes=["already as the snapshot"], already=True)
+                              notes=held, already=True)
     moved = moved_since(snapshot, live) + ([] if guest is None else
                                            guest_moved(snapshot, guest[1]))
     diff = config_diff(live.vm.config_text, snapshot.vm_config_text(),
                        f"VM {meta.vmid} now", f"snapshot {meta.id}")
-    if options.restart:
+    if options.restart and not held:
         refuse_ha_restart(live, "rollback --restart")
         refuse_missing_privileges(sessions.api().get, live,
                                   {f"/vms/{meta.vmid}": ["VM.PowerMgmt"]}, "rollback --restart")
@@ -104,7 +110,8 @@ def _run_rollback(conn: Connection, snapshot: Snapshot, options: RollbackOptions
         console.say(f"{path}: will be restored (sha256 {record.sha256 if record else '?'})")
     for path in guest_differs:
         console.say(f"guest {path}: will be restored")
-    if not options.yes and not console.confirm(f"Roll VM {meta.vmid} back to {meta.id}?"):
+    question = _say_restart(console, outlook, options.restart)
+    if not options.yes and not console.confirm(f"Roll VM {meta.vmid} back to {meta.id}{question}?"):
         raise RefusedError("not confirmed: nothing was written (use --yes to confirm)")
     remote = Remote(conn, meta.node, sessions)
     remote.on_warning = console.progress
@@ -114,3 +121,27 @@ def _run_rollback(conn: Connection, snapshot: Snapshot, options: RollbackOptions
                                     forced=bool(moved))
     finally:
         remote.close()
+
+
+def _say_restart(console: Console, outlook: RestartOutlook, restart: bool) -> str:
+    """Say what --restart will do to the VM; returns the words the question adds."""
+    if not restart:
+        return ""
+    if outlook.cannot_start:
+        console.say(outlook.held_back())
+        return " (without restarting it)"
+    if outlook.staged:
+        console.say(outlook.commits())
+        return " and restart it, committing its staged [PENDING] changes"
+    return " and restart it"
+
+
+def _refuse_unread_files(snapshot: Snapshot, live: HostState) -> None:
+    """Files the apply wrote on the node cannot be compared or restored without reading them
+    (no SSH): refused, rather than a rollback that leaves them as they are unsaid."""
+    _, wrote = written_by_apply(snapshot.records())
+    if wrote and not live.host_files_read:
+        raise RefusedError(
+            f"the apply of snapshot {snapshot.id} changed files on the node ("
+            + ", ".join(sorted(wrote)) + "): restoring them needs SSH; nothing was written"
+            " (roll back with SSH settings, without --no-ssh)", source=f"VM {snapshot.meta.vmid}")

@@ -12,6 +12,7 @@ from pvefix.state import HostState
 from pvefix.vmconfig import HostPci, Machine, VMConfig
 from pvefix.vmconfig.cpu_models import CpuModel, parse_cpu_models
 from pvefix.vmconfig.hostpci import HOSTPCI_KEY
+from pvefix.vmconfig.nextstart import NextStart
 from pvefix.vmconfig.schema import WINDOWS_OSTYPES
 
 NVIDIA = "0x10de"
@@ -82,8 +83,19 @@ class Context:
     machine: Machine
     machine_error: str | None
     ostype: str
+    next: NextStart
     passed: list[Passed] = field(default_factory=list)
     options: PlanOptions = field(default_factory=PlanOptions)
+
+    def value(self, key: str) -> str | None:
+        """What `key` holds at the VM's next cold start ([PENDING] applied): what rules
+        decide from."""
+        return self.next.value(key)
+
+    @property
+    def values(self) -> dict[str, str]:
+        """Every key at the VM's next cold start."""
+        return self.next.values
 
     @property
     def running(self) -> bool:
@@ -177,14 +189,15 @@ def _resolve(state: HostState, key: str, entry: HostPci) -> Passed:
 
 def build_context(state: HostState, options: PlanOptions | None = None) -> Context:
     cfg = VMConfig.parse(state.vm.config_text, f"{state.vm.vmid}.conf")
+    nxt = NextStart.from_config(cfg, state.vm.digest)
     machine_error = None
     try:
-        machine = Machine.parse(cfg.main.get("machine"))
+        machine = Machine.parse(nxt.value("machine"))
     except PvefixError as exc:
         machine, machine_error = Machine.parse(None), exc.message
-    ctx = Context(state, cfg, machine, machine_error, cfg.main.get("ostype") or "other",
+    ctx = Context(state, cfg, machine, machine_error, nxt.value("ostype") or "other", nxt,
                   options=options or PlanOptions())
-    for key, value in sorted(cfg.main.as_dict().items(), key=lambda kv: _index(kv[0])):
+    for key, value in sorted(nxt.values.items(), key=lambda kv: _index(kv[0])):
         if not HOSTPCI_KEY.match(key):
             continue
         try:

@@ -17,6 +17,7 @@ from pvefix.planner.model import (
     RuleResult,
 )
 from pvefix.planner.rules import RULES, p2p, permissions
+from pvefix.planner.staged import keep_staged
 from pvefix.state import HostState
 
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
@@ -136,16 +137,18 @@ def _topological(group: list[Change]) -> list[Change]:
 
 def _config_after(ctx: Context, changes: list[Change]) -> str:
     from pvefix.vmconfig import VMConfig
+    from pvefix.vmconfig.nextstart import stage
 
     cfg = VMConfig.parse(ctx.state.vm.config_text, ctx.cfg.source)
-    section = cfg.pending if ctx.running else cfg.main
     for c in changes:
         if c.target != "vm-config":
             continue
-        if c.after is None:
-            section.delete(c.key)
+        if ctx.running:  # the API stages it in [PENDING], as Proxmox does
+            stage(cfg, c.key, c.after)
+        elif c.after is None:
+            cfg.main.delete(c.key)
         else:
-            section.set(c.key, c.after)
+            cfg.main.set(c.key, c.after)
     return cfg.render()
 
 
@@ -158,6 +161,7 @@ def plan(state: HostState, options: PlanOptions | None = None) -> Plan:
     results.append(p2p.phase(ctx, changes))
     changes += results[-1].changes
     results.append(permissions.check(ctx, changes))
+    changes = keep_staged(ctx, changes)
     findings: list[Finding] = sorted(
         (f for r in results for f in r.findings), key=lambda f: SEVERITY_ORDER[f.severity]
     )

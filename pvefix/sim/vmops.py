@@ -33,11 +33,11 @@ from pvefix.sim.vmview import (
     pending_delete,
     pending_revert,
     pending_set,
-    section_values,
     set_description,
 )
 from pvefix.vmconfig.config import VMConfig
 from pvefix.vmconfig.hostpci import HOSTPCI_KEY, HostPci
+from pvefix.vmconfig.nextstart import section_values
 from pvefix.vmconfig.schema import is_known_key, parse_bool
 
 # check_vm_modify_config_perm's last branch: keys no privilege covers are root@pam's alone.

@@ -7,6 +7,7 @@ Everything here works on pvefix's lossless `VMConfig`; the simulator then stores
 from __future__ import annotations
 
 from pvefix.vmconfig.config import Line, Section, VMConfig, encode_text
+from pvefix.vmconfig.nextstart import NextStart, section_values, stage
 from pvefix.vmconfig.schema import key_type
 
 # Keys Proxmox applies at once to a running VM (no QEMU change needed). Everything else waits
@@ -30,22 +31,10 @@ def typed(key: str, value: str) -> object:
     return value
 
 
-def section_values(sec: Section) -> dict[str, str]:
-    """A section's values, description included (Proxmox treats it as a key)."""
-    values = sec.as_dict()
-    if sec.description is not None:
-        values["description"] = sec.description
-    return values
-
-
 def api_config(cfg: VMConfig, digest: str, *, current: bool) -> dict[str, object]:
-    """GET .../config: the main section with pending values merged in unless `current`."""
-    values = section_values(cfg.main)
-    if not current and cfg.has_pending:
-        pend = cfg.pending
-        values.update(section_values(pend))
-        for key in pend.deletes:
-            values.pop(key.lstrip("!"), None)
+    """GET .../config: the main section, or (without `current`) the next start's values."""
+    ns = NextStart.from_config(cfg)
+    values = dict(ns.current) if current else ns.values
     out: dict[str, object] = {k: typed(k, v) for k, v in values.items()}
     out["digest"] = digest
     return out
@@ -58,22 +47,19 @@ def api_snapshot_config(sec: Section, digest: str) -> dict[str, object]:
 
 
 def api_pending(cfg: VMConfig, digest: str) -> list[dict[str, object]]:
-    """GET .../pending: one item per key, with `value`, `pending` and `delete` (1 or 2)."""
-    main = section_values(cfg.main)
-    main["digest"] = digest
-    pend = section_values(cfg.pending) if cfg.has_pending else {}
-    deletes = {k.lstrip("!"): 2 if k.startswith("!") else 1 for k in cfg.pending.deletes} if (
-        cfg.has_pending
-    ) else {}
+    """GET .../pending: one item per key, with `value`, `pending` and `delete` (1, or 2 when
+    forced), the digest as a row of its own."""
+    ns = NextStart.from_config(cfg, digest)
+    rows = [*ns.rows(), ("digest", digest, None, False)]
     items: list[dict[str, object]] = []
-    for key in sorted(set(main) | set(pend) | set(deletes)):
+    for key, value, pending, deleted in sorted(rows):
         item: dict[str, object] = {"key": key}
-        if key in main:
-            item["value"] = typed(key, main[key])
-        if key in pend:
-            item["pending"] = typed(key, pend[key])
-        if key in deletes:
-            item["delete"] = deletes[key]
+        if value is not None:
+            item["value"] = value if key == "digest" else typed(key, value)
+        if pending is not None:
+            item["pending"] = typed(key, pending)
+        if deleted:
+            item["delete"] = 2 if ns.deletes[key] else 1
         items.append(item)
     return items
 
@@ -109,19 +95,17 @@ def delete_value(sec: Section, key: str) -> bool:
 
 def pending_set(cfg: VMConfig, key: str, value: str) -> None:
     """Proxmox's update path: the new value goes to [PENDING], its pending delete is dropped."""
-    pend = cfg.pending
-    set_value(pend, key, value)
-    deletes = [d for d in pend.deletes if d.lstrip("!") != key]
-    pend.set_deletes(deletes)
+    if key == "description":
+        set_description(cfg.pending, value)
+        cfg.pending.set_deletes([d for d in cfg.pending.deletes if d.lstrip("!") != key])
+        return
+    stage(cfg, key, value)
 
 
 def pending_delete(cfg: VMConfig, key: str, force: bool = False) -> None:
     """Queue a deletion: drop any pending value and add `key` to `delete:`."""
-    pend = cfg.pending
-    delete_value(pend, key)
-    deletes = [d for d in pend.deletes if d.lstrip("!") != key]
-    deletes.append(("!" if force else "") + key)
-    pend.set_deletes(deletes)
+    delete_value(cfg.pending, key)
+    stage(cfg, key, None, force=force)
 
 
 def pending_revert(cfg: VMConfig, key: str) -> None:

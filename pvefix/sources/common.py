@@ -13,56 +13,40 @@ from pvefix.errors import PvefixError
 from pvefix.hosttree.mapping import PciMapping
 from pvefix.hosttree.sysfs import PciDevice
 from pvefix.state import PendingItem
-from pvefix.vmconfig.config import Section, VMConfig
+from pvefix.vmconfig.config import VMConfig
 from pvefix.vmconfig.hostpci import HostPci, normalize_address
+from pvefix.vmconfig.nextstart import DIGEST_KEY, NextStart
 
 _HOSTPCI_RE = re.compile(r"^hostpci\d+$")
 _FULL_ADDR_RE = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 
 
-def _section_values(sec: Section) -> dict[str, str]:
-    values = sec.as_dict()
-    if sec.description is not None:
-        values["description"] = sec.description
-    return values
+def _items(ns: NextStart) -> list[PendingItem]:
+    """The rows GET .../pending answers: every key, its current value, its pending value and
+    whether a pending delete is queued, sorted by key, the digest row included."""
+    rows = list(ns.rows())
+    if ns.digest is not None:
+        rows.append((DIGEST_KEY, ns.digest, None, False))
+    return [PendingItem(key=k, value=v, pending=p, delete=d) for k, v, p, d in sorted(rows)]
 
 
 def pending_items(cfg: VMConfig, digest: str) -> list[PendingItem]:
-    """The rows GET .../pending answers for this config: every key, its current value, its
-    pending value and whether a pending delete is queued, sorted by key (digest included)."""
-    main = _section_values(cfg.main)
-    main["digest"] = digest
-    pend = _section_values(cfg.pending) if cfg.has_pending else {}
-    deletes = {k.lstrip("!") for k in cfg.pending.deletes} if cfg.has_pending else set()
-    return [
-        PendingItem(key=key, value=main.get(key), pending=pend.get(key), delete=key in deletes)
-        for key in sorted(set(main) | set(pend) | deletes)
-    ]
+    """The rows GET .../pending answers for this config file."""
+    return _items(NextStart.from_config(cfg, digest))
 
 
 def pending_from_api(rows: Iterable[dict[str, object]]) -> list[PendingItem]:
-    """PendingItems from the API's own rows (numbers become the strings a file would hold)."""
-    items = []
-    for row in rows:
-        value, pending = row.get("value"), row.get("pending")
-        items.append(
-            PendingItem(
-                key=str(row["key"]),
-                value=None if value is None else str(value),
-                pending=None if pending is None else str(pending),
-                delete=bool(row.get("delete")),
-            )
-        )
-    return sorted(items, key=lambda item: item.key)
+    """PendingItems from the API's own rows (values as a config file holds them)."""
+    return _items(NextStart.from_rows(rows))
 
 
 def hostpci_entries(cfg: VMConfig) -> list[HostPci]:
     """The hostpciN entries of the config, current ones then pending ones (unparsable skipped:
     the planner reports those from the raw text)."""
     found: list[HostPci] = []
-    sections = [cfg.main, cfg.pending] if cfg.has_pending else [cfg.main]
-    for sec in sections:
-        for key, value in sec.as_dict().items():
+    ns = NextStart.from_config(cfg)
+    for values in (ns.current, ns.pending):
+        for key, value in values.items():
             if not _HOSTPCI_RE.match(key):
                 continue
             try:

@@ -18,6 +18,7 @@ from pvefix.sources.common import cpu_vendor, pve_version
 from pvefix.state import NodeFacts
 from pvefix.target.ssh import CommandResult
 from pvefix.vmconfig.config import VMConfig
+from pvefix.vmconfig.nextstart import NextStart, as_text
 
 SYSFS_FILES = (
     "vendor", "device", "class", "subsystem_vendor", "subsystem_device", "numa_node", "resource",
@@ -185,30 +186,19 @@ def mappings_from_api(items: Iterable[Mapping[str, Any]]) -> list[PciMapping]:
     return sorted(out, key=lambda m: m.id)
 
 
-def _text(value: object) -> str:
-    return str(value)
-
-
 def rebuild_config(
     current: Mapping[str, Any], pending_rows: Iterable[Mapping[str, Any]]
 ) -> VMConfig:
     """The config file as Proxmox's writer would store these API values (no snapshots)."""
-    main = {k: _text(v) for k, v in current.items() if k not in ("digest", "description")}
+    main = {k: as_text(v) for k, v in current.items() if k not in ("digest", "description")}
     description = current.get("description")
-    pending: dict[str, str] = {}
-    deletes: list[str] = []
-    for row in pending_rows:
-        key = str(row.get("key"))
-        if key == "digest":
-            continue
-        if "pending" in row and key != "description":  # a pending description: not relevant
-            pending[key] = _text(row["pending"])
-        if row.get("delete"):
-            deletes.append(("!" if row.get("delete") == 2 else "") + key)
+    ns = NextStart.from_rows(pending_rows)
+    # Proxmox applies a description at once (a fast-plug option); a pending one is not kept.
+    pending = {k: v for k, v in ns.pending.items() if k != "description"}
     return VMConfig.from_dicts(
         main,
-        description=None if description is None else _text(description),
+        description=None if description is None else as_text(description),
         pending=pending or None,
-        pending_deletes=deletes or None,
+        pending_deletes=ns.delete_list() or None,
         source="rebuilt from the API",
     )

@@ -16,6 +16,7 @@ from pvefix.planner.model import Plan
 from pvefix.sim.vmview import apply_pending
 from pvefix.state import HostState
 from pvefix.vmconfig import VMConfig
+from pvefix.vmconfig.nextstart import stage
 from tests.oracle import Oracle, OracleResult, devices_json_of
 
 # A WARN: line Proxmox prints, and the words that show the plan reports that same risk.
@@ -98,14 +99,15 @@ def configs_after_phases(state: HostState, plan: Plan) -> list[tuple[int, str]]:
     vm-config changes."""
     out: list[tuple[int, str]] = []
     cfg = VMConfig.parse(state.vm.config_text)
-    section = cfg.pending if state.vm.status == "running" else cfg.main
     for phase in sorted(plan.phases, key=lambda p: p.number):
         vm_changes = [c for c in phase.changes if c.target == "vm-config"]
         for c in vm_changes:
-            if c.after is None:
-                section.delete(c.key)
+            if state.vm.status == "running":  # staged as Proxmox's update does it
+                stage(cfg, c.key, c.after)
+            elif c.after is None:
+                cfg.main.delete(c.key)
             else:
-                section.set(c.key, c.after)
+                cfg.main.set(c.key, c.after)
         if vm_changes:
             out.append((phase.number, merged(cfg.render())))
     return out

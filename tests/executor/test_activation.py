@@ -126,10 +126,10 @@ def test_without_ssh_the_api_view_is_snapshotted_and_restored_key_by_key(
     n.apply(100, 1, conn=conn, restart=True)
     cap = Captured()
     n.rollback(100, conn=conn, captured=cap)
-    assert "restored through the API (same keys and values" in cap.out.getvalue()
+    assert "restored through the API (every key and the description" in cap.out.getvalue()
     after = read_live(conn, 100)
-    from pvefix.executor.checks import effective_values
-    from pvefix.vmconfig.config import VMConfig
+    from pvefix.vmconfig.nextstart import NextStart
 
-    assert effective_values(VMConfig.parse(after.vm.config_text)) == effective_values(
-        VMConfig.parse(before.vm.config_text))
+    # Every key, the description included, as it was.
+    assert NextStart.from_text(after.vm.config_text).values == NextStart.from_text(
+        before.vm.config_text).values

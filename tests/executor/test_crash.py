@@ -33,13 +33,13 @@ def _latest_seq(state_dir: Path) -> int:
     return max(seqs, default=0)
 
 
-def apply_killed_at(n: Node, vmid: int, phase: int, seq: int) -> bool:
-    """Run `pvefix apply` until journal record `seq`, then SIGKILL it. False if the apply
-    finished before reaching that record (there is no such boundary)."""
+def apply_killed_at(n: Node, vmid: int, phase: int, seq: int, *extra: str) -> bool:
+    """Run `pvefix apply` (with `extra` options) until journal record `seq`, then SIGKILL it.
+    False if the apply finished before reaching that record (there is no such boundary)."""
     env = {**os.environ, ENV_HOLD: str(seq), "PYTHONPATH": str(REPO)}
     argv = [sys.executable, "-m", "pvefix", "apply", str(vmid), "--phase", str(phase), "--yes",
             "--connection", str(n.ready_file), "--state-dir", str(n.state_dir),
-            "--task-timeout", "10"]
+            "--task-timeout", "10", *extra]
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 30
     try:

@@ -91,7 +91,8 @@ def test_a_token_is_refused_before_any_write_for_raw_host_devices(
     assert "only root@pam with a password ticket" in message
     assert "nothing was written" in message
     assert "--user root@pam --auth password" in message
-    assert "qm set 200 --hostpci0 0000:17:00,pcie=1" in message
+    assert "qm set 200 --hostpci1 0000:31:00.0,x-vga=1,pcie=1" in message
+    assert "--hostpci0" not in message, "hostpci0 has pcie=1 staged: nothing to write"
     assert n.fingerprint(200) == before
     assert list_snapshots(n.state_dir) == []
 

@@ -56,7 +56,7 @@ fmt = mmio.fmt_size
 
 
 def _firmware(ctx: Context) -> mmio.Firmware:
-    return "ovmf" if (ctx.cfg.main.get("bios") or "seabios") == "ovmf" else "seabios"
+    return "ovmf" if (ctx.value("bios") or "seabios") == "ovmf" else "seabios"
 
 
 def _version(ctx: Context, firmware: mmio.Firmware) -> str | None:
@@ -143,14 +143,14 @@ def _vm(ctx: Context, bars: tuple[int, ...], firmware: mmio.Firmware) -> Vm:
     if ctx.machine.version:
         machine = f"pc-{'q35' if machine == 'q35' else 'i440fx'}-{ctx.machine.version}"
     return Vm(firmware, _version(ctx, firmware), vendor,
-              mmio.ram_bytes(ctx.cfg.main.get("memory")), bars, machine,
+              mmio.ram_bytes(ctx.value("memory")), bars, machine,
               _kvm_may_report_guest_bits(ctx))
 
 
 def rule(ctx: Context) -> RuleResult:
     result = _rule(ctx)
     planned = next((c.after for c in result.changes
-                    if c.target == "vm-config" and c.key == "cpu"), ctx.cfg.main.get("cpu"))
+                    if c.target == "vm-config" and c.key == "cpu"), ctx.value("cpu"))
     cpu = mmio.read_cpu(planned)
     if not mmio.proxmox_warns_40_bits(_firmware(ctx), cpu, ctx.state.node.cpu_phys_bits):
         return result
@@ -229,8 +229,8 @@ def window_inputs(ctx: Context) -> tuple[Vm, mmio.CpuLine, int | None]:
     sized = [d for p in ctx.gpu_entries for d in p.sized]
     bars = tuple(_pow2(bar64_total(d)) for d in sized if bar64_total(d))
     vm = _vm(ctx, bars, _firmware(ctx))
-    cpu = mmio.read_cpu(ctx.cfg.main.get("cpu"), ctx.cpu_models)
-    return vm, cpu, mmio.mmio64_mb_of(ctx.cfg.main.get("args"))
+    cpu = mmio.read_cpu(ctx.value("cpu"), ctx.cpu_models)
+    return vm, cpu, mmio.mmio64_mb_of(ctx.value("args"))
 
 
 def _evidence(ctx: Context, entries: list[Passed], vm: Vm, total64: int, largest: int,
@@ -451,7 +451,7 @@ def _cpu_change(ctx: Context, now: Judged, new: Judged | None, candidate: tuple[
                 evidence: list[str]) -> Change:
     node = ctx.state.node
     after, add_1g = candidate
-    ram = fmt(mmio.ram_bytes(ctx.cfg.main.get("memory")))
+    ram = fmt(mmio.ram_bytes(ctx.value("memory")))
     why = (
         f"With {now.describe()}, the guest cannot hold {ram}"
         " of RAM and the GPUs' BARs. phys-bits=host gives the vCPU the host's address width"
@@ -505,7 +505,7 @@ def _mmio64_fix(ctx: Context, vm: Vm, now: Judged, mmio64_mb: int | None) -> Fin
         detail=f"Keeping the cpu line, {how} {line} ({fmt(size)}): {trial.describe()}."
         " From edk2 2025.02 the value is the exact window (a smaller one replaces the 1/8"
         " dynamic window), before it a minimum; `args` is root@pam only.",
-        evidence=[f"args: {ctx.cfg.main.get('args') or '(none)'}"],
+        evidence=[f"args: {ctx.value('args') or '(none)'}"],
     )
 
 

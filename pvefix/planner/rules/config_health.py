@@ -1,9 +1,10 @@
 """The VM's state before any change: locks, pending changes, config problems, start errors.
 
 pvefix refuses to plan on top of surprises: a locked VM cannot be changed (Proxmox answers
-`VM is locked`); existing [PENDING] changes would be applied by the same restart pvefix needs,
-so they are shown; config lines Proxmox would drop are reported; a machine that runs something
-else than its config says (pending chipset change) is reported. Two things that decide whether
+`VM is locked`); existing [PENDING] changes are shown (the plan is made from the config the
+VM starts with next, so they count and pvefix's writes keep them); config lines Proxmox would
+drop are reported; a machine that runs something else than its config says (pending chipset
+change) is reported. Two things that decide whether
 and how the VM starts again are said before anything is written: a device passed by two
 hostpci entries (PCI.pm choose_hostpci_devices takes the entries in index order, a mapping its
 first device no earlier entry took, and refuses the start with "device ... assigned more than
@@ -37,17 +38,18 @@ def rule(ctx: Context) -> RuleResult:
                 " until it is released (wait for the backup/operation, or `qm unlock`).",
             )
         )
-    if ctx.cfg.has_pending:
-        pend = ctx.cfg.pending
+    if ctx.next.has_pending:
         findings.append(
             Finding(
                 id="vm.pending",
                 rule=NAME,
                 severity="warning",
                 title="The VM already has pending changes",
-                detail="They will be applied by the same cold start pvefix needs; review them.",
-                evidence=[f"{k}: {v}" for k, v in pend.as_dict().items()]
-                + [f"delete: {d}" for d in pend.deletes],
+                detail="pvefix plans from the config the VM will start with, these staged"
+                " changes included, and its writes keep them (a change that would revive a"
+                " staged delete or drop a staged value says so in its risk). They take effect"
+                " at the VM's next cold start; review them.",
+                evidence=[s.describe() for s in ctx.next.staged()],
             )
         )
     if vm.ha_state and vm.ha_state != "ignored":
@@ -176,7 +178,7 @@ def _assigned_twice(ctx: Context) -> list[Finding]:
                         " given after it can collide with its pick. Remove the duplicate entry,"
                         " or give the address before the mapping entry. pvefix does not choose"
                         " which one goes.",
-                        evidence=[f"{first}: {ctx.cfg.main.get(first)}",
+                        evidence=[f"{first}: {ctx.value(first)}",
                                   f"{p.key}: {p.entry.raw}"],
                     )
                 )

@@ -107,11 +107,7 @@ class Assessment:
 
 def current_values(ctx: Context, earlier: list[Change]) -> dict[str, str | None]:
     """The VM's values (pending merged over main) once the earlier changes are made."""
-    values: dict[str, str | None] = dict(ctx.cfg.main.as_dict())
-    if ctx.cfg.has_pending:
-        values.update(ctx.cfg.pending.as_dict())
-        for key in ctx.cfg.pending.deletes:
-            values[key.lstrip("!")] = None
+    values: dict[str, str | None] = dict(ctx.values)
     for c in earlier:
         if c.target == "vm-config":
             values[c.key] = c.after

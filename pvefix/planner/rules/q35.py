@@ -43,7 +43,7 @@ def _risk(ctx: Context) -> Risk:
                 " changes."
             )
     else:
-        nets = {k: v for k, v in ctx.cfg.main.as_dict().items() if k.startswith("net")}
+        nets = {k: v for k, v in ctx.values.items() if k.startswith("net")}
         who = (
             "Linux guest"
             if ctx.is_linux
@@ -63,7 +63,7 @@ def _risk(ctx: Context) -> Risk:
             )
     ide_disks = [
         k
-        for k, v in ctx.cfg.main.as_dict().items()
+        for k, v in ctx.values.items()
         if k.startswith("ide") and "media=cdrom" not in v and v.split(",")[0] != "none"
     ]
     if ide_disks:
@@ -103,11 +103,11 @@ def rule(ctx: Context) -> RuleResult:
                         " ('legacy IGD assignment is not compatible with q35'). This VM stays on"
                         " i440fx, so pcie=1 cannot be used either."
                     ),
-                    evidence=[f"{k}: {ctx.cfg.main.get(k)}" for k in igd],
+                    evidence=[f"{k}: {ctx.value(k)}" for k in igd],
                 )
             ],
         )
-    before = ctx.cfg.main.get("machine")
+    before = ctx.value("machine")
     after = ctx.machine.to_q35()
     evidence = [
         f"machine: {before}" if before else "no machine line: Proxmox runs i440fx (pc)",

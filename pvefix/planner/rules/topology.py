@@ -42,7 +42,7 @@ def is_amd_zen(ctx: Context) -> bool:
 def kvm_hidden_by(ctx: Context) -> list[str]:
     """What makes qemu-server add kvm=off to -cpu for the whole VM: x-vga=1, hidden=1."""
     why = [f"{p.key} has x-vga=1" for p in ctx.passed if p.entry.x_vga]
-    cpu = mmio.read_cpu(ctx.cfg.main.get("cpu"), ctx.cpu_models)
+    cpu = mmio.read_cpu(ctx.value("cpu"), ctx.cpu_models)
     if cpu.hidden and cpu.prop.get("hidden") is None and cpu.model is not None:
         why.append(f"cpu model {cpu.cputype} has `hidden 1` in cpu-models.conf")
     elif cpu.hidden:
@@ -114,7 +114,7 @@ def rule(ctx: Context) -> RuleResult:
 
 def _clique_finding(ctx: Context, entries: list[Passed]) -> Finding:
     hidden = kvm_hidden_by(ctx)
-    have = existing_cliques(ctx.cfg.main.get("args"))
+    have = existing_cliques(ctx.value("args"))
     single = [p for p in entries if _single_function(p)]
     multi = sorted({p.key for p in entries} - {p.key for p in single})
     evidence = [
