@@ -21,6 +21,7 @@ from pvefix.rehearse.runner import (
 from pvefix.rehearse.verdict import Verdict, judge
 from pvefix.state import HostState
 from pvefix.vmconfig import VMConfig
+from pvefix.vmconfig.nextstart import NextStart
 
 
 @dataclass(frozen=True)
@@ -39,13 +40,9 @@ def sections(text: str, source: str) -> tuple[dict[str, str], dict[str, str]]:
     """A config's main section, and what its next cold start runs: main with [PENDING] applied
     (values set, `delete:` keys removed)."""
     cfg = VMConfig.parse(text, source)
-    main = cfg.main.as_dict()
-    started = dict(main)
-    if cfg.has_pending:
-        for gone in cfg.pending.deletes:
-            started.pop(gone.strip().lstrip("!"), None)
-        started.update(cfg.pending.as_dict())
-    return main, started
+    started = NextStart.from_config(cfg).values  # the model counts the description as a key
+    started.pop("description", None)  # main's dict does not; QEMU never sees it
+    return cfg.main.as_dict(), started
 
 
 def planned_config(state: HostState, plan: Plan | None,

@@ -21,7 +21,7 @@ from typing import Any
 from pvefix.errors import PvefixError
 from pvefix.target.api import ApiError
 from pvefix.target.files import cat_text, temp_path
-from pvefix.target.process import run_process
+from pvefix.target.process import run_process, start_process
 from pvefix.target.result import CommandResult
 from pvefix.target.ssh import MAX_CHANNELS
 
@@ -146,8 +146,7 @@ class LocalShell:
         self.exec_count += 1
         args = tuple(argv)
         try:
-            proc = subprocess.Popen(list(args), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE)
+            proc = start_process(args)
         except FileNotFoundError:
             return CommandResult(args, 127, "", f"{args[0]}: command not found\n")
         try:

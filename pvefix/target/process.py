@@ -36,3 +36,10 @@ def run_process_bytes(argv: Sequence[str], timeout: float) -> subprocess.Complet
     """`run_process`, its output as bytes (a secret command's: decoded by the caller)."""
     return subprocess.run(list(argv), capture_output=True, timeout=timeout, check=False,
                           env=child_environment())
+
+
+def start_process(argv: Sequence[str]) -> subprocess.Popen[bytes]:
+    """Start `argv` without stdin, its output piped, without pvefix's secrets in its
+    environment (a long command the caller waits for and may stop). Raises FileNotFoundError."""
+    return subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=child_environment())

@@ -1,6 +1,7 @@
 """One place starts a process on this machine: pvefix.target.process (its environment without
-pvefix's secrets). The probe (it runs in the guest, stdlib only) and the simulator (a test
-double) are not pvefix acting on the admin's machine and are left out."""
+pvefix's secrets). The probe (it runs in the guest, stdlib only), the rehearsal's node script
+(sent to the VM's node and run there, stdlib only) and the simulator (a test double) are not
+pvefix acting on the admin's machine and are left out."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "pvefix"
 ALLOWED = {PACKAGE / "target" / "process.py"}
-OUTSIDE = (PACKAGE / "probe", PACKAGE / "sim")
+OUTSIDE = (PACKAGE / "probe", PACKAGE / "sim", PACKAGE / "rehearse" / "node_script.py")
 SPAWNERS = {("subprocess", name) for name in ("run", "Popen", "call", "check_call",
                                                "check_output", "getoutput", "getstatusoutput")}
 SPAWNERS |= {("os", name) for name in ("system", "popen", "execv", "execve", "execvp",
