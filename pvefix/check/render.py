@@ -11,6 +11,7 @@ from pydantic_core import PydanticSerializationError
 
 from pvefix.check.compare import NO_DESIRED
 from pvefix.check.report import CheckItem, CheckReport
+from pvefix.render.inert import inert_json, inert_text
 
 if TYPE_CHECKING:
     from pvefix.desired.parse import LineIndex
@@ -86,7 +87,7 @@ def render_text(report: CheckReport, *, verbose: bool = False) -> str:
     verdict = {0: "no drift", 1: "check incomplete (see UNKNOWN)", 2: "drift found"}
     lines.append("")
     lines.append(f"result: {verdict[report.exit_code]} (exit {report.exit_code})")
-    return "\n".join(lines) + "\n"
+    return inert_text("\n".join(lines) + "\n")
 
 
 # A report's items are most of its bytes: each is one line, written by pydantic-core's own
@@ -120,7 +121,7 @@ def render_json(report: CheckReport) -> str:
             fields.append(f'  "items": [\n{lines}\n  ]' if lines else '  "items": []')
         text = json.dumps(value, indent=2).replace("\n", "\n  ")
         fields.append(f"  {json.dumps(key)}: {text}")
-    return "{\n" + ",\n".join(fields) + "\n}\n"
+    return inert_json("{\n" + ",\n".join(fields) + "\n}\n")
 
 
 def _escape_data(text: str) -> str:

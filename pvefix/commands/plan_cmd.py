@@ -20,6 +20,7 @@ from pvefix.commands.options import (
 )
 from pvefix.commands.p2p_options import P2PAsk, p2p_options, plan_options
 from pvefix.errors import EXIT_CHANGES, EXIT_OK
+from pvefix.render.inert import inert_json, inert_text
 
 
 class PlanFormat(StrEnum):
@@ -35,7 +36,7 @@ def emit_plan(plan: object, fmt: PlanFormat, out: str | None) -> int:
 
     assert isinstance(plan, Plan)
     if fmt is PlanFormat.json:
-        print(json.dumps(plan.to_json_dict(), indent=2))
+        print(inert_json(json.dumps(plan.to_json_dict(), indent=2)))
     elif fmt is PlanFormat.markdown:
         sys.stdout.write(render_plan_markdown(plan))
     else:
@@ -95,7 +96,7 @@ def plan_command(
         options = plan_options(p2p, opts, vmid, state_dir)
         state = resolve_state(opts, vmid, optional_guest(guest))
         for note in state.notes:
-            print(f"note: {note}", file=sys.stderr)
+            print(inert_text(f"note: {note}"), file=sys.stderr)
         return emit_plan(make_plan(state, options), fmt, out)
     from pvefix.errors import PvefixError
 
@@ -107,10 +108,10 @@ def plan_command(
                           "plan one VM at a time with it")
     plans = []
     states = resolve_states(opts, vmids)
-    print(f"note: {read_path_note(states)}", file=sys.stderr)
+    print(inert_text(f"note: {read_path_note(states)}"), file=sys.stderr)
     for state in states:
         for note in state.notes:
-            print(f"note: VM {state.vm.vmid}: {note}", file=sys.stderr)
+            print(inert_text(f"note: VM {state.vm.vmid}: {note}"), file=sys.stderr)
         plans.append(make_plan(state, plan_options(p2p, opts, state.vm.vmid, state_dir)))
     return emit_plans(plans, fmt)
 
@@ -129,7 +130,7 @@ def emit_plans(plans: Sequence[object], fmt: PlanFormat) -> int:
     typed = [p for p in plans if isinstance(p, Plan)]
     assert len(typed) == len(plans)
     if fmt is PlanFormat.json:
-        print(json.dumps([p.to_json_dict() for p in typed], indent=2))
+        print(inert_json(json.dumps([p.to_json_dict() for p in typed], indent=2)))
     else:
         for k, plan in enumerate(typed):
             if k:
