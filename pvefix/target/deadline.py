@@ -64,17 +64,18 @@ def watch_pools(adapter: HTTPAdapter) -> HTTPAdapter:
 
 
 class _Watchdog:
-    """One thread for every request in flight: cuts each one whose deadline passed."""
+    """One thread for every request in flight: cuts each one whose deadline passed. A request
+    made inside another on the same thread (a ticket renewal) stacks its deadline."""
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
-        self._due: dict[int, float] = {}
+        self._due: dict[int, list[float]] = {}  # thread ident -> deadlines, innermost last
         self._hit: set[int] = set()
         self._thread: threading.Thread | None = None
 
     def arm(self, seconds: float) -> None:
         with self._cond:
-            self._due[threading.get_ident()] = time.monotonic() + seconds
+            self._due.setdefault(threading.get_ident(), []).append(time.monotonic() + seconds)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="pvefix-deadline",
                                                 daemon=True)
@@ -82,11 +83,15 @@ class _Watchdog:
             self._cond.notify()
 
     def disarm(self) -> bool:
-        """Stop watching this thread's request; True when its deadline had passed."""
+        """Stop watching this thread's innermost request; True when a deadline had passed."""
         ident = threading.get_ident()
         with self._cond:
-            self._due.pop(ident, None)
-            _ACTIVE.pop(ident, None)
+            stack = self._due.get(ident)
+            if stack:
+                stack.pop()
+            if not stack:
+                self._due.pop(ident, None)
+                _ACTIVE.pop(ident, None)
             hit = ident in self._hit
             self._hit.discard(ident)
             return hit
@@ -95,15 +100,14 @@ class _Watchdog:
         with self._cond:
             while True:
                 now = time.monotonic()
-                for ident, due in list(self._due.items()):
-                    if due <= now:
-                        del self._due[ident]
+                for ident, stack in self._due.items():
+                    if stack and min(stack) <= now and ident not in self._hit:
                         self._hit.add(ident)
                         conn = _ACTIVE.get(ident)
                         if conn is not None:
                             conn.cut()
-                wait = min(self._due.values(), default=now + 60.0) - now
-                self._cond.wait(max(wait, 0.0))
+                pending = [min(s) for i, s in self._due.items() if s and i not in self._hit]
+                self._cond.wait(max(min(pending, default=now + 60.0) - now, 0.0))
 
 
 WATCHDOG = _Watchdog()

@@ -4,6 +4,7 @@ and the error names `--timeout` (exit 1)."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -78,3 +79,14 @@ def test_check_all_against_a_dripping_node_exits_1_within_the_timeout(
     assert code == 1, err
     assert "--timeout" in err
     assert took < 10, took  # each read ends at 3 s (a few run one after another at most)
+
+
+def test_a_request_inside_another_keeps_the_outer_one_watched() -> None:
+    from pvefix.target import deadline
+
+    deadline.WATCHDOG.arm(60.0)  # the outer request
+    deadline.WATCHDOG.arm(60.0)  # a ticket renewal inside it
+    assert deadline.WATCHDOG.disarm() is False
+    assert threading.get_ident() in deadline.WATCHDOG._due  # the outer deadline still runs
+    assert deadline.WATCHDOG.disarm() is False
+    assert threading.get_ident() not in deadline.WATCHDOG._due
