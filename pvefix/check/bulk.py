@@ -113,6 +113,24 @@ _SKIPS_DATA = (b"0", b"7")  # tarfile skips the data of regular files only (and 
 _NO_DATA = (b"1", b"2", b"3", b"4", b"5", b"6")  # links, devices, folders, FIFOs: data not skipped
 
 
+# The number fields as GNU tar and tarfile write them (octal digits, then NUL; the checksum's
+# NUL and space), told by their shape at C speed (each octal digit read as 0): read at once.
+# Any other form goes through _NUMBER field by field.
+_AS_ZERO = bytes.maketrans(b"1234567", b"0000000")
+_PLAIN = b"0000000\0" * 3 + b"00000000000\0" * 2 + b"000000\0 "  # mode uid gid size mtime chksum
+_PLAIN_DEVICE = {a + b for a in (b"0000000\0", bytes(8)) for b in (b"0000000\0", bytes(8))}
+
+
+def _size_and_checksum(header: bytes) -> tuple[int, int] | None:
+    """The header's size and stored checksum as tarfile reads them (every number field must
+    read the same in both readers), or None where pvefix would guess."""
+    if (header[100:156].translate(_AS_ZERO) == _PLAIN
+            and header[329:345].translate(_AS_ZERO) in _PLAIN_DEVICE):
+        return int(header[124:135], 8), int(header[148:154], 8)
+    numbers = _numbers(header)
+    return None if numbers is None else (numbers[3], numbers[5])
+
+
 def _numbers(header: bytes) -> list[int] | None:
     """The header's number fields as tarfile reads them, or None where pvefix would guess."""
     values = []
@@ -137,10 +155,10 @@ def _fast_members(data: bytes) -> list[tuple[str, bytes]] | None:
         header = data[offset:offset + _BLOCK]
         if header == _ZERO_BLOCK:  # the end of the archive
             return found if long_name is None else None
-        numbers = _numbers(header)
-        if numbers is None or len(found) >= MAX_MEMBERS:
+        fields = _size_and_checksum(header)
+        if fields is None or len(found) >= MAX_MEMBERS:
             return None
-        size, stored = numbers[3], numbers[5]
+        size, stored = fields
         if stored != sum(header[:148]) + 8 * 32 + sum(header[156:]):
             return None
         kind, short = header[156:157], header[:100].split(b"\0", 1)[0]
