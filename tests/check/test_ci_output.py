@@ -9,6 +9,7 @@ import json
 import os
 import re
 import xml.etree.ElementTree as ET
+from typing import Any
 
 import pytest
 from hypothesis import example, given, settings
@@ -121,3 +122,32 @@ def test_error_messages_are_inert(capsys: pytest.CaptureFixture[str]) -> None:
     app.command()(boom)
     assert run_app(app, []) == 1
     assert _commands(capsys.readouterr().err) == []
+
+
+def test_a_description_from_the_node_cannot_stop_pvefix_annotations(
+        fresh_sim: Any, tmp_path: Any, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The issue's case, over real HTTPS and SSH: `description` pinned, the node's description
+    holds `notes` then `::stop-commands::x`, GITHUB_ACTIONS=true."""
+    from pvefix.main import main
+    from pvefix.sim.serve import write_ready_file
+    from tests.simkit import api
+
+    info = fresh_sim()
+    ready = tmp_path / "ready.json"
+    write_ready_file(info, ready)
+    desired = tmp_path / "desired.toml"
+    desired.write_text('schema = "pvefix.desired/v1"\n[vms.101.keys]\ndescription = "notes"\n')
+    vm = api(info, "ticket").nodes(info.node).qemu(101).config
+    vm.put(description="notes\n::stop-commands::x\n##[error]y", digest=vm.get()["digest"])
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    code = main(["check", "101", "--desired", str(desired), "--connection", str(ready)])
+    out = capsys.readouterr()
+    assert code == 2, out
+    log = out.out + out.err
+    commands = [line for line in re.split("\r\n|\r|\n", log) if line.lstrip().startswith("::")]
+    assert commands and all(c.startswith("::error ") for c in commands), commands
+    # pvefix's own ::error lines are read as GitHub's newer commands before the runner looks
+    # for `##[` in them; every other line holds none
+    assert not [line for line in log.splitlines() if "##[" in line and line not in commands]
+    assert "\\::stop-commands::x" in out.out  # shown, inert
