@@ -326,7 +326,7 @@ class _TooMuch(Exception):
 
 
 def _read_until(channel: paramiko.Channel, recv: Callable[[int], bytes],
-                deadline: float) -> bytes:
+                deadline: float) -> bytearray:
     """One of the channel's streams to its end, by the deadline (TimeoutError after it) and
     within READ_LIMIT (_TooMuch past it)."""
     out = bytearray()
@@ -337,7 +337,7 @@ def _read_until(channel: paramiko.Channel, recv: Callable[[int], bytes],
         channel.settimeout(left)
         chunk = recv(65536)
         if not chunk:
-            return bytes(out)
+            return out  # decoded as it is: no copy of up to READ_LIMIT
         out += chunk
         if len(out) > READ_LIMIT:
             raise _TooMuch
