@@ -90,3 +90,20 @@ def test_a_request_inside_another_keeps_the_outer_one_watched() -> None:
     assert threading.get_ident() in deadline.WATCHDOG._due  # the outer deadline still runs
     assert deadline.WATCHDOG.disarm() is False
     assert threading.get_ident() not in deadline.WATCHDOG._due
+
+
+def test_an_ssh_command_printing_past_the_limit_is_an_error(
+        fresh_sim: Sim, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pvefix.target import ssh
+
+    info = fresh_sim()
+    conn, _ = _connection(info, tmp_path)
+    shell = SshShell(conn)
+    try:
+        path = "/etc/pve/nodes/kpro6/qemu-server/100.conf"
+        size = len(shell.run(["cat", path]).stdout.encode())
+        monkeypatch.setattr(ssh, "READ_LIMIT", size - 1)
+        with pytest.raises(PvefixError, match="more than"):
+            shell.run(["cat", path])
+    finally:
+        shell.close()
