@@ -287,7 +287,11 @@ def _host_facts(shell_factory: Callable[[], Shell], commands: Sequence[Sequence[
             return shell.run_batch(commands)
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="pvefix-bulk") as pool:
             tar = pool.submit(shell.run_many, [BULK_COMMAND])
-            return [*shell.run_batch(commands), *tar.result()]
+            facts = shell.run_batch(commands)
+            try:
+                return [*facts, *tar.result()]
+            except PvefixError as exc:  # past --timeout, too much output: the host facts stay
+                return [*facts, CommandResult(BULK_COMMAND, None, "", exc.message)]
     finally:
         shell.close()
 

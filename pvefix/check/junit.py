@@ -12,6 +12,7 @@ import re
 import xml.etree.ElementTree as ET
 
 from pvefix.check.report import CheckItem, CheckReport
+from pvefix.render.inert import inert_xml
 
 # Characters XML 1.0 cannot hold at all (a config value may carry them): replaced, not dropped.
 _NOT_XML = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -58,4 +59,5 @@ def render_junit(report: CheckReport) -> str:
             elif item.status == "skipped":
                 ET.SubElement(case, "skipped", {"message": _message(item)})
     ET.indent(root)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, "unicode") + "\n"
+    return inert_xml('<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, "unicode")
+                     + "\n")

@@ -5,11 +5,16 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic_core import PydanticSerializationError
 
 from pvefix.check.compare import NO_DESIRED
 from pvefix.check.report import CheckItem, CheckReport
+from pvefix.render.inert import inert_json, inert_text
+
+if TYPE_CHECKING:
+    from pvefix.desired.parse import LineIndex
 
 # Subjects without a problem get one line each up to this many; beyond it only a count.
 LIST_OK_UP_TO = 20
@@ -82,7 +87,7 @@ def render_text(report: CheckReport, *, verbose: bool = False) -> str:
     verdict = {0: "no drift", 1: "check incomplete (see UNKNOWN)", 2: "drift found"}
     lines.append("")
     lines.append(f"result: {verdict[report.exit_code]} (exit {report.exit_code})")
-    return "\n".join(lines) + "\n"
+    return inert_text("\n".join(lines) + "\n")
 
 
 # A report's items are most of its bytes: each is one line, written by pydantic-core's own
@@ -116,7 +121,7 @@ def render_json(report: CheckReport) -> str:
             fields.append(f'  "items": [\n{lines}\n  ]' if lines else '  "items": []')
         text = json.dumps(value, indent=2).replace("\n", "\n  ")
         fields.append(f"  {json.dumps(key)}: {text}")
-    return "{\n" + ",\n".join(fields) + "\n}\n"
+    return inert_json("{\n" + ",\n".join(fields) + "\n}\n")
 
 
 def _escape_data(text: str) -> str:
@@ -140,17 +145,22 @@ def rule_location(item: CheckItem) -> tuple[str | int, ...]:
     return (*base, "keys", prop)
 
 
-def _file_and_line(item: CheckItem, files: Callable[[CheckItem], Path | None] | None) -> str:
-    """`file=F,line=N,` for an annotation: the desired-state file and the rule's line."""
+def _file_and_line(item: CheckItem, files: Callable[[CheckItem], Path | None] | None,
+                   indexes: dict[Path, LineIndex | None]) -> str:
+    """`file=F,line=N,` for an annotation: the desired-state file and the rule's line. Each
+    file is read and indexed once (`indexes`), however many annotations point into it."""
     path = files(item) if files is not None else None
     if path is None:
         return ""
-    from pvefix.desired.parse import locate
+    if path not in indexes:
+        from pvefix.desired.parse import LineIndex
 
-    try:
-        line = locate(path.read_text(encoding="utf-8"), rule_location(item))
-    except (OSError, UnicodeDecodeError):
-        line = None
+        try:
+            indexes[path] = LineIndex(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError):
+            indexes[path] = None
+    index = indexes[path]
+    line = index.find(rule_location(item)) if index is not None else None
     where = f"file={_escape_property(str(path))},"
     return where + (f"line={line}," if line is not None else "")
 
@@ -160,6 +170,7 @@ def github_annotations(report: CheckReport,
     """`::error file=...,line=...,title=...::message` lines for each drifted or unknown
     property; `files(item)` names the desired-state file its rule comes from."""
     out = []
+    indexes: dict[Path, LineIndex | None] = {}
     for item in report.items:
         if item.status not in ("drift", "unknown"):
             continue
@@ -171,6 +182,6 @@ def github_annotations(report: CheckReport,
             message = item.detail or "could not be read"
         if item.when:
             message += f" ({item.when})"
-        where = _file_and_line(item, files)
+        where = _file_and_line(item, files, indexes)
         out.append(f"::error {where}title={_escape_property(title)}::{_escape_data(message)}")
     return "".join(line + "\n" for line in out)

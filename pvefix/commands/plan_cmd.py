@@ -22,6 +22,7 @@ from pvefix.commands.p2p_options import P2PAsk, p2p_options, plan_options
 from pvefix.commands.rehearse_options import RehearseAsk, rehearse_options
 from pvefix.commands.vmid import parse_vmid
 from pvefix.errors import EXIT_CHANGES, EXIT_OK
+from pvefix.render.inert import inert_json, inert_text
 
 
 class PlanFormat(StrEnum):
@@ -37,7 +38,7 @@ def emit_plan(plan: object, fmt: PlanFormat, out: str | None) -> int:
 
     assert isinstance(plan, Plan)
     if fmt is PlanFormat.json:
-        print(json.dumps(plan.to_json_dict(), indent=2))
+        print(inert_json(json.dumps(plan.to_json_dict(), indent=2)))
     elif fmt is PlanFormat.markdown:
         sys.stdout.write(render_plan_markdown(plan))
     else:
@@ -106,7 +107,7 @@ def plan_command(
         options = plan_options(p2p, opts, vmid, state_dir)
         state = resolve_state(opts, vmid, optional_guest(guest))
         for note in state.notes:
-            print(f"note: {note}", file=sys.stderr)
+            print(inert_text(f"note: {note}"), file=sys.stderr)
         made = make_plan(state, options)
         code = emit_plan(made, fmt, out)
         if settings is not None:
@@ -121,10 +122,10 @@ def plan_command(
                           "plan one VM at a time with it")
     plans = []
     states = resolve_states(opts, vmids)
-    print(f"note: {read_path_note(states)}", file=sys.stderr)
+    print(inert_text(f"note: {read_path_note(states)}"), file=sys.stderr)
     for state in states:
         for note in state.notes:
-            print(f"note: VM {state.vm.vmid}: {note}", file=sys.stderr)
+            print(inert_text(f"note: VM {state.vm.vmid}: {note}"), file=sys.stderr)
         plans.append(make_plan(state, plan_options(p2p, opts, state.vm.vmid, state_dir)))
     return emit_plans(plans, fmt)
 
@@ -143,7 +144,7 @@ def emit_plans(plans: Sequence[object], fmt: PlanFormat) -> int:
     typed = [p for p in plans if isinstance(p, Plan)]
     assert len(typed) == len(plans)
     if fmt is PlanFormat.json:
-        print(json.dumps([p.to_json_dict() for p in typed], indent=2))
+        print(inert_json(json.dumps([p.to_json_dict() for p in typed], indent=2)))
     else:
         for k, plan in enumerate(typed):
             if k:

@@ -8,6 +8,7 @@ from typing import Any
 import typer
 
 from pvefix.errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, PvefixError
+from pvefix.render.inert import inert_text
 
 
 def run_app(app: Any, args: list[str]) -> int:
@@ -16,7 +17,7 @@ def run_app(app: Any, args: list[str]) -> int:
     try:
         result: Any = command.main(args=args, prog_name="pvefix", standalone_mode=False)
     except PvefixError as exc:
-        print(f"pvefix: error: {exc}", file=sys.stderr)
+        print(inert_text(f"pvefix: error: {exc}"), file=sys.stderr)
         return exc.exit_code
     except typer.Exit as exc:
         return int(exc.exit_code)

@@ -15,9 +15,9 @@ from pvefix.desired.model import SCHEMA, DesiredState
 from pvefix.errors import ParseError
 from pvefix.tomltext import parse_toml
 
-_HEADER = re.compile(r"^\s*\[\[?\s*(.+?)\s*\]\]?\s*(#.*)?$")
-_ASSIGN = re.compile(r"^\s*((?:[A-Za-z0-9_\-]+|\"[^\"]*\"|'[^']*')"
-                     r"(?:\s*\.\s*(?:[A-Za-z0-9_\-]+|\"[^\"]*\"|'[^']*'))*)\s*=")
+_SPACE = re.compile(r"\s*")
+_BARE = re.compile(r"[A-Za-z0-9_\-]+")
+_QUOTED = re.compile(r"\"[^\"]*\"|'[^']*'")
 _KEY_PART = re.compile(r"[A-Za-z0-9_\-]+|\"([^\"]*)\"|'([^']*)'")
 
 
@@ -29,35 +29,86 @@ def _dotted(text: str) -> list[str]:
     return parts
 
 
-def locate(text: str, loc: tuple[str | int, ...]) -> int | None:
-    """The line that best matches `loc` (a pydantic error location): the first table header or
-    `key =` line whose path covers it, else the one with the deepest path that leads to it.
+def _key_end(line: str, at: int) -> int | None:
+    """Where the dotted key starting at `at` ends (bare or quoted parts joined by dots), or
+    None. One pass, each character looked at once or twice: no pattern here can backtrack
+    over a line of the user's."""
+    while True:
+        part = _BARE.match(line, at) or _QUOTED.match(line, at)
+        if part is None:
+            return None
+        at = part.end()
+        after = _SPACE.match(line, at).end()  # type: ignore[union-attr]  # \s* always matches
+        if line[after:after + 1] != ".":
+            return at
+        at = _SPACE.match(line, after + 1).end()  # type: ignore[union-attr]
 
-    A light scan of table headers and `key =` lines: enough to point at the right line of a
-    hand-written file (multi-line arrays and inline tables point at their first line).
-    """
-    want = [str(p) for p in loc]
-    table: list[str] = []
-    best: tuple[int, int] | None = None  # (depth matched, line)
-    for number, line in enumerate(text.splitlines(), start=1):
-        header = _HEADER.match(line)
-        if header is not None:
-            table = _dotted(header.group(1))
-            path = table
-        else:
-            assign = _ASSIGN.match(line)
-            if assign is None:
-                continue
-            path = [*table, *_dotted(assign.group(1))]
-        depth = 0
-        for a, b in zip(path, want, strict=False):
-            if a != b:
-                break
-            depth += 1
-        on_the_way = depth == len(path) or depth == len(want)
-        if depth and on_the_way and (best is None or depth > best[0]):
-            best = (depth, number)
-    return best[1] if best else None
+
+def _header(line: str) -> list[str] | None:
+    """The path of a `[table]` or `[[array]]` header line (a comment may follow), or None."""
+    text = line.lstrip()
+    if not text.startswith("["):
+        return None
+    inner = text[2:] if text.startswith("[[") else text[1:]
+    begin = len(inner) - len(inner.lstrip())
+    end = _key_end(inner, begin)
+    if end is None:
+        return None
+    rest = inner[end:].lstrip()
+    rest = rest[2:] if rest.startswith("]]") else rest[1:] if rest.startswith("]") else "x"
+    rest = rest.lstrip()
+    return _dotted(inner[begin:end]) if not rest or rest.startswith("#") else None
+
+
+def _assigned(line: str) -> list[str] | None:
+    """The dotted key of a `key = value` line, or None."""
+    begin = len(line) - len(line.lstrip())
+    end = _key_end(line, begin)
+    if end is None or not line[end:].lstrip().startswith("="):
+        return None
+    return _dotted(line[begin:end])
+
+
+class LineIndex:
+    """Where each table header and `key =` line of a desired-state file is: built in one pass
+    over the text, then each `find` is a few dictionary look-ups (a CI run annotating 1,000
+    drifted VMs reads and scans the file once)."""
+
+    def __init__(self, text: str) -> None:
+        self._exact: dict[tuple[str, ...], int] = {}  # a path -> its first line
+        self._under: dict[tuple[str, ...], int] = {}  # a path -> first line at or below it
+        table: list[str] = []
+        for number, line in enumerate(text.splitlines(), start=1):
+            header = _header(line)
+            if header is not None:
+                table = path = header
+            else:
+                key = _assigned(line)
+                if key is None:
+                    continue
+                path = [*table, *key]
+            self._exact.setdefault(tuple(path), number)
+            for depth in range(1, len(path) + 1):
+                self._under.setdefault(tuple(path[:depth]), number)
+
+    def find(self, loc: tuple[str | int, ...]) -> int | None:
+        """The line that best matches `loc` (a pydantic error location): the first table
+        header or `key =` line whose path covers it, else the one with the deepest path that
+        leads to it."""
+        want = tuple(str(p) for p in loc)
+        if want and want in self._under:
+            return self._under[want]
+        for depth in range(len(want) - 1, 0, -1):
+            if want[:depth] in self._exact:
+                return self._exact[want[:depth]]
+        return None
+
+
+def locate(text: str, loc: tuple[str | int, ...]) -> int | None:
+    """`LineIndex(text).find(loc)`: a light scan of table headers and `key =` lines, enough to
+    point at the right line of a hand-written file (multi-line arrays and inline tables point
+    at their first line)."""
+    return LineIndex(text).find(loc)
 
 
 def _describe(err: dict[str, object]) -> tuple[tuple[str | int, ...], str]:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import html
+import re
 from pathlib import Path
 
 from pvefix.errors import PvefixError
 from pvefix.paths import vm_config
 from pvefix.planner.model import Change, Plan
 from pvefix.render.diff import file_diffs, unified
+from pvefix.render.inert import inert_text
 
 # templates/ at the top of the repository; pvefix/templates links to it, so a wheel carries it.
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
@@ -30,8 +33,43 @@ GROUPS = {
 }
 
 
+# Host text (values, descriptions, `args`, file texts) reaches the ticket only through these
+# three filters: prose with its HTML escaped, code spans and fences longer than any backtick
+# run in the text (so no text can close them), and, for the whole document, inert_text.
+_TICKS = re.compile("`+")
+
+
 def _md(text: object) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    """Prose (a table cell or a sentence): no raw HTML, no line break, no cell break."""
+    return html.escape(str(text), quote=False).replace("|", "\\|").replace("\n", " ")
+
+
+def _longest_ticks(text: str) -> int:
+    return max((len(run) for run in _TICKS.findall(text)), default=0)
+
+
+def _code(text: object, cell: bool = True) -> str:
+    """A code span the text cannot close: delimited by more backticks than its longest run
+    (with a space inside where it starts or ends with one); in a table cell `|` escaped."""
+    value = str(text).replace("\r", " ").replace("\n", " ")
+    if cell:
+        value = value.replace("|", "\\|")
+    if not value.strip(" "):
+        return '`""`' if not value else "`" + value + "`"
+    ticks = "`" * (_longest_ticks(value) + 1)
+    pad = " " if value[0] in "` " or value[-1] in "` " else ""
+    return f"{ticks}{pad}{value}{pad}{ticks}"
+
+
+def _fence(text: object, info: str = "", indent: str = "") -> str:
+    """A fenced block the text cannot close: more backticks than any run in it (at least 3)."""
+    body = str(text)
+    if body and not body.endswith("\n"):
+        body += "\n"
+    ticks = "`" * max(3, _longest_ticks(body) + 1)
+    lines = [f"{indent}{ticks}{info}", *(indent + line for line in body.splitlines()),
+             f"{indent}{ticks}"]
+    return "\n".join(lines)
 
 
 def impact(plan: Plan) -> list[str]:
@@ -107,6 +145,8 @@ def render_plan_markdown(plan: Plan, templates: Path = TEMPLATES) -> str:
         undefined=jinja2.StrictUndefined,
     )
     env.filters["md"] = _md
+    env.filters["code"] = _code
+    env.filters["fence"] = _fence
     diffs: dict[int, str] = {}
     obs = plan.observed
     for phase in plan.phases:
@@ -125,10 +165,10 @@ def render_plan_markdown(plan: Plan, templates: Path = TEMPLATES) -> str:
             )
         parts += [diff for _, diff in file_diffs(plan, phase)]
         diffs[phase.number] = "".join(parts)
-    return env.get_template("plan.md.j2").render(
+    return inert_text(env.get_template("plan.md.j2").render(
         plan=plan,
         diffs=diffs,
         impact=impact(plan),
         groups=groups(plan),
         disruption_words=DISRUPTION_WORDS,
-    )
+    ))

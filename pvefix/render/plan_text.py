@@ -8,6 +8,7 @@ from pvefix.paths import vm_config
 from pvefix.planner.model import Change, Finding, Plan
 from pvefix.planner.rules.p2p import PHASE as P2P_PHASE
 from pvefix.render.diff import file_diffs, unified
+from pvefix.render.inert import inert_text
 
 _COLORS = {"red": "31", "yellow": "33", "green": "32", "cyan": "36", "bold": "1", "dim": "2"}
 _SEVERITY = {
@@ -205,7 +206,7 @@ def render_plan_text(plan: Plan, *, color: bool = False, config_path: str | None
         )
     else:
         lines.append(s("Nothing to change: this VM and host already follow every rule.", "green"))
-    return "\n".join(lines) + "\n"
+    return inert_text("\n".join(lines) + "\n", color=color)
 
 
 def _p2p_flags(plan: Plan, number: int) -> str:

@@ -1,4 +1,5 @@
-"""Fault injection: latency, a failing Nth write, a concurrent edit, a VM lock, an SSH drop.
+"""Fault injection: latency, a slow drip, a failing Nth write, a concurrent edit, a VM lock,
+an SSH drop.
 
 Set from the command line (`--inject latency=50 --inject fail-write=2 ...`), from Python
 (`Simulator.faults.update(...)`) or at runtime through `/api2/json/_sim/inject` (root@pam ticket
@@ -20,6 +21,9 @@ class FaultSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     latency_ms: int = Field(0, ge=0)
+    drip_ms: int = Field(
+        0, ge=0, description="a hostile slow node: every API response and SSH command output is "
+        "sent one byte every drip_ms")
     fail_write: int | None = Field(None, ge=1)
     edit_between: bool = False
     lock: dict[int, str] = Field(default_factory=dict)
@@ -35,7 +39,7 @@ class FaultSettings(BaseModel):
 
 
 INJECT_HELP = (
-    "latency=MS | fail-write=N | edit-between | lock=VMID:NAME | ssh-disconnect=BYTES"
+    "latency=MS | drip=MS | fail-write=N | edit-between | lock=VMID:NAME | ssh-disconnect=BYTES"
     " | fail-start=VMID[:MESSAGE] | p2p-blocked=VMID"
 )
 
@@ -50,6 +54,8 @@ def parse_inject(specs: list[str]) -> dict[str, object]:
         try:
             if name == "latency":
                 out["latency_ms"] = int(value)
+            elif name == "drip":
+                out["drip_ms"] = int(value)
             elif name == "fail-write":
                 out["fail_write"] = int(value)
             elif name == "edit-between":
@@ -108,6 +114,10 @@ class Faults:
     @property
     def latency_s(self) -> float:
         return self._settings.latency_ms / 1000.0
+
+    @property
+    def drip_s(self) -> float:
+        return self._settings.drip_ms / 1000.0
 
     def count_write(self) -> int | None:
         """Count one write; return its number if it is the one to fail (and disarm)."""

@@ -10,6 +10,7 @@ import contextlib
 import socket
 import ssl
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -97,7 +98,17 @@ class _Handler(BaseHTTPRequestHandler):
             f"Connection: {'close' if self.close_connection else 'Keep-Alive'}\r\n"
             "\r\n"
         )
-        self.wfile.write(head.encode("latin-1", "replace") + body)
+        data = head.encode("latin-1", "replace") + body
+        drip = self.server.api.state.faults.drip_s
+        if drip and not self.path.startswith("/api2/json/_sim/"):  # a hostile slow node: one
+            # byte at a time, until the client hangs up (the simulator's own controls answer)
+            self.close_connection = True
+            for at in range(len(data)):
+                self.wfile.write(data[at:at + 1])
+                self.wfile.flush()
+                time.sleep(drip)
+            return
+        self.wfile.write(data)
 
     def _serve(self) -> None:
         api = self.server.api

@@ -21,7 +21,7 @@ from pvefix.errors import ValidationError
 from pvefix.hosttree.sysfs import PciDevice
 from pvefix.planner.mmio import read_cpu
 from pvefix.vmconfig import HostPci, VMConfig
-from pvefix.vmconfig.args import split_words
+from pvefix.vmconfig.args import qemu_words
 from pvefix.vmconfig.hostpci import HOSTPCI_KEY
 
 
@@ -93,9 +93,7 @@ def build(vmid: int, cfg: VMConfig, devices: list[PciDevice], chosen: dict[str, 
     for value in device_args(cfg, devices, chosen):
         argv += ["-device", value]
     argv += ["-machine", f"type={machine}" if machine else "type=pc"]
-    args = main.get("args")
-    if args:
-        argv += [w.text for w in split_words(args)]
+    argv += qemu_words(main.get("args"))
     return argv
 
 
@@ -128,9 +126,7 @@ def showcmd(vmid: int, cfg: VMConfig, devices: list[PciDevice],
         argv += ["-device", value]
     kind = (main.get("machine") or "pc").split(",")[0]
     argv += ["-machine", f"type={kind}+pve0" if "+pve" not in kind else f"type={kind}"]
-    args = main.get("args")
-    if args:
-        argv += [w.text for w in split_words(args)]
+    argv += qemu_words(main.get("args"))
     lines = [argv[0]]
     i = 1
     while i < len(argv):

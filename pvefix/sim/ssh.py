@@ -160,7 +160,8 @@ class SshServer:
             result = Shell(self.state).run(command)
         try:
             if result.stdout:
-                channel.sendall(result.stdout.encode("utf-8", "surrogateescape"))
+                _send(channel, result.stdout.encode("utf-8", "surrogateescape"),
+                      self.state.faults.drip_s)
             if result.stderr:
                 channel.sendall_stderr(result.stderr.encode("utf-8", "surrogateescape"))
             channel.send_exit_status(result.code)
@@ -195,3 +196,15 @@ class SshServer:
         if self._thread.is_alive():
             self._thread.join(timeout=5)
         self.drop_all()
+
+
+def _send(channel: paramiko.Channel, data: bytes, drip: float) -> None:
+    """All of `data`, or with the drip fault one byte every `drip` seconds."""
+    if not drip:
+        channel.sendall(data)
+        return
+    for at in range(len(data)):
+        if channel.closed:
+            return
+        channel.sendall(data[at:at + 1])
+        time.sleep(drip)

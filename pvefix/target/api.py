@@ -41,6 +41,7 @@ from pvefix.errors import (
     os_error_in,
     unreachable_hint,
 )
+from pvefix.target import deadline
 from pvefix.target.privileges import permission_hint
 from pvefix.target.settings import Connection
 
@@ -91,11 +92,22 @@ class _RecordingSession(ProxmoxHttpSession):  # type: ignore[misc]
     def request(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
         start = time.perf_counter()
         status = None
+        auth = kwargs.get("auth") or self.auth
+        seconds = deadline.budget(kwargs.get("timeout") or getattr(auth, "timeout", None))
         try:
-            response = super().request(method, url, *args, **kwargs)
+            if seconds is not None:  # the whole request, to the last byte (deadline.py)
+                deadline.WATCHDOG.arm(seconds)
+            try:
+                response = super().request(method, url, *args, **kwargs)
+            except requests.exceptions.RequestException:
+                if seconds is not None and deadline.WATCHDOG.disarm():
+                    raise requests.exceptions.Timeout("deadline passed") from None
+                raise
             status = response.status_code
             return response
         finally:
+            if seconds is not None:
+                deadline.WATCHDOG.disarm()
             if self.records is not None:
                 path = url.split("/api2/json", 1)[-1]
                 with self._records_lock:
@@ -204,7 +216,7 @@ class ApiClient:
                                       f"{verify}; copy the node's /etc/pve/pve-root-ca.pem")
             else:
                 verify = True
-        session.mount("https://", adapter)
+        session.mount("https://", deadline.watch_pools(adapter))
         self.session = session
         common: dict[str, Any] = {"verify_ssl": verify, "timeout": conn.timeout}
         try:
@@ -304,7 +316,8 @@ class ApiClient:
             return RefusedError(f"TLS certificate {kind}. {hint}", source=self.base_url)
         if isinstance(exc, requests.exceptions.Timeout):
             return PvefixError(
-                f"no answer within {self.conn.timeout:g} s (raise it with --timeout)",
+                f"no complete answer within {self.conn.timeout:g} s (--timeout; raise it if "
+                "the node is only slow)",
                 source=self.base_url,
             )
         cause = os_error_in(exc)

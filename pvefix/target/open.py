@@ -50,13 +50,14 @@ def open_api(conn: Connection, *, record: bool = False,
         from requests.adapters import HTTPAdapter
 
         from pvefix.target.api import PinnedAdapter
+        from pvefix.target.deadline import watch_pools
 
         adapter: HTTPAdapter
         if conn.fingerprint:
             adapter = PinnedAdapter(conn.fingerprint, pool_connections=4, pool_maxsize=workers)
         else:
             adapter = HTTPAdapter(pool_connections=4, pool_maxsize=workers)
-        client.session.mount("https://", adapter)
+        client.session.mount("https://", watch_pools(adapter))
     return client
 
 

@@ -20,7 +20,8 @@ import shlex
 import socket
 import stat
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +37,9 @@ from pvefix.target.sshlib import paramiko
 __all__ = ["MAX_CHANNELS", "CommandResult", "HostKeyChanged", "HostKeyUnknown", "KnownHosts",
            "SshShell", "load_known_hosts"]
 
+# The most one command may print (each of stdout, stderr): above the bulk read's bound
+# (check/bulk.py MAX_STREAM); a node sending more is not answering a command of pvefix.
+READ_LIMIT = 256 * 1024 * 1024
 # OpenSSH's sshd allows 10 sessions per connection (MaxSessions); stay under it.
 MAX_CHANNELS = 8
 
@@ -326,20 +330,29 @@ class SshShell:
     def execute(self, argv: Sequence[str], timeout: float | None = None, *,
                 errors: str = "surrogateescape") -> CommandResult:
         """The one exec loop: run an argument list (quoted with shlex.join) on its own channel.
-        A command silent for `timeout` seconds (default: the connection's) comes back
-        `timed_out`; a broken connection is a PvefixError. `errors` decodes the output."""
+        A command not done within `timeout` seconds (default: the connection's) comes back
+        `timed_out`: an overall deadline, so a node sending a byte now and then cannot stretch
+        it. Output past READ_LIMIT or a broken connection is a PvefixError. `errors` decodes
+        the output."""
         command = shlex.join(argv)
         self.exec_count += 1
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
         try:
             channel = self.transport.open_session(timeout=self.timeout)
-            channel.settimeout(self.timeout if timeout is None else timeout)
-            channel.exec_command(command)
-            stdout = channel.makefile("rb").read()
-            stderr = channel.makefile_stderr("rb").read()
-            code = channel.recv_exit_status()
-            channel.close()
-        except TimeoutError:  # socket.timeout: no byte for `timeout` seconds
+            try:
+                channel.exec_command(command)
+                stdout = _read_until(channel, channel.recv, deadline)
+                stderr = _read_until(channel, channel.recv_stderr, deadline)
+                if not channel.status_event.wait(max(deadline - time.monotonic(), 0.0)):
+                    raise TimeoutError
+                code = channel.recv_exit_status()
+            finally:
+                channel.close()
+        except TimeoutError:  # socket.timeout: the deadline passed
             return CommandResult(tuple(argv), None, "", "", timed_out=True)
+        except _TooMuch:
+            raise PvefixError(f"SSH command {command!r} on {self.where}: more than "
+                              f"{READ_LIMIT >> 20} MiB of output") from None
         except (paramiko.SSHException, OSError, EOFError) as exc:
             raise PvefixError(f"SSH command {command!r} on {self.where}: "
                               f"{exc or 'closed'}") from None
@@ -351,7 +364,8 @@ class SshShell:
         PvefixError (a node command that hangs is a failure, not a result)."""
         result = self.execute(argv)
         if result.timed_out:
-            raise PvefixError(f"SSH command {shlex.join(argv)!r} on {self.where}: timed out")
+            raise PvefixError(f"SSH command {shlex.join(argv)!r} on {self.where}: not done "
+                              f"within {self.timeout:g} s (--timeout)")
         return result
 
     def read_file(self, path: str) -> str | None:
@@ -405,6 +419,28 @@ class SshShell:
 
     def close(self) -> None:
         self.client.close()
+
+
+class _TooMuch(Exception):
+    """A command printed more than READ_LIMIT."""
+
+
+def _read_until(channel: paramiko.Channel, recv: Callable[[int], bytes],
+                deadline: float) -> bytearray:
+    """One of the channel's streams to its end, by the deadline (TimeoutError after it) and
+    within READ_LIMIT (_TooMuch past it)."""
+    out = bytearray()
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError
+        channel.settimeout(left)
+        chunk = recv(65536)
+        if not chunk:
+            return out  # decoded as it is: no copy of up to READ_LIMIT
+        out += chunk
+        if len(out) > READ_LIMIT:
+            raise _TooMuch
 
 
 def _methods(conn: Connection) -> str:

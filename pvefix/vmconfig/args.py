@@ -38,52 +38,86 @@ class Clique:
     end: int
 
 
+# Perl's \s on the bytes of a config (qemu-server reads it undecoded): not Python's isspace,
+# which also takes U+001C..U+001F, U+0085, U+00A0 and the other Unicode spaces.
+PERL_SPACE = " \t\n\r\f\v"
+_QUOTES = "'\""
+
+
+class ArgsIgnored(ValidationError):
+    """An `args` value qemu-server drops as a whole (Text::ParseWords gives no word)."""
+
+
 def split_words(args: str) -> list[Word]:
-    """Shell-like words with their raw spans; raises ValidationError on an open quote."""
+    """The words qemu-server passes to QEMU (PVE::Tools::split_args: Text::ParseWords's
+    shellwords, parse_line with the delimiter \\s+), with their raw spans. Raises ArgsIgnored
+    where shellwords gives nothing for a non-blank text (an open quote, a lone backslash at the
+    end): qemu-server then drops the whole `args`."""
     words: list[Word] = []
-    i, n = 0, len(args)
+    n, i = len(args), _skip(args, 0)
+    buf: list[str] | None = None  # the word being built (None: between words)
+    start = i
     while i < n:
-        if args[i].isspace():
-            i += 1
+        if buf is None:
+            buf, start = [], i
+        if args[i] in _QUOTES:
+            close = _closing_quote(args, i)
+            if close is None:
+                raise ArgsIgnored(f"args: unbalanced quote at character {i + 1}")
+            inner = args[i + 1:close]
+            buf.append(_unescape(inner) if args[i] == '"' else inner)  # '...' kept as written
+            i = close + 1
             continue
-        start, buf = i, list[str]()
-        while i < n and not args[i].isspace():
-            ch = args[i]
-            if ch in "'\"":
-                i = _quoted(args, i, buf)
-            elif ch == "\\" and i + 1 < n:
-                buf.append(args[i + 1])
-                i += 2
-            else:
-                buf.append(ch)
-                i += 1
-        words.append(Word("".join(buf), start, i))
+        j = i
+        while j < n and args[j] not in PERL_SPACE and args[j] not in _QUOTES:
+            if args[j] == "\\":
+                if j + 1 == n:
+                    raise ArgsIgnored("args: ends in a lone backslash")
+                j += 1
+            j += 1
+        buf.append(_unescape(args[i:j]))
+        i = j
+        if i < n and args[i] in PERL_SPACE:  # the delimiter ends the word; a quote does not
+            words.append(Word("".join(buf), start, i))
+            buf, i = None, _skip(args, i)
+    if buf is not None:
+        words.append(Word("".join(buf), start, n))
     return words
 
 
-def _quoted(args: str, i: int, buf: list[str]) -> int:
-    """Read a quoted part starting at `i` into `buf`, as Perl's Text::ParseWords does (which
-    qemu-server's split_args uses): a backslash never ends the part; inside "..." it escapes any
-    character, inside '...' the text is kept as written ($PERL_SINGLE_QUOTE is off). The index
-    after the closing quote."""
-    quote, j, raw = args[i], i + 1, list[str]()
+def _skip(args: str, i: int) -> int:
+    while i < len(args) and args[i] in PERL_SPACE:
+        i += 1
+    return i
+
+
+def _closing_quote(args: str, i: int) -> int | None:
+    """The quote closing the one at `i` (a backslash pairs with the next character, in both
+    kinds of quotes, as parse_line's pattern reads them), or None."""
+    j = i + 1
     while j < len(args):
-        ch = args[j]
-        if ch == quote:
-            text = "".join(raw)
-            buf.append(_unescape(text) if quote == '"' else text)
-            return j + 1
-        if ch == "\\" and j + 1 < len(args):
-            raw.append(args[j : j + 2])
+        if args[j] == "\\":
             j += 2
             continue
-        raw.append(ch)
+        if args[j] == args[i]:
+            return j
         j += 1
-    raise ValidationError(f"args: unbalanced quote at character {i + 1}")
+    return None
 
 
 def _unescape(text: str) -> str:
     return re.sub(r"\\(.)", r"\1", text, flags=re.DOTALL)
+
+
+def qemu_words(args: str | None) -> list[str]:
+    """What qemu-server appends to QEMU's command line for this `args`: nothing for a false
+    value in Perl ("" or "0") or an `args` it drops, else its words."""
+    if not args or args == "0":
+        return []
+    try:
+        return [w.text for w in split_words(args)]
+    except ArgsIgnored:
+        return []
 
 
 def cliques(args: str | None) -> list[Clique]:
@@ -116,7 +150,11 @@ def merge_cliques(args: str | None, wanted: dict[str, int]) -> str | None:
     in place (only its value), a missing one appended; everything else is kept byte for byte.
     Idempotent: merging the same map twice gives the same text."""
     text = args or ""
-    have = cliques(text)
+    if not wanted:
+        return args
+    if args == "0":
+        raise ArgsIgnored("args: qemu-server ignores an args of 0 (false in Perl)")
+    have = cliques(text)  # raises ArgsIgnored for an args qemu-server drops: never made live
     last = {c.device: c for c in have}
     edits: list[tuple[int, int, str]] = []
     for device, clique in wanted.items():
@@ -127,8 +165,9 @@ def merge_cliques(args: str | None, wanted: dict[str, int]) -> str | None:
         text = text[:start] + new + text[end:]
     extra = [clique_word(d, k) for d, k in wanted.items() if d not in last]
     if extra:
-        text = (text.rstrip() + " " if text.strip() else "") + " ".join(extra)
-    return text if text.strip() else args
+        words = split_words(text)  # the spaces after the last word (not one it escapes) go
+        text = (text[:words[-1].end] + " " if words else "") + " ".join(extra)
+    return text if text.strip(PERL_SPACE) else args
 
 
 def remove_cliques(args: str | None, devices: set[str]) -> str | None:
@@ -141,15 +180,15 @@ def remove_cliques(args: str | None, devices: set[str]) -> str | None:
         if c.device not in devices:
             continue
         start = c.start
-        while start > 0 and text[start - 1] in " \t":
+        while start > 0 and text[start - 1] in PERL_SPACE:
             start -= 1
         end = c.end if start > 0 else _skip_space(text, c.end)
         text = text[:start] + text[end:]
-    return text if text.strip() else None
+    return text if text.strip(PERL_SPACE) else None
 
 
 def _skip_space(text: str, i: int) -> int:
-    while i < len(text) and text[i] in " \t":
+    while i < len(text) and text[i] in PERL_SPACE:
         i += 1
     return i
 

@@ -40,7 +40,7 @@ from pvefix.planner.model import (
 )
 from pvefix.planner.rules import topology
 from pvefix.vmconfig import HostPci, PropertyString
-from pvefix.vmconfig.args import MAX_CLIQUE, clique_map, merge_cliques
+from pvefix.vmconfig.args import MAX_CLIQUE, ArgsIgnored, clique_map, merge_cliques
 from pvefix.vmconfig.hostpci import MAX_HOSTPCI
 
 NAME = "p2p"
@@ -294,7 +294,11 @@ def _phase(ctx: Context, earlier: list[Change]) -> RuleResult:
     prereq = [c.id for c in earlier if c.rule in _PREREQ_RULES]
     guards = _guards(ctx, a, earlier, cliques)
     before = a.value("args")
-    after = merge_cliques(before, cliques)
+    try:
+        after = merge_cliques(before, cliques)
+    except ArgsIgnored as exc:  # adding to it would make a dead args line live: refused
+        findings.append(_args_ignored(before, exc))
+        return RuleResult(rule=NAME, findings=findings + _block_findings(a))
     changes = list(guards)
     if after != before:
         needs = prereq + [g.id for g in guards]
@@ -401,6 +405,16 @@ def _guards(ctx: Context, a: Assessment, earlier: list[Change],
                 inverse=f"delete {new_key}", disruption="vm-restart",
                 requires=[main.id], needs_root_pam=True))
     return out
+
+
+def _args_ignored(before: str | None, exc: ArgsIgnored) -> Finding:
+    return Finding(
+        id="p2p.args-ignored", rule=NAME, severity="error",
+        title="args is ignored by qemu-server: no clique planned",
+        detail=f"{exc.message}. qemu-server (PVE::Tools::split_args) then passes none of its"
+               " words to QEMU; adding the cliques to it would make the whole line live."
+               " Fix or delete args (`qm set VMID --delete args`), then plan again.",
+        evidence=[f"args: {before}"])
 
 
 def _args_change(ctx: Context, a: Assessment, before: str | None, after: str | None,
