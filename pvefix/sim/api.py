@@ -71,6 +71,7 @@ route("GET", "/cluster/resources", api_cluster.cluster_resources, params=("type"
 route("GET", "/nodes/{node}/status", api_node.node_status, NODE_AUDIT, ())
 route("GET", "/nodes/{node}/hardware/pci", api_node.hardware_pci,
       ("/", ("Sys.Audit", "Sys.Modify"), True), ("pci-class-blacklist", "verbose"))
+route("GET", "/nodes/{node}/capabilities/qemu/cpu", api_node.cpu_models, params=())
 route("GET", "/nodes/{node}/tasks", api_node.task_list,
       params=("start", "limit", "vmid", "typefilter", "userfilter", "errors", "source",
               "statusfilter", "since", "until"))

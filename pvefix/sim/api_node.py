@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import re
 import time
+from importlib import resources
 from typing import TYPE_CHECKING
 
 from pvefix.digest import sha1_text
@@ -260,3 +262,12 @@ def inject_clear(call: Call) -> object:
     _require_root_ticket(call)
     call.state.faults.clear()
     return None
+
+
+def cpu_models(call: Call) -> object:
+    """GET capabilities/qemu/cpu: qemu-server's CPU models for x86_64 (cpu_models.json, as
+    Proxmox VE 9.2 lists them); custom models (virtual-guest/cpu-models.conf) are not read."""
+    check_node(call.state, call.parts["node"])
+    text = resources.files("pvefix.sim").joinpath("cpu_models.json").read_text(encoding="utf-8")
+    models: list[dict[str, object]] = json.loads(text)["models"]
+    return models

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from pvefix.sim.errors import ApiError
 
@@ -111,10 +112,28 @@ def _normalize(path: str) -> str:
 
 @dataclass
 class AccessControl:
-    """Who may do what: the ACL entries and which tokens are privilege-separated."""
+    """Who may do what: the ACL entries and which tokens are privilege-separated. With
+    `user_cfg`, that file's `acl:` lines are read again whenever it changes (an admin's
+    `pveum acl modify` on a running node), after the fixed `acls`."""
 
-    acls: list[AclEntry] = field(default_factory=list)
+    fixed: list[AclEntry] = field(default_factory=list)
     privsep_tokens: set[str] = field(default_factory=set)
+    user_cfg: Path | None = None
+    _seen: tuple[tuple[int, int] | None, list[AclEntry]] = (None, [])
+
+    @property
+    def acls(self) -> list[AclEntry]:
+        if self.user_cfg is None:
+            return self.fixed
+        try:
+            st = self.user_cfg.stat()
+            key: tuple[int, int] | None = (st.st_mtime_ns, st.st_size)
+        except OSError:
+            key = None
+        if key != self._seen[0]:
+            text = self.user_cfg.read_text(errors="replace") if key else ""
+            self._seen = (key, parse_user_cfg_acls(text))
+        return [*self._seen[1], *self.fixed]
 
     def privileges(self, authuser: str, path: str) -> frozenset[str]:
         """RPCEnvironment::permissions: the privileges `authuser` has on `path`."""
@@ -131,9 +150,10 @@ class AccessControl:
     def _compiled(self, ugid: str, path: str) -> frozenset[str]:
         parts = [p for p in _normalize(path).split("/") if p]
         found: frozenset[str] = frozenset()
+        acls = self.acls
         for depth in range(len(parts) + 1):
             here = "/" + "/".join(parts[:depth])
-            entries = [a for a in self.acls if a.ugid == ugid and a.path == here
+            entries = [a for a in acls if a.ugid == ugid and a.path == here
                        and (a.propagate or depth == len(parts))]
             if entries:
                 privs: set[str] = set()

@@ -34,7 +34,6 @@ from pvefix.sim.perms import (
     PRIVSEP_TOKEN_ACL,
     PRIVSEP_TOKEN_ID,
     AccessControl,
-    parse_user_cfg_acls,
 )
 from pvefix.sim.ssh import SshServer
 from pvefix.sim.state import STATUS_LAG_S, NodeState, env_task_seconds
@@ -194,9 +193,8 @@ class Simulator:
 def access_control(tree: HostTree) -> AccessControl:
     """The tree's tokens with privilege separation, its user.cfg ACLs, and the simulator's own
     privilege-separated token with PVEVMAdmin on /vms and PVEMappingUser on /mapping/pci."""
-    text = tree.read_text(USER_CFG) or ""
     privsep = {t.id for t in tree.meta.tokens if t.privsep} | {PRIVSEP_TOKEN_ID}
-    return AccessControl([*parse_user_cfg_acls(text), *PRIVSEP_TOKEN_ACL], privsep)
+    return AccessControl(list(PRIVSEP_TOKEN_ACL), privsep, tree.host_path(USER_CFG))
 
 
 @contextlib.contextmanager

@@ -436,11 +436,27 @@ def create_snapshot(
             if vmstate and running:
                 values["vmstate"] = f"local:state-{name}"
                 values["runningmachine"] = state.run_state(vmid).running_machine or ""
+            for key, volume in _snapshot_volumes(cfg):
+                log(f"snapshotting 'drive-{key}' ({volume})")
             add_snapshot(cfg, name, values)
             cfg.main.set("parent", name)
             state.store(loaded, cfg)
 
         return state.tasks.run("qmsnapshot", str(vmid), ident.authuser, work)
+
+
+_DISK_RE = re.compile(r"(ide|sata|scsi|virtio)\d+|efidisk0|tpmstate0")
+
+
+def _snapshot_volumes(cfg: VMConfig) -> list[tuple[str, str]]:
+    """The drives a snapshot covers (QemuConfig's volume loop): every disk with a storage
+    volume, CD-ROMs left out."""
+    out: list[tuple[str, str]] = []
+    for key, value in cfg.main.as_dict().items():
+        volume, *opts = value.split(",")
+        if _DISK_RE.fullmatch(key) and ":" in volume and "media=cdrom" not in opts:
+            out.append((key, volume))
+    return out
 
 
 def rollback_snapshot(
