@@ -4,6 +4,7 @@ generated CA, and paramiko with strict host key checking against the generated k
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import paramiko
@@ -11,6 +12,15 @@ from proxmoxer import ProxmoxAPI
 from proxmoxer.tools import Tasks
 
 from pvefix.sim.serve import ReadyInfo
+
+
+def grant(root: str | Path, ugid: str, role: str = "Administrator", path: str = "/") -> None:
+    """An ACL entry in the node's user.cfg, as `pveum acl modify PATH --tokens UGID --roles
+    ROLE` writes it: a privilege-separated token (intel-grub's and grub-dropin's
+    root@pam!pvefix) has no rights until an admin grants some."""
+    cfg = Path(root) / "etc" / "pve" / "user.cfg"
+    old = cfg.read_text() if cfg.exists() else ""
+    cfg.write_text(old + f"acl:1:{path}:{ugid}:{role}:\n")
 
 
 def api(info: ReadyInfo, auth: str = "token") -> Any:

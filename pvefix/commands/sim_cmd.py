@@ -38,6 +38,15 @@ def serve(
     task_seconds: float | None = typer.Option(
         None, "--task-seconds", help="How long tasks report 'running' (default 0.2)."
     ),
+    status_lag: float = typer.Option(
+        10.0, "--status-lag", min=0.0,
+        help="Seconds between pvestatd's samples behind /cluster/resources' VM status "
+        "(default 10, as pvestatd; 0: live).",
+    ),
+    auth_fail_delay: float = typer.Option(
+        0.0, "--auth-fail-delay", min=0.0,
+        help="Seconds a 401 answer waits (Proxmox: 3; default 0).",
+    ),
     vms: int | None = typer.Option(
         None, "--vms", min=1, max=100_000,
         help="How many VMs a generated scenario (large) has (default 1,000); applies when "
@@ -53,7 +62,8 @@ def serve(
         materialize_scenario(scenario, root, vms=vms)
 
     sim = Simulator(scenario, root, port=port, ssh_port=ssh_port, latency_ms=latency_ms,
-                    inject=inject, task_seconds=task_seconds)
+                    inject=inject, task_seconds=task_seconds, status_lag=status_lag,
+                    auth_fail_delay=auth_fail_delay)
     raise typer.Exit(serve_until_signal(sim, ready_file))
 
 

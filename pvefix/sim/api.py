@@ -11,13 +11,13 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from pvefix.errors import PvefixError
-from pvefix.sim import api_agent, api_cluster, api_node, api_qemu
+from pvefix.sim import api_agent, api_cluster, api_node, api_qemu, perms
 from pvefix.sim.auth import Authenticator, Identity
-from pvefix.sim.errors import ApiError
+from pvefix.sim.errors import ApiError, Enveloped, param_error
 from pvefix.sim.state import NodeState
 
 Handler = Callable[["Call"], object]
@@ -36,34 +36,62 @@ class Call:
     lists: dict[str, list[str]] = field(default_factory=dict)  # repeated form keys (arrays)
 
 
-_ROUTES: list[tuple[str, re.Pattern[str], Handler]] = []
+Perm = tuple[str, tuple[str, ...], bool]  # ACL path template, privileges, any of them
 
 
-def route(method: str, pattern: str, handler: Handler) -> None:
+@dataclass(frozen=True)
+class Route:
+    method: str
+    regex: re.Pattern[str]
+    handler: Handler
+    perm: Perm | None  # None: any authenticated user (the handler filters what it shows)
+    params: frozenset[str] | None  # GET query parameters the schema defines; None: unchecked
+
+
+_ROUTES: list[Route] = []
+VM_AUDIT: Perm = ("/vms/{vmid}", ("VM.Audit",), False)
+VM_POWER: Perm = ("/vms/{vmid}", ("VM.PowerMgmt",), False)
+NODE_AUDIT: Perm = ("/nodes/{node}", ("Sys.Audit",), False)
+
+
+def route(method: str, pattern: str, handler: Handler, perm: Perm | None = None,
+          params: Iterable[str] | None = None) -> None:
+    """Register a handler; `perm` is the endpoint's schema `permissions` check, `params` the
+    query parameters a GET accepts (others are 400, as Proxmox's schema validation says)."""
     regex = re.compile("^" + re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", pattern) + "$")
-    _ROUTES.append((method, regex, handler))
+    known = frozenset(params) if params is not None else None
+    _ROUTES.append(Route(method, regex, handler, perm, known))
 
 
-route("GET", "/version", api_node.version)
-route("GET", "/nodes", api_node.nodes)
-route("GET", "/cluster/status", api_node.cluster_status)
-route("GET", "/cluster/mapping/pci", api_node.mapping_pci)
-route("GET", "/cluster/resources", api_cluster.cluster_resources)
-route("GET", "/nodes/{node}/status", api_node.node_status)
-route("GET", "/nodes/{node}/hardware/pci", api_node.hardware_pci)
-route("GET", "/nodes/{node}/tasks", api_node.task_list)
-route("GET", "/nodes/{node}/tasks/{upid}/status", api_node.task_status)
-route("GET", "/nodes/{node}/tasks/{upid}/log", api_node.task_log)
-route("GET", "/nodes/{node}/qemu", api_qemu.vm_list)
-route("GET", "/nodes/{node}/qemu/{vmid}/config", api_qemu.get_config)
-route("PUT", "/nodes/{node}/qemu/{vmid}/config", api_qemu.put_config)
-route("POST", "/nodes/{node}/qemu/{vmid}/config", api_qemu.post_config)
-route("GET", "/nodes/{node}/qemu/{vmid}/pending", api_qemu.get_pending)
-route("GET", "/nodes/{node}/qemu/{vmid}/status/current", api_qemu.status_current)
-route("POST", "/nodes/{node}/qemu/{vmid}/status/{action}", api_qemu.power_action)
-route("GET", "/nodes/{node}/qemu/{vmid}/snapshot", api_qemu.snapshot_list)
-route("POST", "/nodes/{node}/qemu/{vmid}/snapshot", api_qemu.snapshot_create)
-route("POST", "/nodes/{node}/qemu/{vmid}/snapshot/{snapname}/rollback", api_qemu.rollback)
+route("GET", "/version", api_node.version, params=())
+route("GET", "/nodes", api_node.nodes, params=())
+route("GET", "/cluster/status", api_node.cluster_status, ("/", ("Sys.Audit",), False), ())
+route("GET", "/cluster/mapping/pci", api_node.mapping_pci, params=("check-node",))
+route("GET", "/cluster/resources", api_cluster.cluster_resources, params=("type",))
+route("GET", "/nodes/{node}/status", api_node.node_status, NODE_AUDIT, ())
+route("GET", "/nodes/{node}/hardware/pci", api_node.hardware_pci,
+      ("/", ("Sys.Audit", "Sys.Modify"), True), ("pci-class-blacklist", "verbose"))
+route("GET", "/nodes/{node}/capabilities/qemu/cpu", api_node.cpu_models, params=())
+route("GET", "/nodes/{node}/tasks", api_node.task_list,
+      params=("start", "limit", "vmid", "typefilter", "userfilter", "errors", "source",
+              "statusfilter", "since", "until"))
+route("GET", "/nodes/{node}/tasks/{upid}/status", api_node.task_status, params=())
+route("GET", "/nodes/{node}/tasks/{upid}/log", api_node.task_log,
+      params=("start", "limit", "download"))
+route("GET", "/nodes/{node}/qemu", api_qemu.vm_list, params=("full",))
+route("GET", "/nodes/{node}/qemu/{vmid}/config", api_qemu.get_config, VM_AUDIT,
+      ("current", "snapshot"))
+_CONFIG_WRITE: Perm = ("/vms/{vmid}", perms.CONFIG_PRIVS, True)
+route("PUT", "/nodes/{node}/qemu/{vmid}/config", api_qemu.put_config, _CONFIG_WRITE)
+route("POST", "/nodes/{node}/qemu/{vmid}/config", api_qemu.post_config, _CONFIG_WRITE)
+route("GET", "/nodes/{node}/qemu/{vmid}/pending", api_qemu.get_pending, VM_AUDIT, ())
+route("GET", "/nodes/{node}/qemu/{vmid}/status/current", api_qemu.status_current, VM_AUDIT, ())
+route("POST", "/nodes/{node}/qemu/{vmid}/status/{action}", api_qemu.power_action, VM_POWER)
+route("GET", "/nodes/{node}/qemu/{vmid}/snapshot", api_qemu.snapshot_list, VM_AUDIT, ())
+route("POST", "/nodes/{node}/qemu/{vmid}/snapshot", api_qemu.snapshot_create,
+      ("/vms/{vmid}", ("VM.Snapshot",), False))
+route("POST", "/nodes/{node}/qemu/{vmid}/snapshot/{snapname}/rollback", api_qemu.rollback,
+      ("/vms/{vmid}", ("VM.Snapshot", "VM.Snapshot.Rollback"), True))
 api_agent.register(route)
 route("GET", "/_sim/inject", api_node.inject_get)
 route("POST", "/_sim/inject", api_node.inject_set)
@@ -101,6 +129,8 @@ class Api:
         try:
             data = self._dispatch(method, path, params, headers, lists or {})
         except ApiError as exc:
+            if exc.status == 401 and self.auth.fail_delay_s:
+                time.sleep(self.auth.fail_delay_s)  # pve-http-server delays failed logins
             return error_response(exc)
         except PvefixError as exc:  # e.g. a host tree file the simulator cannot read
             return error_response(ApiError(500, str(exc)))
@@ -108,7 +138,8 @@ class Api:
             return error_response(
                 ApiError(500, f"internal error in the pvefix simulator ({type(exc).__name__})")
             )
-        return 200, "OK", json.dumps({"data": data}, separators=(",", ":")).encode()
+        body = {"data": data.data, **data.attrs} if isinstance(data, Enveloped) else {"data": data}
+        return 200, "OK", json.dumps(body, separators=(",", ":")).encode()
 
     def _dispatch(
         self, method: str, path: str, params: dict[str, str], headers: Mapping[str, str],
@@ -117,13 +148,10 @@ class Api:
         path = path.rstrip("/") or "/"
         if path == "/access/ticket":
             if method == "POST":
-                try:
-                    return self.auth.login(
-                        params.get("username", ""), params.get("password", ""),
-                        params.get("realm"),
-                    )
-                except ApiError:
-                    raise ApiError(401, "authentication failure") from None
+                return self.auth.login(
+                    params.get("username", ""), params.get("password", ""),
+                    params.get("realm"),
+                )
             if method == "GET":
                 return None
         ident = self.auth.identify(
@@ -132,9 +160,9 @@ class Api:
             headers.get("csrfpreventiontoken"),
             headers.get("authorization"),
         )
-        for meth, regex, handler in _ROUTES:
-            match = regex.match(path)
-            if match is None or meth != method:
+        for entry in _ROUTES:
+            match = entry.regex.match(path)
+            if match is None or entry.method != method:
                 continue
             if method != "GET" and not path.startswith(_NOT_WRITES):
                 number = self.state.faults.count_write()
@@ -144,19 +172,45 @@ class Api:
                     )
             self.state.apply_injected_locks()
             parts = match.groupdict()
-            return handler(
+            if entry.perm is not None:  # pve-http-server checks before it validates
+                where, privs, any_ = entry.perm
+                self.state.access.check(ident.authuser, where.format(**parts), privs, any_)
+            if entry.params is not None:
+                check_query(entry.params, params)
+            return entry.handler(
                 Call(self.node_state(parts), method, path, params, ident, parts, lists)
             )
         raise ApiError(501, f"Method '{method} {path}' not implemented")
 
 
+_BOOLEAN_PARAMS = frozenset({"current", "full", "verbose", "download", "errors"})
+_INTEGER_PARAMS = frozenset({"start", "limit", "vmid", "since", "until", "pid"})
+
+
+def check_query(known: frozenset[str], params: Mapping[str, str]) -> None:
+    """Proxmox validates GET parameters against the method's schema: an unknown one is 400,
+    and so is a boolean other than 0/1 or an integer that is not one."""
+    errors: dict[str, str] = {}
+    for key, value in params.items():
+        if key not in known:
+            errors[key] = ("property is not defined in schema and the schema does not allow "
+                           "additional properties")
+        elif key in _BOOLEAN_PARAMS and value not in ("0", "1"):
+            errors[key] = f"type check ('boolean') failed - got '{value}'"
+        elif key in _INTEGER_PARAMS and re.fullmatch(r"[+-]?\d+", value) is None:
+            errors[key] = f"type check ('integer') failed - got '{value}'"
+    if errors:
+        raise param_error(errors)
+
+
 def error_response(exc: ApiError) -> tuple[int, str, bytes]:
+    reason = exc.message.replace("\r", " ").replace("\n", " ")
+    if exc.empty_body:
+        return exc.status, reason, b""
     body: dict[str, object] = {"data": None}
     if exc.errors:
         body["errors"] = exc.errors
-    if exc.status != 401:
-        body["message"] = exc.message + "\n"
-    reason = exc.message.replace("\r", " ").replace("\n", " ")
+    body["message"] = exc.message + "\n"
     return exc.status, reason, json.dumps(body, separators=(",", ":")).encode()
 
 

@@ -22,7 +22,7 @@ from pvefix.sim.guest import GuestRefused, GuestSandbox, sandbox
 from pvefix.vmconfig.schema import parse_bool
 
 if TYPE_CHECKING:
-    from pvefix.sim.api import Call, Handler
+    from pvefix.sim.api import Call
 
 MAX_WRITE = 60 * 1024  # file-write's maxLength for `content`
 MAX_READ = 16 * 1024 * 1024  # file-read's limit
@@ -151,11 +151,15 @@ def file_read(call: Call) -> object:
     return out
 
 
-def register(route: Callable[[str, str, Handler], None]) -> None:
-    """Add the agent routes to the API's table."""
+def register(route: Callable[..., None]) -> None:
+    """Add the agent routes to the API's table, with Agent.pm's privileges on /vms/VMID."""
     base = "/nodes/{node}/qemu/{vmid}/agent"
-    route("POST", f"{base}/ping", ping)
-    route("POST", f"{base}/exec", exec_command)
-    route("GET", f"{base}/exec-status", exec_status)
-    route("POST", f"{base}/file-write", file_write)
-    route("GET", f"{base}/file-read", file_read)
+    vm = "/vms/{vmid}"
+    unrestricted = "VM.GuestAgent.Unrestricted"
+    route("POST", f"{base}/ping", ping, (vm, ("VM.GuestAgent.Audit", unrestricted), True))
+    route("POST", f"{base}/exec", exec_command, (vm, (unrestricted,), False))
+    route("GET", f"{base}/exec-status", exec_status, (vm, (unrestricted,), False), ("pid",))
+    route("POST", f"{base}/file-write", file_write,
+          (vm, ("VM.GuestAgent.FileWrite", unrestricted), True))
+    route("GET", f"{base}/file-read", file_read,
+          (vm, ("VM.GuestAgent.FileRead", unrestricted), True), ("file",))

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pvefix.sim.api_qemu import vm_summary
+from pvefix.sim.api_qemu import config_summary
 from pvefix.sim.errors import param_error
 
 if TYPE_CHECKING:
     from pvefix.sim.api import Call
+    from pvefix.sim.state import NodeState
 
 _TYPES = ("vm", "node", "storage", "sdn")
 
@@ -24,14 +25,32 @@ def cluster_resources(call: Call) -> object:
     with state.lock:
         if kind in (None, "vm"):
             for vmid, node in state.vms().items():
-                item = vm_summary(state, vmid, node)
-                item.update({"id": f"qemu/{vmid}", "type": "qemu", "node": node})
-                ha = state.run_state(vmid).ha_state
-                if ha:
-                    item["hastate"] = ha
-                out.append(item)
+                if state.access.allowed(call.ident.authuser, f"/vms/{vmid}", ["VM.Audit"]):
+                    out.append(_vm_resource(state, vmid, node))
         if kind in (None, "node"):
             for name in state.tree.meta.cluster_nodes:
                 out.append({"id": f"node/{name}", "type": "node", "node": name,
                             "status": "online"})
     return out
+
+
+def _vm_resource(state: NodeState, vmid: int, node: str) -> dict[str, object]:
+    """One `type: qemu` item as pve-manager's resources index builds it from pmxcfs's vmlist
+    and pvestatd's RRD data: `maxcpu`, `template`, the RRD-lagged `status`, no `pid`."""
+    summary = dict(config_summary(state, vmid, node))
+    status = state.lagged_status(vmid)
+    item: dict[str, object] = {
+        "id": f"qemu/{vmid}", "type": "qemu", "node": node, "vmid": vmid,
+        "name": summary["name"], "status": status,
+        "uptime": state.uptime(vmid) if status == "running" else 0,
+        "maxcpu": summary["cpus"], "maxmem": summary["maxmem"], "maxdisk": summary["maxdisk"],
+        "template": summary.get("template", 0),
+        "cpu": 0, "mem": 0, "disk": 0, "netin": 0, "netout": 0, "diskread": 0, "diskwrite": 0,
+    }
+    for key in ("lock", "tags"):
+        if key in summary:
+            item[key] = summary[key]
+    ha = state.run_state(vmid).ha_state
+    if ha:
+        item["hastate"] = ha
+    return item

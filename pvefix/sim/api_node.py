@@ -2,27 +2,35 @@
 
 from __future__ import annotations
 
+import json
+import re
 import time
+from importlib import resources
 from typing import TYPE_CHECKING
 
+from pvefix.digest import sha1_text
 from pvefix.errors import ParseError
 from pvefix.hosttree.sysfs import PciDevice
-from pvefix.sim.errors import ApiError, die, param_error
+from pvefix.paths import MAPPING_FILE
+from pvefix.sim.errors import ApiError, Enveloped, die, param_error
 from pvefix.sim.faults import parse_inject
 from pvefix.sim.state import NodeState
+from pvefix.sim.tasks import Task
 
 if TYPE_CHECKING:
     from pvefix.sim.api import Call
 
 DEFAULT_CLASS_BLACKLIST = "05;06;0b"
-VENDOR_NAMES = {
-    "0x10de": "NVIDIA Corporation",
-    "0x1002": "Advanced Micro Devices, Inc. [AMD/ATI]",
-    "0x1022": "Advanced Micro Devices, Inc. [AMD]",
-    "0x8086": "Intel Corporation",
-    "0x15b3": "Mellanox Technologies",
-    "0x144d": "Samsung Electronics Co Ltd",
-}
+ROOTFS_BYTES = 100 << 30
+
+
+def cpu_family(vendor: str, model: str) -> str:
+    """/proc/cpuinfo's `cpu family`: 6 for Intel's server parts, 0x1A (26) for AMD Zen 5
+    (EPYC 9xx5/4xx5), 0x19 (25) for the Zen 3/4 EPYCs the scenarios hold."""
+    if vendor == "GenuineIntel":
+        return "6"
+    zen5 = re.search(r"EPYC [49]\d\d5", model) is not None
+    return "26" if zen5 else "25"
 
 
 def check_node(state: NodeState, node: str) -> None:
@@ -45,7 +53,8 @@ def nodes(call: Call) -> object:
         {
             "node": name, "status": "online", "type": "node", "id": f"node/{name}",
             "level": "", "maxcpu": meta.cpu.threads, "maxmem": meta.memory_bytes,
-            "cpu": 0.01, "mem": meta.memory_bytes // 8,
+            "cpu": 0.01, "mem": meta.memory_bytes // 8, "maxdisk": ROOTFS_BYTES,
+            "disk": ROOTFS_BYTES // 10, "ssl_fingerprint": call.state.keys.fingerprint(),
             "uptime": int(time.monotonic() - call.state.started) + 3600,
         }
         for name in meta.cluster_nodes
@@ -60,7 +69,9 @@ def cluster_status(call: Call) -> object:
                     "nodes": len(meta.cluster_nodes), "quorate": 1, "version": 1})
     for i, name in enumerate(meta.cluster_nodes, start=1):
         out.append({"type": "node", "id": f"node/{name}", "name": name, "online": 1,
-                    "local": 1 if name == meta.node else 0, "nodeid": i, "ip": "127.0.0.1",
+                    "local": 1 if name == meta.node else 0, "ip": "127.0.0.1",
+                    # a standalone node has no corosync node id: pmxcfs says 0
+                    "nodeid": i if len(meta.cluster_nodes) > 1 else 0,
                     "level": ""})
     return out
 
@@ -87,7 +98,9 @@ def node_status(call: Call) -> object:
         "cpuinfo": {
             "model": meta.cpu.model,
             "sockets": meta.cpu.sockets,
-            "cores": max(1, meta.cpu.cores // meta.cpu.sockets),
+            "cores": meta.cpu.cores,  # ProcFSTools::read_cpuinfo: all sockets' cores
+            "vendor": meta.cpu.vendor,
+            "family": cpu_family(meta.cpu.vendor, meta.cpu.model),
             "cpus": meta.cpu.threads,
             "mhz": "3300.000",
             "hvm": "1",
@@ -100,8 +113,9 @@ def node_status(call: Call) -> object:
                    "available": total - total // 8},
         "swap": {"total": 0, "used": 0, "free": 0},
         "ksm": {"shared": 0},
-        "rootfs": {"total": 100 << 30, "used": 10 << 30, "avail": 90 << 30,
-                   "free": 90 << 30},
+        "rootfs": {"total": ROOTFS_BYTES, "used": ROOTFS_BYTES // 10,
+                   "avail": ROOTFS_BYTES - ROOTFS_BYTES // 10,
+                   "free": ROOTFS_BYTES - ROOTFS_BYTES // 10},
         "pveversion": f"pve-manager/{meta.versions.pve}/5e6a2d8c0b1f4a7e",
     }
 
@@ -118,9 +132,8 @@ def _pci_item(dev: PciDevice) -> dict[str, object]:
         item["subsystem_vendor"] = dev.subsystem_vendor
     if dev.subsystem_device is not None:
         item["subsystem_device"] = dev.subsystem_device
-    name = VENDOR_NAMES.get(dev.vendor)
-    if name:
-        item["vendor_name"] = name
+    # No vendor_name/device_name: Proxmox adds them from pci.ids, which a host tree does not
+    # carry (pve-api's stand-in host has none either).
     return item
 
 
@@ -137,13 +150,23 @@ def hardware_pci(call: Call) -> object:
     ]
 
 
+_SEE_MAPPING = ("Mapping.Modify", "Mapping.Use", "Mapping.Audit")
+
+
 def mapping_pci(call: Call) -> object:
+    """Each mapping with the file's digest (SHA-1 of mapping/pci.cfg, as every cfs file's) and
+    `type: pci`, as pve-cluster's PCI mapping index lists them."""
+    text = call.state.tree.read_text(MAPPING_FILE)
     mappings = call.state.tree.pci_mappings()
-    if mappings is None:
+    if mappings is None or text is None:
         return []
     out: list[dict[str, object]] = []
     for mid, mapping in sorted(mappings.mappings.items()):
-        entry: dict[str, object] = {"id": mid, "map": [m.raw for m in mapping.maps]}
+        if not call.state.access.allowed(call.ident.authuser, f"/mapping/pci/{mid}",
+                                         _SEE_MAPPING, any_=True):
+            continue
+        entry: dict[str, object] = {"id": mid, "map": [m.raw for m in mapping.maps],
+                                    "type": "pci", "digest": sha1_text(text)}
         if mapping.description:
             entry["description"] = mapping.description
         if mapping.mdev is not None:
@@ -155,21 +178,54 @@ def mapping_pci(call: Call) -> object:
 
 
 def task_list(call: Call) -> object:
+    """Newest first; others' tasks only with Sys.Audit on /nodes/NODE; `total` (the count
+    before `start`/`limit`) in the envelope, as the task index sets it."""
     check_node(call.state, call.parts["node"])
+    node, who = call.parts["node"], call.ident.authuser
+    auditor = call.state.access.allowed(who, f"/nodes/{node}", ["Sys.Audit"])
     now = time.monotonic()
-    return [t.status(now) for t in call.state.tasks.all()]
+    vmid = call.params.get("vmid")
+    tasks = [t for t in call.state.tasks.all()
+             if (auditor or _owns(who, t.user)) and (not vmid or t.id == vmid)]
+    start = _int_param(call, "start", 0)
+    limit = _int_param(call, "limit", 50)
+    items = [t.list_item(now) for t in tasks[start:start + limit]]
+    return Enveloped(items, {"total": len(tasks)})
+
+
+def _owns(who: str, task_user: str) -> bool:
+    """A token sees its own tasks; a user its own and its tokens' (Tasks.pm)."""
+    return who == task_user or who == task_user.split("!")[0]
+
+
+def _int_param(call: Call, name: str, default: int) -> int:
+    raw = call.params.get(name)
+    if raw is None or raw == "":
+        return default
+    if not raw.isdigit():
+        raise param_error({name: f"type check ('integer') failed - got '{raw}'"})
+    return int(raw)
+
+
+def _own_task(call: Call) -> Task:
+    task = call.state.tasks.get(call.parts["upid"])
+    if not _owns(call.ident.authuser, task.user):
+        call.state.access.check(call.ident.authuser, f"/nodes/{call.parts['node']}",
+                                ["Sys.Audit"])
+    return task
 
 
 def task_status(call: Call) -> object:
-    return call.state.tasks.get(call.parts["upid"]).status(time.monotonic())
+    return _own_task(call).status(time.monotonic())
 
 
 def task_log(call: Call) -> object:
-    task = call.state.tasks.get(call.parts["upid"])
+    task = _own_task(call)
     lines = task.log_lines(time.monotonic())
-    start = int(call.params.get("start", "0") or 0)
-    limit = int(call.params.get("limit", "50") or 50)
-    return [{"n": i + 1, "t": t} for i, t in enumerate(lines)][start:start + limit]
+    start = _int_param(call, "start", 0)
+    limit = _int_param(call, "limit", 50)
+    return Enveloped([{"n": i + 1, "t": t} for i, t in enumerate(lines)][start:start + limit],
+                     {"total": len(lines)})
 
 
 # -- the simulator's private injection endpoint -------------------------------------------------
@@ -206,3 +262,12 @@ def inject_clear(call: Call) -> object:
     _require_root_ticket(call)
     call.state.faults.clear()
     return None
+
+
+def cpu_models(call: Call) -> object:
+    """GET capabilities/qemu/cpu: qemu-server's CPU models for x86_64 (cpu_models.json, as
+    Proxmox VE 9.2 lists them); custom models (virtual-guest/cpu-models.conf) are not read."""
+    check_node(call.state, call.parts["node"])
+    text = resources.files("pvefix.sim").joinpath("cpu_models.json").read_text(encoding="utf-8")
+    models: list[dict[str, object]] = json.loads(text)["models"]
+    return models

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from pvefix.sim import vmops
@@ -10,6 +11,7 @@ from pvefix.sim.errors import ApiError, param_error
 from pvefix.sim.qemu_cmdline import qemu_pid
 from pvefix.sim.state import LoadedConfig, NodeState
 from pvefix.sim.vmview import api_config, api_pending, api_snapshot_config
+from pvefix.vmconfig.config import Section
 from pvefix.vmconfig.schema import parse_bool
 
 if TYPE_CHECKING:
@@ -31,20 +33,53 @@ def _memory_mib(value: str | None) -> int:
     return int(head) if head.isdigit() else 512
 
 
-def vm_summary(state: NodeState, vmid: int, node: str) -> dict[str, object]:
+_DRIVE_RE = re.compile(r"(ide|sata|scsi|virtio)\d+")
+_SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def size_bytes(text: str) -> int:
+    """A drive's `size=` (PVE::JSONSchema::parse_size: 32G, 1.5T, 512 for bytes); 0 if odd."""
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)([KMGT]?)", text.strip())
+    return int(float(match[1]) * _SIZE_UNITS[match[2]]) if match else 0
+
+
+def bootdisk_size(main: Section) -> int:
+    """qemu-server's bootdisk_size: the `size=` of the first disk in the boot order (or
+    `bootdisk`), 0 for none, a CD-ROM or a drive without size."""
+    boot = main.get("boot") or ""
+    order = next((p[6:] for p in boot.split(",") if p.startswith("order=")), None)
+    names = order.split(";") if order is not None else [main.get("bootdisk") or ""]
+    first = next((n for n in names if _DRIVE_RE.fullmatch(n)), None)
+    value = main.get(first) if first else None
+    if not value:
+        return 0
+    opts = dict(p.partition("=")[::2] for p in value.split(",")[1:])
+    if opts.get("media") == "cdrom" or value.split(",")[0] in ("cdrom", "none"):
+        return 0
+    return size_bytes(opts.get("size", ""))
+
+
+def config_summary(state: NodeState, vmid: int, node: str) -> dict[str, object]:
+    """What the config decides of a VM's status (name, CPUs, memory, boot disk, lock, tags),
+    parsed once per digest (a cluster's listing asks for every VM's)."""
     loaded = state.load(vmid, node)
+    return state.cached_view(loaded, "summary", lambda: _summary_of_config(loaded, vmid))
+
+
+def vm_summary(state: NodeState, vmid: int, node: str) -> dict[str, object]:
+    """qemu-server's vmstatus(full=1) of one VM: GET qemu?full=1 and status/current."""
     run = state.run_state(vmid)
-    item: dict[str, object] = {
-        "vmid": vmid,
-        "status": run.status,
-        "uptime": state.uptime(vmid),
-        # What the config decides, parsed once per digest (a cluster's listing asks for every
-        # VM's: the simulator should not be the slow part of what it simulates).
-        **state.cached_view(loaded, "summary", lambda: _summary_of_config(loaded, vmid)),
-    }
+    item: dict[str, object] = {"vmid": vmid, "status": run.status,
+                               "uptime": state.uptime(vmid), **config_summary(state, vmid, node),
+                               "memhost": 0, "qmpstatus": run.qmpstatus or run.status}
     if run.status == "running":
-        item["pid"] = qemu_pid(vmid)
+        item.update({"pid": qemu_pid(vmid), "diskread": 0, "diskwrite": 0,
+                     "proxmox-support": {}, **dict.fromkeys(_PRESSURE, 0)})
     return item
+
+
+_PRESSURE = tuple(f"pressure{what}{kind}" for what in ("cpu", "io", "memory")
+                  for kind in ("some", "full"))
 
 
 def _summary_of_config(loaded: LoadedConfig, vmid: int) -> dict[str, object]:
@@ -55,14 +90,12 @@ def _summary_of_config(loaded: LoadedConfig, vmid: int) -> dict[str, object]:
         "name": main.get("name") or f"VM {vmid}",
         "cpus": sockets * cores,
         "maxmem": _memory_mib(main.get("memory")) * 1024 * 1024,
-        "maxdisk": 0,
+        "maxdisk": bootdisk_size(main),
         "cpu": 0,
         "mem": 0,
         "disk": 0,
         "netin": 0,
         "netout": 0,
-        "diskread": 0,
-        "diskwrite": 0,
     }
     lock = main.get("lock")
     if lock:
@@ -83,11 +116,16 @@ def vm_list(call: Call) -> object:
     with call.state.lock:
         items = []
         for vmid, where in call.state.vms().items():
-            if where != node:
+            if where != node or not call.state.access.allowed(
+                call.ident.authuser, f"/vms/{vmid}", ["VM.Audit"]
+            ):
                 continue
             item = vm_summary(call.state, vmid, node)
             run = call.state.run_state(vmid)
-            if full and run.status == "running":
+            if not full:
+                for key in ("qmpstatus", "memhost", "proxmox-support", *_PRESSURE):
+                    item.pop(key, None)
+            elif run.status == "running":
                 item["running-machine"] = run.running_machine
                 item["running-qemu"] = call.state.tree.meta.versions.qemu or "10.1.2"
             items.append(item)
@@ -143,7 +181,6 @@ def status_current(call: Call) -> object:
     with state.lock:
         item = vm_summary(state, vmid, call.parts["node"])
         run = state.run_state(vmid)
-        item["qmpstatus"] = run.qmpstatus or run.status
         ha = run.ha_state
         item["ha"] = {"managed": 1, "state": ha} if ha else {"managed": 0}
         if run.status == "running":

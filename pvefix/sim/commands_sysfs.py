@@ -15,6 +15,16 @@ import re
 from pvefix.hosttree.sysfs import PciDevice
 from pvefix.sim.commands import Command, Result, Shell, ShellError
 
+# lspci's vendor names (from pci.ids) for the vendors the scenarios hold
+VENDOR_NAMES = {
+    "0x10de": "NVIDIA Corporation",
+    "0x1002": "Advanced Micro Devices, Inc. [AMD/ATI]",
+    "0x1022": "Advanced Micro Devices, Inc. [AMD]",
+    "0x8086": "Intel Corporation",
+    "0x15b3": "Mellanox Technologies",
+    "0x144d": "Samsung Electronics Co Ltd",
+}
+
 BUS_DIR = "/sys/bus/pci/devices/"
 _CLASS_NAMES = {
     "0x0604": "PCI bridge",
@@ -139,8 +149,6 @@ def _lspci(sh: Shell, argv: list[str]) -> Result:
             continue
         name = device.address if domains else device.address[5:]
         kind = _CLASS_NAMES.get(device.class_[:6], f"Class {device.class_[2:6]}")
-        from pvefix.sim.api_node import VENDOR_NAMES
-
         vendor = VENDOR_NAMES.get(device.vendor, f"Vendor {device.vendor[2:]}")
         out += f"{name} {kind}: {vendor} Device {device.device[2:]}\n"
         if not verbose:

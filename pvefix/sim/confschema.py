@@ -63,8 +63,15 @@ def _format_error(key: str, fmt: str, value: str) -> str | None:
             return "value does not look like a valid DNS name"
     except ValidationError as exc:
         message = exc.message
-        return message[len(key) + 2:] if message.startswith(f"{key}: ") else message
+        message = message[len(key) + 2:] if message.startswith(f"{key}: ") else message
+        unknown = _UNKNOWN_SUBKEY.fullmatch(message)
+        if unknown:  # parse_property_string's check_object: JSONSchema's "format error" text
+            return f"format error\n{key}.{unknown[1]}: {UNKNOWN}\n"
+        return message
     return None
+
+
+_UNKNOWN_SUBKEY = re.compile(r"invalid value '.*': ([\w-]+): " + re.escape(UNKNOWN), re.S)
 
 
 def check(key: str, value: str) -> str | None:

@@ -23,17 +23,24 @@ from pydantic import BaseModel, ConfigDict
 
 from pvefix.errors import PvefixError
 from pvefix.hosttree.nodes import node_tree
+from pvefix.hosttree.tree import HostTree
 from pvefix.sim.api import Api
 from pvefix.sim.auth import Authenticator
 from pvefix.sim.boot import BootLoader
 from pvefix.sim.faults import Faults, FaultSettings, parse_inject
 from pvefix.sim.guest import stop_guests
 from pvefix.sim.http import SimHTTPServer, make_server
+from pvefix.sim.perms import (
+    PRIVSEP_TOKEN_ACL,
+    PRIVSEP_TOKEN_ID,
+    AccessControl,
+)
 from pvefix.sim.ssh import SshServer
-from pvefix.sim.state import NodeState, env_task_seconds
+from pvefix.sim.state import STATUS_LAG_S, NodeState, env_task_seconds
 from pvefix.sim.tls import TOKEN_ID, load_or_create_keys, write_private
 
 HOST = "127.0.0.1"
+USER_CFG = "/etc/pve/user.cfg"
 
 
 class ReadyInfo(BaseModel):
@@ -56,6 +63,8 @@ class ReadyInfo(BaseModel):
     root: str
     pid: int
     ssh_nodes: dict[str, str] = {}  # every node's SSH endpoint (host:port), this one included
+    privsep_token_id: str | None = None  # PVEVMAdmin on /vms, PVEMappingUser on /mapping/pci
+    privsep_token_secret: str | None = None
 
     @property
     def api_port(self) -> int:
@@ -80,6 +89,8 @@ class Simulator:
         latency_ms: int = 0,
         inject: Sequence[str] = (),
         task_seconds: float | None = None,
+        status_lag: float = STATUS_LAG_S,
+        auth_fail_delay: float = 0.0,
     ) -> None:
         from pvefix.hosttree import materialize_scenario
 
@@ -89,24 +100,30 @@ class Simulator:
             (self.root / home).mkdir(exist_ok=True)
         meta = self.tree.meta
         token_ids = [t.id for t in meta.tokens] or [TOKEN_ID]
-        if TOKEN_ID not in token_ids:
-            token_ids.append(TOKEN_ID)
+        for needed in (TOKEN_ID, PRIVSEP_TOKEN_ID):
+            if needed not in token_ids:
+                token_ids.append(needed)
         self.keys = load_or_create_keys(self.root, meta.node, token_ids)
         settings = {"latency_ms": latency_ms, **parse_inject(list(inject))}
         self.faults = Faults(FaultSettings.model_validate(settings))
         seconds = env_task_seconds() if task_seconds is None else task_seconds
-        self.state = NodeState(self.tree, self.keys, self.faults, seconds)
+        self.state = NodeState(self.tree, self.keys, self.faults, seconds, status_lag)
         # Every node of the cluster: its own host files, facts, boot loader, tasks and SSH
         # endpoint; configs, run states and the config lock are the cluster's.
         self.nodes: dict[str, NodeState] = {meta.node: self.state}
         for name in meta.cluster_nodes:
             if name != meta.node:
-                other = NodeState(node_tree(self.tree, name), self.keys, self.faults, seconds)
+                other = NodeState(node_tree(self.tree, name), self.keys, self.faults, seconds,
+                                  status_lag)
                 other.lock = self.state.lock
                 other.boot = BootLoader(self.keys.dir / f"boot-{name}.json")
                 self.nodes[name] = other
+        access = access_control(self.tree)
+        for state in self.nodes.values():
+            state.access = access
         self.auth = Authenticator(self.keys.ticket_key, self.keys.password,
-                                  self.keys.token_secrets)
+                                  self.keys.token_secrets, auth_fail_delay)
+        self.auth.access = access
         self._port, self._ssh_port = port, ssh_port
         self.http: SimHTTPServer | None = None
         self.ssh: SshServer | None = None
@@ -153,6 +170,8 @@ class Simulator:
             root=str(self.root),
             pid=os.getpid(),
             ssh_nodes={name: f"{HOST}:{server.port}" for name, server in self.node_ssh.items()},
+            privsep_token_id=PRIVSEP_TOKEN_ID,
+            privsep_token_secret=self.keys.token_secrets[PRIVSEP_TOKEN_ID],
         )
         return self.info
 
@@ -169,6 +188,13 @@ class Simulator:
             server.stop()
         if self._http_thread is not None:
             self._http_thread.join(timeout=5)
+
+
+def access_control(tree: HostTree) -> AccessControl:
+    """The tree's tokens with privilege separation, its user.cfg ACLs, and the simulator's own
+    privilege-separated token with PVEVMAdmin on /vms and PVEMappingUser on /mapping/pci."""
+    privsep = {t.id for t in tree.meta.tokens if t.privsep} | {PRIVSEP_TOKEN_ID}
+    return AccessControl(list(PRIVSEP_TOKEN_ACL), privsep, tree.host_path(USER_CFG))
 
 
 @contextlib.contextmanager

@@ -17,6 +17,7 @@ from pvefix.sim.state import NodeState
 from pvefix.vmconfig.config import VMConfig
 from pvefix.vmconfig.hostpci import HOSTPCI_KEY, HostPci
 from pvefix.vmconfig.machine import Machine
+from pvefix.vmconfig.schema import parse_bool
 
 PCI_PM_LINE = 510  # where PCI.pm dies without a newline (Perl appends " at FILE line N.")
 
@@ -258,4 +259,18 @@ def start_warnings(cfg: VMConfig) -> list[str]:
     if main.get("bios") == "ovmf" and cpu.qemu64_family and above_40 and cpu.flag("pdpe1gb") != "+":
         out.append("OVMF firmware might limit CPU 'phys-bits' to 40 - enable the 'pdpe1gb' CPU"
                    " flag to avoid this")
+    if _needs_2023_certs(main.get("efidisk0"), main.get("template")):
+        out.append("EFI disk without 'ms-cert=2023k' option, suggesting that not all UEFI 2023\n"
+                   "certificates from Microsoft are enrolled yet.")
     return out
+
+
+def _needs_2023_certs(efidisk: str | None, template: str | None) -> bool:
+    """qemu-server's check_efi_vars (>= 9.2): an EFI disk with pre-enrolled keys but without
+    Microsoft's 2023 certificates (`ms-cert=2023k`) warns at each start (templates do not)."""
+    if not efidisk or parse_bool(template or "0"):
+        return False
+    opts = dict(item.partition("=")[::2] for item in efidisk.split(",")[1:])
+    return bool(parse_bool(opts.get("pre-enrolled-keys", "0") or "0")) and (
+        opts.get("ms-cert") != "2023k"
+    )

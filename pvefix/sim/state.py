@@ -21,10 +21,13 @@ from pvefix.hosttree.tree import HostTree, atomic_write
 from pvefix.sim.boot import BootLoader
 from pvefix.sim.errors import ApiError, die
 from pvefix.sim.faults import Faults
+from pvefix.sim.perms import AccessControl
 from pvefix.sim.tasks import TaskRegistry
 from pvefix.sim.tls import SimKeys
 from pvefix.sim.vmview import set_description
 from pvefix.vmconfig.config import VMConfig
+
+STATUS_LAG_S = 10.0  # pvestatd's update interval
 
 
 @dataclass(frozen=True)
@@ -47,7 +50,8 @@ class NodeState:
     """Everything one simulated node knows and does, safe to use from many threads."""
 
     def __init__(
-        self, tree: HostTree, keys: SimKeys, faults: Faults, task_seconds: float = 0.2
+        self, tree: HostTree, keys: SimKeys, faults: Faults, task_seconds: float = 0.2,
+        status_lag: float = STATUS_LAG_S,
     ) -> None:
         self.tree = tree
         self.keys = keys
@@ -66,6 +70,9 @@ class NodeState:
         self._cache: dict[int, tuple[tuple[int, int, int], LoadedConfig]] = {}
         self._started_at: dict[int, float] = {}
         self._view_cache: dict[tuple[int, str, str], dict[str, object]] = {}
+        self.status_lag = status_lag
+        self.access = AccessControl()  # the Simulator sets the cluster's
+        self._status_log: dict[int, list[tuple[float, str]]] = {}  # vmid -> (when, status)
 
     # -- availability -----------------------------------------------------------------------
 
@@ -164,6 +171,33 @@ class NodeState:
     def run_state(self, vmid: int) -> VmState:
         return self.tree.meta.vm_state(vmid)
 
+    def lagged_status(self, vmid: int, now: float | None = None) -> str:
+        """A VM's status as pvestatd last sampled it (what /cluster/resources shows): it
+        samples every `status_lag` seconds from the node's start, `unknown` before the first
+        sample; a lag of 0 is live."""
+        live: str = self.run_state(vmid).status
+        if self.status_lag <= 0:
+            return live
+        ticks = int(((time.monotonic() if now is None else now) - self.started)
+                    // self.status_lag)
+        if ticks < 1:
+            return "unknown"
+        sampled = self.started + ticks * self.status_lag
+        status = live
+        for when, seen in reversed(self._status_log.get(vmid, [])):
+            status = seen
+            if when <= sampled:
+                break
+        return status
+
+    def _log_status(self, vmid: int, status: str) -> None:
+        """Remember a run-state change (the status before it, first, from the node's start)."""
+        log = self._status_log.setdefault(vmid, [])
+        if not log:
+            log.append((self.started, self.run_state(vmid).status))
+        log.append((time.monotonic(), status))
+        del log[:-16]
+
     def uptime(self, vmid: int) -> int:
         state = self.run_state(vmid)
         if state.status != "running":
@@ -174,6 +208,7 @@ class NodeState:
         return int(time.monotonic() - since)
 
     def set_running(self, vmid: int, machine: str) -> None:
+        self._log_status(vmid, "running")
         self.tree.meta.vms[str(vmid)] = VmState(
             status="running", running_machine=machine, qmpstatus="running", uptime=0,
             ha_state=self.run_state(vmid).ha_state,
@@ -194,6 +229,7 @@ class NodeState:
         return ha is not None and ha != "ignored"
 
     def set_stopped(self, vmid: int) -> None:
+        self._log_status(vmid, "stopped")
         self.tree.meta.vms[str(vmid)] = VmState(
             status="stopped", qmpstatus="stopped", ha_state=self.run_state(vmid).ha_state
         )
@@ -234,6 +270,7 @@ class NodeState:
             self.write_host("/proc/cmdline", self.boot.next_proc_cmdline(proc.strip()) + "\n")
             self.started = time.monotonic()
             self._started_at.clear()
+            self._status_log.clear()
             on_boot()
             self.down_until = 0.0
 

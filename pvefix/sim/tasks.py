@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -15,6 +16,9 @@ from dataclasses import dataclass, field
 
 from pvefix.errors import PvefixError
 from pvefix.sim.errors import ApiError
+
+UPID_RE = re.compile(r"UPID:[a-zA-Z0-9]([a-zA-Z0-9\-]*[a-zA-Z0-9])?:[0-9A-Fa-f]{8}:[0-9A-Fa-f]{8,9}"
+                     r":[0-9A-Fa-f]{8}:[^:\s]+:[^:\s]*:[^:\s]+:")
 
 
 class TaskLog:
@@ -47,6 +51,7 @@ class Task:
     done_at: float
     exitstatus: str = "OK"
     log: list[str] = field(default_factory=list)
+    started_mono: float = 0.0
 
     def status(self, now: float) -> dict[str, object]:
         out: dict[str, object] = {
@@ -61,6 +66,18 @@ class Task:
             out["exitstatus"] = self.exitstatus
         else:
             out["status"] = "running"
+        return out
+
+    def list_item(self, now: float) -> dict[str, object]:
+        """The task as GET /nodes/N/tasks lists it: a finished one has `endtime` and its exit
+        text as `status`; a running one neither."""
+        out = self.status(now)
+        exitstatus = out.pop("exitstatus", None)
+        if exitstatus is None:
+            out.pop("status", None)
+        else:
+            out["status"] = exitstatus
+            out["endtime"] = self.starttime + max(0, int(self.done_at - self.started_mono))
         return out
 
     def log_lines(self, now: float) -> list[str]:
@@ -103,22 +120,24 @@ class TaskRegistry:
         task = Task(
             upid=upid, node=self.node, pid=pid, pstart=self._pstart, starttime=start,
             type=type_, id=id_, user=user, done_at=time.monotonic() + self.duration_s,
-            exitstatus=exitstatus, log=log.lines,
+            exitstatus=exitstatus, log=log.lines, started_mono=time.monotonic(),
         )
         with self._lock:
             self._tasks[upid] = task
         return upid
 
     def get(self, upid: str) -> Task:
-        if not upid.startswith("UPID:") or upid.count(":") != 8:
+        """A task by UPID; Proxmox's parameter errors for a malformed or unknown one."""
+        if UPID_RE.fullmatch(upid) is None:
             raise ApiError(400, "Parameter verification failed.",
-                           {"upid": f"unable to parse worker upid '{upid}'"})
+                           {"upid": "unable to parse worker upid"})
         with self._lock:
             task = self._tasks.get(upid)
         if task is None:
-            raise ApiError(500, f"no such task '{upid}'")
+            raise ApiError(400, "Parameter verification failed.", {"upid": "no such task"})
         return task
 
     def all(self) -> list[Task]:
+        """Every task, newest first (as the task index lists them)."""
         with self._lock:
-            return list(self._tasks.values())
+            return list(reversed(self._tasks.values()))

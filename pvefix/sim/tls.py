@@ -48,6 +48,11 @@ class SimKeys:
         )
         return pub.decode()
 
+    def fingerprint(self) -> str:
+        """The server certificate's SHA-256 fingerprint as Proxmox shows it (AA:BB:...)."""
+        cert = x509.load_pem_x509_certificate(self.server_cert.read_bytes())
+        return cert.fingerprint(hashes.SHA256()).hex(":").upper()
+
     def write_known_hosts(self, host: str, ports: int | list[int]) -> None:
         """Write the known_hosts entries (one per SSH port: each node of a cluster has its
         own) in OpenSSH's `[host]:port` form for non-22 ports."""

@@ -17,6 +17,7 @@ from pvefix.sim.auth import Identity
 from pvefix.sim.errors import ApiError, die, param_error
 from pvefix.sim.guest import guest_boot
 from pvefix.sim.machines import pinned_for_windows, running_machine
+from pvefix.sim.perms import check_config_keys
 from pvefix.sim.startchecks import (
     choose_per_entry,
     reserved_by_others,
@@ -40,33 +41,6 @@ from pvefix.vmconfig.hostpci import HOSTPCI_KEY, HostPci
 from pvefix.vmconfig.nextstart import section_values
 from pvefix.vmconfig.schema import is_known_key, parse_bool
 
-# check_vm_modify_config_perm's last branch: keys no privilege covers are root@pam's alone.
-# API2/Qemu.pm: the keys check_vm_modify_config_perm lets a non-root user set with a privilege
-# (cpuoptions, memoryoptions, hwtypeoptions, generaloptions, vmpoweroptions, diskoptions,
-# cloudinitoptions, plus the keys checked elsewhere); every other key ("args, lock, etc.":
-# affinity, hugepages, hookscript, meta, ...) dies with "only root can set 'KEY' config".
-NON_ROOT_KEYS = frozenset({
-    "cores", "cpu", "runningcpu", "cpulimit", "cpuunits", "numa", "smp", "sockets", "vcpus",
-    "memory", "balloon", "shares", "allow-ksm",
-    "acpi", "hotplug", "kvm", "machine", "runningmachine", "scsihw", "smbios1", "tablet", "vga",
-    "watchdog", "audio0", "rng0",
-    "agent", "autostart", "bios", "description", "keyboard", "localtime", "migrate_downtime",
-    "migrate_speed", "name", "onboot", "ostype", "protection", "reboot", "startdate", "startup",
-    "tdf", "template",
-    "freeze", "boot", "bootdisk", "vmstatestorage",
-    "cicustom", "cipassword", "citype", "ciuser", "ciupgrade", "nameserver", "searchdomain",
-    "sshkeys",
-    "cdrom", "tags", "vmstate", "running-nets-host-mtu",
-})
-_NON_ROOT_INDEXED = re.compile(
-    r"^(?:ide|sata|scsi|virtio|unused|serial|usb|hostpci|virtiofs|numa|net|ipconfig)\d+$"
-    r"|^(?:efidisk|tpmstate)0$"
-)
-
-
-def root_only_key(opt: str) -> bool:
-    """Whether only root@pam may set or delete `opt` (check_vm_modify_config_perm)."""
-    return opt not in NON_ROOT_KEYS and not _NON_ROOT_INDEXED.match(opt)
 SNAPNAME_RE = re.compile(r"^[a-zA-Z][a-zA-Z0-9_\-]+$")
 
 
@@ -91,8 +65,10 @@ def check_digest(loaded: LoadedConfig, digest: str | None) -> None:
         raise die("checksum mismatch (file change by other user?)")
 
 
-def check_hostpci_perm(ident: Identity, key: str, value: str) -> None:
-    """Raw devices and `romfile` are root@pam's; mappings need Mapping.Use (a token has it)."""
+def check_hostpci_perm(state: NodeState, ident: Identity, vmid: int, key: str,
+                       value: str) -> None:
+    """Raw devices and `romfile` are root@pam's; a mapping needs Mapping.Use on
+    /mapping/pci/ID, then VM.Config.HWType on /vms/VMID."""
     if ident.is_root_pam:
         return
     try:
@@ -103,6 +79,8 @@ def check_hostpci_perm(ident: Identity, key: str, value: str) -> None:
         raise die(f"only root can set '{key}' config for non-mapped devices")
     if not dev.mapping:
         raise die("either 'host' or 'mapping' must be set.")
+    state.access.check(ident.authuser, f"/mapping/pci/{dev.mapping}", ["Mapping.Use"])
+    state.access.check(ident.authuser, f"/vms/{vmid}", ["VM.Config.HWType"])
     if dev.romfile is not None:
         raise param_error({key: "only root@pam can set 'romfile' option"})
 
@@ -154,10 +132,7 @@ def update_config(
             errors["delete"] = f"unknown option '{opt}'"
     if errors:
         raise param_error(errors)
-    if not ident.is_root_pam:
-        for opt in [*delete, *params]:
-            if root_only_key(opt):
-                raise die(f"only root can set '{opt}' config")
+    check_config_keys(state.access, ident.authuser, vmid, [*delete, *params])
 
     def checks() -> LoadedConfig:
         loaded = state.load(vmid, node)
@@ -181,7 +156,7 @@ def update_config(
                 log(f"cannot delete '{opt}' - not set in current configuration!")
                 continue
             if HOSTPCI_KEY.match(opt):
-                check_hostpci_perm(ident, opt, value)
+                check_hostpci_perm(state, ident, vmid, opt, value)
             pending_delete(cfg, opt, force)
         for opt, value in params.items():
             if opt == "machine":  # assert_valid_machine_property, inside the locked update
@@ -202,8 +177,8 @@ def update_config(
             if HOSTPCI_KEY.match(opt):
                 old = main.get(opt)
                 if old:
-                    check_hostpci_perm(ident, opt, old)
-                check_hostpci_perm(ident, opt, value)
+                    check_hostpci_perm(state, ident, vmid, opt, old)
+                check_hostpci_perm(state, ident, vmid, opt, value)
             pending_set(cfg, opt, value)
         cleanup_pending(cfg)
         running = state.run_state(vmid).status == "running"
@@ -297,7 +272,10 @@ def power(
     if skiplock and not ident.is_root_pam:
         raise param_error({"skiplock": "Only root may use this option."})
     with state.lock:
-        state.load(vmid, node)  # 500 at once when the VM is not here
+        if action != "start":  # vm_start's worker loads the config: its task fails instead
+            state.load(vmid, node)
+        if action == "reboot" and state.run_state(vmid).status != "running":
+            raise die(f"VM {vmid} not running")  # checked before the worker forks
 
         def start(log: TaskLog) -> None:
             _start_now(state, vmid, node, skiplock, log)
@@ -308,24 +286,20 @@ def power(
             _stop_now(state, vmid, node)
 
         def shutdown(log: TaskLog) -> None:
-            if state.run_state(vmid).status != "running":
-                raise die(f"VM {vmid} not running")
-            stop(log)
-
-        def reboot(log: TaskLog) -> None:
-            # vm_reboot stops QEMU; qmeventd then starts a new process (its own task), so
-            # pending changes ARE applied. A reboot from inside the guest keeps the process.
-            if state.run_state(vmid).status != "running":
-                raise die(f"VM {vmid} not running")
-            stop(log)
-            state.tasks.run("qmstart", str(vmid), "root@pam", start)
+            if state.run_state(vmid).status == "running":  # a stopped VM: nothing to do, OK
+                stop(log)
 
         if action in ("start", "stop", "shutdown") and state.ha_routed(vmid):
             return _through_ha(state, ident, vmid, action)
-        work = {"start": start, "stop": stop, "shutdown": shutdown, "reboot": reboot}[action]
+        work = {"start": start, "stop": stop, "shutdown": shutdown, "reboot": stop}[action]
         kind = {"start": "qmstart", "stop": "qmstop", "shutdown": "qmshutdown",
                 "reboot": "qmreboot"}[action]
-        return state.tasks.run(kind, str(vmid), ident.authuser, work)
+        upid = state.tasks.run(kind, str(vmid), ident.authuser, work)
+        if action == "reboot" and state.tasks.get(upid).exitstatus == "OK":
+            # vm_reboot stops QEMU; qmeventd then starts a new process in a task of its own,
+            # so pending changes ARE applied. A reboot from inside the guest keeps the process.
+            state.tasks.run("qmstart", str(vmid), "root@pam", start)
+        return upid
 
 
 #: How long the simulated HA stack (CRM, then the node's LRM) takes to act on a request.
@@ -462,11 +436,27 @@ def create_snapshot(
             if vmstate and running:
                 values["vmstate"] = f"local:state-{name}"
                 values["runningmachine"] = state.run_state(vmid).running_machine or ""
+            for key, volume in _snapshot_volumes(cfg):
+                log(f"snapshotting 'drive-{key}' ({volume})")
             add_snapshot(cfg, name, values)
             cfg.main.set("parent", name)
             state.store(loaded, cfg)
 
         return state.tasks.run("qmsnapshot", str(vmid), ident.authuser, work)
+
+
+_DISK_RE = re.compile(r"(ide|sata|scsi|virtio)\d+|efidisk0|tpmstate0")
+
+
+def _snapshot_volumes(cfg: VMConfig) -> list[tuple[str, str]]:
+    """The drives a snapshot covers (QemuConfig's volume loop): every disk with a storage
+    volume, CD-ROMs left out."""
+    out: list[tuple[str, str]] = []
+    for key, value in cfg.main.as_dict().items():
+        volume, *opts = value.split(",")
+        if _DISK_RE.fullmatch(key) and ":" in volume and "media=cdrom" not in opts:
+            out.append((key, volume))
+    return out
 
 
 def rollback_snapshot(

@@ -18,7 +18,7 @@ from pvefix.planner import plan as make_plan
 from pvefix.planner.model import Plan
 from pvefix.sources.live import read_live
 from tests.executor.conftest import Captured, Node
-from tests.simkit import api
+from tests.simkit import api, grant
 
 
 def _other_admin_edits(n: Node, vmid: int, text: str = "edited by another admin") -> None:
@@ -84,6 +84,7 @@ def test_a_token_is_refused_before_any_write_for_raw_host_devices(
     node: Callable[..., Node]
 ) -> None:
     n = node("intel-grub")
+    grant(n.info.root, n.info.token_id)  # its token is privilege-separated
     before = n.fingerprint(200)
     with pytest.raises(RefusedError) as caught:
         n.apply(200, 1, conn=n.conn("token"))
@@ -101,6 +102,7 @@ def test_with_qm_set_a_token_connection_applies_raw_devices_as_root_over_ssh(
     node: Callable[..., Node]
 ) -> None:
     n = node("intel-grub")
+    grant(n.info.root, n.info.token_id)  # its token is privilege-separated
     before = n.fingerprint(200)
     result = n.apply(200, 1, conn=n.conn("token"), qm_set=True, restart=True)
     text = n.conf(200).decode()

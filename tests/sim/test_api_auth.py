@@ -32,7 +32,7 @@ def test_a_wrong_token_secret_answers_401(kpro6_sim: ReadyInfo) -> None:
     with pytest.raises(ResourceException) as err:
         prox.version.get()
     assert err.value.status_code == 401
-    assert err.value.content == "authentication failure"
+    assert err.value.content == "Authentication failed!"  # pve-http-server's reason, empty body
 
 
 def test_an_unknown_path_answers_501_naming_method_and_path(kpro6_token: Any, node: str) -> None:

@@ -22,6 +22,7 @@ from pvefix.target.api import count_waves
 from pvefix.target.settings import Connection, resolve_connection
 from pvefix.target.ssh import HostKeyUnknown, SshShell
 from pvefix.vmconfig.config import VMConfig
+from tests.simkit import grant
 
 if TYPE_CHECKING:
     from pvefix.sim.serve import ReadyInfo
@@ -87,6 +88,7 @@ def test_other_scenarios_read_the_same_live_and_from_the_bundle(
     fresh_sim: Callable[..., ReadyInfo], tmp_path: Path, scenario: str, vmid: int
 ) -> None:
     info = fresh_sim(scenario)
+    grant(info.root, info.token_id)  # intel-grub's token is privilege-separated
     assert_same_for_planner(read_live(connection(info, tmp_path), vmid),
                             read_bundle(info.root, vmid))
 
