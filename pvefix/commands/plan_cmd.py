@@ -30,22 +30,15 @@ class PlanFormat(StrEnum):
 
 def emit_plan(plan: object, fmt: PlanFormat, out: str | None) -> int:
     from pvefix.planner.model import Plan
-    from pvefix.render.plan_markdown import render_plan_markdown
-    from pvefix.render.plan_text import render_plan_text
 
     assert isinstance(plan, Plan)
-    if fmt is PlanFormat.json:
-        print(json.dumps(plan.to_json_dict(), indent=2))
-    elif fmt is PlanFormat.markdown:
-        sys.stdout.write(render_plan_markdown(plan))
-    else:
-        sys.stdout.write(render_plan_text(plan, color=sys.stdout.isatty()))
+    code = emit_plans([plan], fmt)
     if out:
         from pvefix.flow.planfile import save_plan
 
         path = save_plan(plan.to_json_dict(), out)
         print(f"plan saved to {path}", file=sys.stderr)
-    return EXIT_CHANGES if plan.has_changes else EXIT_OK
+    return code
 
 
 @connection_options
@@ -59,8 +52,8 @@ def plan_command(
         PlanFormat.text,
         "--format",
         "-f",
-        help="text: terminal view with diffs; json: the plan file (pvefix.plan/v1); markdown: for"
-        " change tickets.",
+        help="text: terminal view with diffs; json: {schema: pvefix.plans/v1, plans: [plan"
+        " file, ...]} for one VM or several; markdown: for change tickets.",
     ),
     out: str | None = typer.Option(
         None,
@@ -120,16 +113,16 @@ def _listed(vmids: list[int]) -> str:
 
 
 def emit_plans(plans: Sequence[object], fmt: PlanFormat) -> int:
-    """Several plans, in the order asked: JSON as one array of plan files, text and markdown
-    one after the other. Exit 2 when any of them has changes."""
-    from pvefix.planner.model import Plan
+    """Plans, in the order asked: JSON as one pvefix.plans/v1 document (whatever the count),
+    text and markdown one after the other. Exit 2 when any of them has changes."""
+    from pvefix.planner.model import Plan, plans_document
     from pvefix.render.plan_markdown import render_plan_markdown
     from pvefix.render.plan_text import render_plan_text
 
     typed = [p for p in plans if isinstance(p, Plan)]
     assert len(typed) == len(plans)
     if fmt is PlanFormat.json:
-        print(json.dumps([p.to_json_dict() for p in typed], indent=2))
+        print(json.dumps(plans_document(typed), indent=2))
     else:
         for k, plan in enumerate(typed):
             if k:

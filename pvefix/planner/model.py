@@ -7,6 +7,9 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 PLAN_SCHEMA = "pvefix.plan/v1"
+#: What `pvefix plan --format json` prints, for one VM or several: {"schema": PLANS_SCHEMA,
+#: "plans": [pvefix.plan/v1, ...]} in the order the VMIDs were named.
+PLANS_SCHEMA = "pvefix.plans/v1"
 
 Target = Literal["vm-config", "host-cmdline", "guest-cmdline", "manual"]
 Disruption = Literal["none", "guest-reboot", "vm-restart", "host-reboot"]
@@ -198,3 +201,9 @@ class Plan(_Frozen):
 
     def to_json_dict(self) -> dict[str, object]:
         return self.model_dump(mode="json", by_alias=True)
+
+
+def plans_document(plans: list[Plan]) -> dict[str, object]:
+    """The `pvefix.plans/v1` document `plan --format json` prints: the same shape for one VM
+    as for several (each plan is a pvefix.plan/v1 plan file, as `--out` saves it)."""
+    return {"schema": PLANS_SCHEMA, "plans": [p.to_json_dict() for p in plans]}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal, TextIO
 
-from pvefix.errors import EXIT_CHANGES, EXIT_OK, PvefixError
+from pvefix.errors import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, PvefixError
 from pvefix.probe.report import Report
 from pvefix.store.statedir import resolve_state_dir
 from pvefix.target.guest.access import GuestAccess
@@ -37,7 +37,8 @@ def execute_verify(
     baseline: str | None, before: Path | None, fmt: Literal["text", "json"],
     budget: float | None, state_dir: Path | None, stdout: TextIO,
 ) -> int:
-    """Probe, keep, compare, print. 0: ran and P2P is not worse; 2: P2P got worse."""
+    """Probe, keep, compare, print. 0: measured and P2P is not worse; 2: P2P got worse; 1:
+    the probe measured nothing (no GPU in the guest), which proves nothing."""
     state = resolve_state_dir(state_dir)
     chosen = choose_baseline(state, vmid, baseline, before)  # fail before the probe runs
     report = take_probe(conn, guest, vmid, quick, budget=budget)
@@ -47,7 +48,9 @@ def execute_verify(
         stdout.write(outcome.model_dump_json(by_alias=True, indent=2) + "\n")
     else:
         stdout.write(render_outcome(outcome))
-    return EXIT_P2P_WORSE if outcome.worse else EXIT_OK
+    if outcome.worse:
+        return EXIT_P2P_WORSE
+    return EXIT_OK if outcome.measured else EXIT_ERROR
 
 
 def execute_workload(

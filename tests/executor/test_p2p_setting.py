@@ -41,7 +41,7 @@ def test_a_profile_p2p_setting_applies_phase_3_and_check_and_rollback_follow(
               "--state-dir", str(n.state_dir)]
 
     code, out = _run(capsys, "plan", "500", *target, "-f", "json")
-    plan = json.loads(out[: out.rindex("}") + 1])
+    plan = json.loads(out[: out.rindex("}") + 1])["plans"][0]
     assert code == 2 and [p["number"] for p in plan["phases"]] == [3]
     assert plan["options"]["p2p_from"] == f"profile lab ({config})"
 
@@ -75,7 +75,7 @@ def test_a_profile_p2p_setting_applies_phase_3_and_check_and_rollback_follow(
     # Without the profile, the recorded desired state asks for P2P; --no-p2p overrides it.
     plain = ["--connection", str(n.ready_file), "--state-dir", str(n.state_dir)]
     code, out = _run(capsys, "plan", "500", *plain, "-f", "json")
-    plan = json.loads(out[: out.rindex("}") + 1])
+    plan = json.loads(out[: out.rindex("}") + 1])["plans"][0]
     assert [p["number"] for p in plan["phases"]] == [3]
     assert plan["options"]["p2p_from"] == f"desired state {recorded}"
     code, out = _run(capsys, "plan", "500", *plain, "--no-p2p")
