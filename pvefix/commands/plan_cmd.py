@@ -19,6 +19,7 @@ from pvefix.commands.options import (
     resolve_states,
 )
 from pvefix.commands.p2p_options import P2PAsk, p2p_options, plan_options
+from pvefix.console.terminal import ColorChoice, terminal
 from pvefix.errors import EXIT_CHANGES, EXIT_OK
 
 
@@ -28,11 +29,12 @@ class PlanFormat(StrEnum):
     markdown = "markdown"
 
 
-def emit_plan(plan: object, fmt: PlanFormat, out: str | None) -> int:
+def emit_plan(plan: object, fmt: PlanFormat, out: str | None,
+              color: ColorChoice = "auto") -> int:
     from pvefix.planner.model import Plan
 
     assert isinstance(plan, Plan)
-    code = emit_plans([plan], fmt)
+    code = emit_plans([plan], fmt, color)
     if out:
         from pvefix.flow.planfile import save_plan
 
@@ -65,6 +67,9 @@ def plan_command(
         None, "--state-dir", help="Where recorded desired states are read (a VM's may ask for"
         " the P2P phase) (env PVEFIX_STATE_DIR; default $XDG_STATE_HOME/pvefix).",
         show_default=False),
+    color: ColorChoice = typer.Option(
+        "auto", "--color", help="auto: colour on a terminal unless NO_COLOR is set or TERM is"
+        " dumb; always; never. Text is wrapped to the terminal's width (COLUMNS)."),
     *,
     opts: ConnectionOptions,
     guest: GuestOptions,
@@ -89,7 +94,7 @@ def plan_command(
         state = resolve_state(opts, vmid, optional_guest(guest))
         for note in state.notes:
             print(f"note: {note}", file=sys.stderr)
-        return emit_plan(make_plan(state, options), fmt, out)
+        return emit_plan(make_plan(state, options), fmt, out, color)
     from pvefix.errors import PvefixError
 
     if out:
@@ -105,14 +110,14 @@ def plan_command(
         for note in state.notes:
             print(f"note: VM {state.vm.vmid}: {note}", file=sys.stderr)
         plans.append(make_plan(state, plan_options(p2p, opts, state.vm.vmid, state_dir)))
-    return emit_plans(plans, fmt)
+    return emit_plans(plans, fmt, color)
 
 
 def _listed(vmids: list[int]) -> str:
     return ", ".join(str(v) for v in vmids)
 
 
-def emit_plans(plans: Sequence[object], fmt: PlanFormat) -> int:
+def emit_plans(plans: Sequence[object], fmt: PlanFormat, color: ColorChoice = "auto") -> int:
     """Plans, in the order asked: JSON as one pvefix.plans/v1 document (whatever the count),
     text and markdown one after the other. Exit 2 when any of them has changes."""
     from pvefix.planner.model import Plan, plans_document
@@ -121,6 +126,7 @@ def emit_plans(plans: Sequence[object], fmt: PlanFormat) -> int:
 
     typed = [p for p in plans if isinstance(p, Plan)]
     assert len(typed) == len(plans)
+    term = terminal(sys.stdout, color) if fmt is PlanFormat.text else None
     if fmt is PlanFormat.json:
         print(json.dumps(plans_document(typed), indent=2))
     else:
@@ -130,5 +136,5 @@ def emit_plans(plans: Sequence[object], fmt: PlanFormat) -> int:
             if fmt is PlanFormat.markdown:
                 sys.stdout.write(render_plan_markdown(plan))
             else:
-                sys.stdout.write(render_plan_text(plan, color=sys.stdout.isatty()))
+                sys.stdout.write(render_plan_text(plan, term=term))
     return EXIT_CHANGES if any(p.has_changes for p in typed) else EXIT_OK
