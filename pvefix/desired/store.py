@@ -20,7 +20,7 @@ from pvefix.desired.model import CmdlineRules, DesiredState, NodeDesired, P2PRul
 from pvefix.desired.parse import load_desired
 from pvefix.desired.paths import DESIRED_DIR, may_have_recorded
 from pvefix.desired.writer import dumps_desired
-from pvefix.errors import ParseError, PvefixError
+from pvefix.errors import ParseError, PvefixError, plain_words
 from pvefix.state import HostState
 from pvefix.store.statedir import ensure_private_dir, write_private
 
@@ -99,7 +99,7 @@ def merge(states: list[tuple[str, DesiredState]]) -> DesiredState:
             vms=vms,
         )
     except pydantic.ValidationError as exc:
-        problem = exc.errors(include_url=False, include_input=False)[0]["msg"]
+        problem = plain_words(exc.errors(include_url=False, include_input=False)[0])
         where = ", ".join(source for source, _ in states)
         raise ParseError(f"the files contradict each other: {problem}", source=where) from None
 
