@@ -11,7 +11,13 @@ from pvefix.store.statedir import resolve_state_dir
 from pvefix.target.guest.access import GuestAccess
 from pvefix.target.settings import Connection
 from pvefix.verify.outcome import build_outcome, render_outcome
-from pvefix.verify.store import find_report, read_report, store_report, stored_reports
+from pvefix.verify.store import (
+    find_report,
+    probe_owner,
+    read_report,
+    store_report,
+    stored_reports,
+)
 from pvefix.verify.take import take_probe
 
 #: Exit status when P2P got worse against the baseline (as `check` reports drift).
@@ -19,16 +25,16 @@ EXIT_P2P_WORSE = EXIT_CHANGES
 
 
 def choose_baseline(state_dir: Path, vmid: int, baseline: str | None,
-                    before: Path | None) -> tuple[str, Report] | None:
+                    before: Path | None, owner: str | None = None) -> tuple[str, Report] | None:
     """The report to compare with: `--before FILE`, `--baseline ID`, else the newest kept."""
     if baseline is not None and before is not None:
         raise PvefixError("give --baseline ID or --before FILE, not both")
     if before is not None:
         return str(before), read_report(before)
     if baseline is not None:
-        path = find_report(state_dir, vmid, baseline)
+        path = find_report(state_dir, vmid, baseline, owner)
         return path.stem, read_report(path)
-    kept = stored_reports(state_dir, vmid)
+    kept = stored_reports(state_dir, vmid, owner)
     return (kept[-1].stem, read_report(kept[-1])) if kept else None
 
 
@@ -40,9 +46,10 @@ def execute_verify(
     """Probe, keep, compare, print. 0: measured and P2P is not worse; 2: P2P got worse; 1:
     the probe measured nothing (no GPU in the guest), which proves nothing."""
     state = resolve_state_dir(state_dir)
-    chosen = choose_baseline(state, vmid, baseline, before)  # fail before the probe runs
+    owner = probe_owner(guest, conn)  # two hosts' VM 100 keep apart baselines
+    chosen = choose_baseline(state, vmid, baseline, before, owner)  # fail before the probe
     report = take_probe(conn, guest, vmid, quick, budget=budget)
-    stored = store_report(state, vmid, report)
+    stored = store_report(state, vmid, report, owner)
     outcome = build_outcome(vmid, guest.where, stored, report, chosen)
     if fmt == "json":
         stdout.write(outcome.model_dump_json(by_alias=True, indent=2) + "\n")
