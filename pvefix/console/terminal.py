@@ -18,6 +18,7 @@ token) stays whole on a line of its own.
 from __future__ import annotations
 
 import os
+import re
 import textwrap
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -70,11 +71,16 @@ class Terminal:
                              break_long_words=False)
 
 
+_LABEL = re.compile(r"[A-Za-z][\w .()/-]{0,23}")
+
+
 def _hang(text: str) -> int:
+    """How far the lines after the first hang in: under the text after a bullet or a short
+    label (`why: `, `risk (medium): `, `Phase 2: `), not after prose that has a colon."""
     if text.startswith(("- ", "· ")):
         return 2
     head, sep, _ = text.partition(": ")
-    return len(head) + 2 if sep and len(head) <= 24 and "(" not in head[:1] else 0
+    return len(head) + 2 if sep and _LABEL.fullmatch(head) else 0
 
 
 def _columns(env: Mapping[str, str]) -> int | None:

@@ -57,7 +57,7 @@ def _value(v: str | None) -> str:
 
 
 def _change(c: Change, s: _Style) -> list[str]:
-    head = f"  [{c.target}] {c.key}"
+    head = f"[{c.target}] {c.key}"
     if c.target == "vm-config":
         head += f": {_value(c.before)} -> {_value(c.after)}"
     elif c.file:

@@ -97,6 +97,9 @@ def test_wrapped_lines_hang_under_their_label(
     assert lines[why + 1].startswith(" " * len("      why: ")) and lines[why + 1][11] != " "
     bullet = next(i for i, line in enumerate(lines) if line.startswith("  - VM 100 stops"))
     assert lines[bullet + 1].startswith("    ") and lines[bullet + 1][4] != " "
+    # Prose that holds a colon is not a label: it continues under its own first line.
+    prose = next(i for i, line in enumerate(lines) if line.startswith("      `cpu: host` also"))
+    assert lines[prose + 1].startswith("      ") and lines[prose + 1][6] != " "
 
 
 def test_the_summary_comes_first_and_fits_one_screen(
