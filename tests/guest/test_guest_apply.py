@@ -190,7 +190,8 @@ def test_apply_verify_keeps_two_reports_and_prints_the_comparison(
                  "--verify", "--connection", str(node.ready_file), "--state-dir", str(state)])
     captured = capsys.readouterr()
     assert code == 0, captured.err
-    kept = sorted((state / "probes" / str(VMID)).iterdir())
+    (folder,) = (state / "probes").glob(f"node-*@*/{VMID}")  # under the node's identity
+    kept = sorted(folder.iterdir())
     assert len(kept) == 2
     assert f"compared with {kept[0].stem}:" in captured.out
     assert "P2P: no regression" in captured.out

@@ -10,7 +10,9 @@ import pytest
 
 from pvefix.main import main
 from pvefix.probe.report import P2PMeasuredSection, Report
+from pvefix.sim.serve import ReadyInfo
 from pvefix.verify.outcome import build_outcome, render_outcome
+from tests.simkit import state_key
 from tests.verify.conftest import AGENT_VM, synthetic_report
 
 
@@ -22,8 +24,16 @@ def verify(capsys: pytest.CaptureFixture[str], ready: Path, state: Path,
     return code, captured.out, captured.err
 
 
+def _kept(state: Path) -> Path:
+    """Where the reports of VM 101 reached through the agent are kept: under the node's
+    identity (pvefix.target.identity)."""
+    (folder,) = (state / "probes").glob(f"node-kpro6@*/{AGENT_VM}")
+    return folder
+
+
 def test_verify_twice_keeps_both_reports_and_compares_the_second(
-    ready_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ready_file: Path, agent_sim: ReadyInfo, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     """The simulated guest has no GPU: each run is kept and compared, and exits 1 (it
     measured nothing, so it proves nothing)."""
@@ -34,7 +44,8 @@ def test_verify_twice_keeps_both_reports_and_compares_the_second(
     assert "measured nothing: the probe saw no GPU in the guest" in out
     code, out, err = verify(capsys, ready_file, state)
     assert code == 1, err
-    kept = sorted((state / "probes" / str(AGENT_VM)).iterdir())
+    kept = sorted(_kept(state).iterdir())
+    assert _kept(state).parent.name == state_key(agent_sim, "node-kpro6")
     assert len(kept) == 2
     assert f"compared with {kept[0].stem}:" in out and "P2P: no regression" in out
     for path in kept:
@@ -71,7 +82,7 @@ def test_a_named_baseline_is_used_and_an_unknown_one_is_an_error(
 ) -> None:
     state = tmp_path / "state"
     assert verify(capsys, ready_file, state)[0] == 1  # measured nothing: no GPU in the sim
-    first = next((state / "probes" / str(AGENT_VM)).iterdir()).stem
+    first = next(_kept(state).iterdir()).stem
     assert verify(capsys, ready_file, state)[0] == 1
     code, out, _ = verify(capsys, ready_file, state, "--baseline", first)
     assert code == 1 and f"compared with {first}:" in out
@@ -79,7 +90,7 @@ def test_a_named_baseline_is_used_and_an_unknown_one_is_an_error(
     assert code == 1 and "names 3 reports of VM 101: be more precise" in err
     code, _, err = verify(capsys, ready_file, state, "--baseline", "19990101")
     assert code == 1 and "no probe report '19990101' for VM 101" in err
-    assert len(list((state / "probes" / str(AGENT_VM)).iterdir())) == 3  # no probe ran
+    assert len(list(_kept(state).iterdir())) == 3  # no probe ran
 
 
 def test_without_a_way_into_the_guest_it_says_how(
