@@ -56,41 +56,7 @@ def load_command(name: str) -> Any:
         wrapper.add_typer(target, name=name)
     else:
         wrapper.command(name)(target)
-    return coerce_lazily(finish_help(typer.main.get_group(wrapper).commands[name], name))
-
-
-class LazyCoercion:
-    """typer's coercion of one parameter, built when a value comes.
-
-    typer (0.2x) builds a pydantic TypeAdapter for every parameter of the command that runs,
-    given or not: about 1 ms each, and `plan` has some 40 (the connection, guest and P2P
-    options). A parameter left out (None) needs none: it stays None (or `()`), as typer's own
-    coercion returns it; a given value goes through typer's coercion, built then.
-    """
-
-    def __init__(self, param: Any) -> None:
-        self._param = param
-        self._real: Any = None
-
-    def coerce(self, value: Any, param: Any, ctx: Any) -> Any:
-        if value is None:
-            return () if param.multiple or param.nargs == -1 else None
-        if self._real is None:
-            from typer._coercion import build_runtime_param
-
-            self._real = build_runtime_param(self._param.type_descriptor)
-        return self._real.coerce(value, param=param, ctx=ctx)
-
-
-def coerce_lazily(command: Any) -> Any:
-    """Give `command` and its subcommands' parameters LazyCoercion (where typer has the hook
-    it replaces: `_runtime_param`, built on first use)."""
-    for param in command.params:
-        if getattr(param, "_runtime_param", False) is None and hasattr(param, "type_descriptor"):
-            param._runtime_param = LazyCoercion(param)
-    for sub in getattr(command, "commands", {}).values():
-        coerce_lazily(sub)
-    return command
+    return finish_help(typer.main.get_group(wrapper).commands[name], name)
 
 
 class LazyCommands(MutableMapping[str, Any]):

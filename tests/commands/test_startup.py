@@ -45,25 +45,3 @@ def test_help_still_lists_every_command() -> None:
     assert list(command.commands) == list(COMMANDS)
     assert all(command.commands[name].name == name for name in COMMANDS)
 
-
-def test_options_left_out_build_no_coercion_and_given_ones_still_coerce() -> None:
-    """typer builds a pydantic TypeAdapter per option (~1 ms each, ~40 for `plan`): pvefix
-    builds one only for an option given a value."""
-    import pytest
-    import typer
-
-    from pvefix.cli import LazyCoercion, load_command
-
-    command = load_command("plan")
-    ctx = command.make_context("plan", ["100", "--bundle", "x"], resilient_parsing=True)
-    lazy = {p.name: p._runtime_param for p in command.params if hasattr(p, "type_descriptor")}
-    assert lazy and all(isinstance(r, LazyCoercion) for r in lazy.values())
-    port = next(p for p in command.params if p.name == "port")
-    assert port._runtime_param.coerce(None, param=port, ctx=ctx) is None
-    assert port._runtime_param._real is None  # left out: nothing built
-    assert port._runtime_param.coerce("8006", param=port, ctx=ctx) == 8006
-    with pytest.raises(typer.BadParameter):
-        port._runtime_param.coerce("8k", param=port, ctx=ctx)
-    vmids = next(p for p in command.params if p.name == "vmids")
-    assert vmids._runtime_param.coerce(None, param=vmids, ctx=ctx) == ()
-    assert vmids._runtime_param.coerce(("1", "2"), param=vmids, ctx=ctx) == [1, 2]
