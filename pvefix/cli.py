@@ -16,7 +16,7 @@ from typing import Any
 import typer
 
 from pvefix import __version__
-from pvefix.commands.clihelp import finish_help
+from pvefix.commands.clihelp import HELP_OPTION_NAMES, finish_help
 
 # Command name -> (module, attribute): a typer.Typer (a group of subcommands) or a function.
 # The order is the order `pvefix --help` lists them in (typer's: commands, then groups).
@@ -35,14 +35,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "collect": ("pvefix.commands.collect_cmd", "app"),
 }
 
-_SETTINGS: dict[str, Any] = {"pretty_exceptions_enable": False, "rich_markup_mode": None}
+_SETTINGS: dict[str, Any] = {"pretty_exceptions_enable": False, "rich_markup_mode": "markdown"}
 
 app = typer.Typer(
     name="pvefix",
     help="Plan, apply, roll back and drift-check multi-GPU passthrough fixes on Proxmox VE.",
     no_args_is_help=True,
     add_completion=True,
-    context_settings={"help_option_names": ["-h", "--help"]},
+    context_settings={"help_option_names": HELP_OPTION_NAMES},
     **_SETTINGS,
 )
 

@@ -91,3 +91,43 @@ def unreachable_hint(cause: OSError | None, where: str) -> str:
     text = cause.strerror or os.strerror(cause.errno)
     hint = _HINTS.get(cause.errno)
     return f"{where}: {name} ({text})" + (f"; {hint}" if hint else "")
+
+
+# pydantic's error types -> pvefix's words ({input} only where the caller allows echoing it).
+_WORDS = {
+    "int_parsing": "expected a whole number", "int_type": "expected a whole number",
+    "int_from_float": "expected a whole number", "float_parsing": "expected a number",
+    "float_type": "expected a number", "bool_parsing": "expected yes or no (true/false, 1/0)",
+    "bool_type": "expected yes or no (true/false, 1/0)", "string_type": "expected text",
+    "missing": "missing", "extra_forbidden": "not a setting pvefix knows",
+    "greater_than": "must be more than {gt}", "greater_than_equal": "must be {ge} or more",
+    "less_than": "must be less than {lt}", "less_than_equal": "must be {le} or less",
+    "literal_error": "expected one of {expected}", "enum": "expected one of {expected}",
+    "string_too_short": "must be at least {min_length} character(s)",
+    "string_too_long": "must be at most {max_length} characters",
+    "path_not_exists": "no such file or directory",
+}
+
+
+def plain_words(error: object, *, echo: bool = False) -> str:
+    """One validation error (an item of pydantic's `ValidationError.errors()`) in pvefix's
+    words rather than pydantic's ("Input should be ..."); with `echo`, the value given too (never
+    for settings, which may hold a secret)."""
+    err = error if isinstance(error, dict) else {}
+    ctx = err.get("ctx") or {}
+    kind = str(err.get("type", ""))
+    msg = str(err.get("msg", "invalid"))
+    if kind in _WORDS:
+        try:
+            text = _WORDS[kind].format(**{k: str(v) for k, v in ctx.items()})
+        except (KeyError, IndexError):
+            text = msg
+    elif kind in ("value_error", "assertion_error"):
+        text = msg.split(", ", 1)[-1] if msg.startswith(("Value error, ", "Assertion")) else msg
+    else:
+        text = msg.replace("Input should be", "expected").replace("Input", "the value")
+    if echo and "input" in err and isinstance(err["input"], str | int | float):
+        given = str(err["input"])
+        shown = given.isprintable() and len(given) < 80 and repr(given) not in text
+        text += f" (given: {given!r})" if shown else ""
+    return text

@@ -74,3 +74,17 @@ def ssh_when_back(info: ReadyInfo, timeout: float = 20) -> paramiko.SSHClient:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.2)
+
+
+def state_key(info: ReadyInfo, name: str) -> str:
+    """The identity pvefix keeps a simulated host's state under (`node-kpro6@KEY`), worked out
+    from the simulator's CA file as Proxmox keeps it (pve-root-ca.pem): the first 12 hex digits
+    of the SHA-256 of its Subject Key Identifier."""
+    import hashlib
+    from pathlib import Path
+
+    from cryptography import x509
+
+    ca = x509.load_pem_x509_certificate(Path(info.ca_cert).read_bytes())
+    ski = ca.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value.digest
+    return f"{name}@{hashlib.sha256(ski).hexdigest()[:12]}"

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from functools import lru_cache
 
-from pvefix.check.report import AT_COLD_START, AT_HOST_REBOOT, CheckItem, CheckReport
+from pvefix.check.report import AT_COLD_START, AT_HOST_REBOOT, PRESENT, CheckItem, CheckReport
 from pvefix.cmdline import Cmdline
 from pvefix.desired.model import (
     CmdlineRules,
@@ -32,7 +32,9 @@ from pvefix.vmconfig.hostpci import normalize_address
 # Keys that come and go by themselves (a backup sets `lock`): never "unexpected".
 TRANSIENT = frozenset({"lock"})
 
-Judge = Callable[[Mapping[str, str]], tuple[bool, str]]
+# A judge reads one config: whether it holds, the text for the report, and the raw value read
+# (None: absent) for the item's structured `got`.
+Judge = Callable[[Mapping[str, str]], tuple[bool, str, str | None]]
 
 NO_DESIRED = "desired state"
 NO_DESIRED_DETAIL = ("no desired state for this VM: write one (pvefix desired VMID -o FILE, or "
@@ -64,10 +66,14 @@ def _hostpci(raw: str, name: str) -> HostPci:
     return HostPci.parse(raw, name)
 
 
-def _vm_item(vm: ObservedVm, prop: str, expected: str, judge: Judge, detail: str = "") -> CheckItem:
-    ok_now, now = judge(vm.current)
+def _vm_item(vm: ObservedVm, prop: str, expected: str, judge: Judge, *, key: str,
+             want: str | None, detail: str = "") -> CheckItem:
+    ok_now, now, got_now = judge(vm.current)
     # Without [PENDING] (most VMs) the config after it is the config now: judged once.
-    ok_next, after = (ok_now, now) if not _pending(vm) else judge(vm.next)
+    ok_next, after, got_next = (
+        (ok_now, now, got_now) if not _pending(vm) else judge(vm.next))
+    # The structured `got`: where it fails first (the config, then [PENDING]).
+    where, got = ("pending", got_next) if ok_now and not ok_next else ("config", got_now)
     actual = now if now == after else f"{now} (pending: {after})"
     when: str | None = None
     if ok_now and ok_next:
@@ -79,7 +85,8 @@ def _vm_item(vm: ObservedVm, prop: str, expected: str, judge: Judge, detail: str
         elif ok_now:
             when = f"[PENDING] undoes it: {AT_COLD_START}"
     return CheckItem(target="vm", vmid=vm.vmid, node=vm.node, property=prop, status=status,
-                     expected=expected, actual=actual, when=when, detail=detail)
+                     expected=expected, actual=actual, when=when, detail=detail,
+                     key=key, want=want, got=got, where=where)
 
 
 def _pending(vm: ObservedVm) -> bool:
@@ -94,17 +101,17 @@ def _machine_text(value: str | None) -> str:
 
 
 def _machine_judge(rule: MachineRule) -> Judge:
-    def judge(config: Mapping[str, str]) -> tuple[bool, str]:
+    def judge(config: Mapping[str, str]) -> tuple[bool, str, str | None]:
         value = config.get("machine")
         try:
             machine = _machine(value)
         except PvefixError:
-            return False, f"{value} (invalid)"
+            return False, f"{value} (invalid)", value
         if rule.exact is not None:
             ok = same_value(rule.exact.strip(), (value or "pc").strip(), "type")
         else:
             ok = machine.family == rule.family
-        return ok, f"{_machine_text(value)} [{machine.family}]"
+        return ok, f"{_machine_text(value)} [{machine.family}]", value
 
     return judge
 
@@ -112,7 +119,8 @@ def _machine_judge(rule: MachineRule) -> Judge:
 def _running_machine(vm: ObservedVm, rule: MachineRule) -> CheckItem:
     wanted = rule.exact or rule.wanted_family
     base = CheckItem(target="vm", vmid=vm.vmid, node=vm.node, property="machine (running)",
-                     status="ok", expected=wanted)
+                     status="ok", expected=wanted, key="machine", want=wanted,
+                     got=vm.running_machine, where="running")
     if vm.running_machine is None:
         return base.model_copy(update={
             "status": "skipped", "detail": "the running machine was not reported"})
@@ -141,23 +149,25 @@ def _hosts(text: str) -> set[str]:
 
 
 def _hostpci_judge(name: str, option: str, want: str) -> Judge:
-    def judge(config: Mapping[str, str]) -> tuple[bool, str]:
+    def judge(config: Mapping[str, str]) -> tuple[bool, str, str | None]:
         raw = config.get(name)
         if raw is None:
-            return False, f"{name} absent"
+            return False, f"{name} absent", None
         try:
             entry = _hostpci(raw, name)
         except PvefixError:
-            return False, f"{raw} (invalid)"
+            return False, f"{raw} (invalid)", raw
         if option == "present":
-            return True, raw
+            return True, raw, raw
         if option == "mapping":
-            return entry.mapping == want, f"mapping={entry.mapping}" if entry.mapping else raw
+            return (entry.mapping == want, f"mapping={entry.mapping}" if entry.mapping else raw,
+                    entry.mapping)
         if option == "host":
+            hosts = ";".join(entry.hosts) or None
             ok = bool(entry.hosts) and _hosts(";".join(entry.hosts)) == _hosts(want)
-            return ok, f"host={';'.join(entry.hosts)}" if entry.hosts else raw
+            return ok, f"host={hosts}" if hosts else raw, hosts
         flag = entry.pcie if option == "pcie" else entry.x_vga
-        return flag == (want == "1"), f"{option}={int(flag)}"
+        return flag == (want == "1"), f"{option}={int(flag)}", str(int(flag))
 
     return judge
 
@@ -168,7 +178,8 @@ def _hostpci_items(vm: ObservedVm, name: str, rule: HostPciRule) -> list[CheckIt
     for option, want in fields:
         prop = name if option == "present" else f"{name}.{option}"
         expected = f"{name} present" if option == "present" else f"{option}={want}"
-        items.append(_vm_item(vm, prop, expected, _hostpci_judge(name, option, want)))
+        items.append(_vm_item(vm, prop, expected, _hostpci_judge(name, option, want), key=prop,
+                              want=PRESENT if option == "present" else want))
     return items
 
 
@@ -176,33 +187,34 @@ def _hostpci_items(vm: ObservedVm, name: str, rule: HostPciRule) -> list[CheckIt
 
 
 def _key_judge(key: str, want: str | None) -> Judge:
-    def judge(config: Mapping[str, str]) -> tuple[bool, str]:
+    def judge(config: Mapping[str, str]) -> tuple[bool, str, str | None]:
         value = config.get(key)
         if want is None:
-            return value is None, "(absent)" if value is None else value
+            return value is None, "(absent)" if value is None else value, value
         if value is None:
-            return False, "(absent)"
-        return same_value(value, want), value
+            return False, "(absent)", None
+        return same_value(value, want), value, value
 
     return judge
 
 
 def _clique_judge(device: str, clique: int) -> Judge:
-    def judge(config: Mapping[str, str]) -> tuple[bool, str]:
+    def judge(config: Mapping[str, str]) -> tuple[bool, str, str | None]:
         try:
             have = clique_map(config.get("args")).get(device)
         except PvefixError as exc:
-            return False, f"args unreadable: {exc.message}"
-        return have == clique, "(none)" if have is None else str(have)
+            return False, f"args unreadable: {exc.message}", config.get("args")
+        text = "(none)" if have is None else str(have)
+        return have == clique, text, None if have is None else text
 
     return judge
 
 
 def _unexpected_judge(rule: VmDesired) -> Judge:
-    def judge(config: Mapping[str, str]) -> tuple[bool, str]:
+    def judge(config: Mapping[str, str]) -> tuple[bool, str, str | None]:
         extra = sorted(rule.uncovered(
             k for k in config if k not in NOT_CONFIG and k not in TRANSIENT))
-        return not extra, ", ".join(extra) if extra else "(none)"
+        return not extra, ", ".join(extra) if extra else "(none)", ",".join(extra) or None
 
     return judge
 
@@ -215,6 +227,20 @@ def _found(line: Cmdline, name: str) -> str:
     return " ".join(raws) if raws else "absent"
 
 
+def _got(line: Cmdline | None, name: str) -> str | None:
+    """The structured `got` of a cmdline item: the parameter's tokens, None when absent."""
+    found = "absent" if line is None else _found(line, name)
+    return None if found == "absent" else found
+
+
+def _cmdline_want(kind: str, param: str, value: str | None) -> str | None:
+    """The structured `want`: the token required; None when the name must be absent; `not
+    NAME=VALUE` when only that value is forbidden."""
+    if kind == "required":
+        return param
+    return None if value is None else f"not {param}"
+
+
 def _cmdline_items(
     rules: CmdlineRules, configured: Cmdline | None, running: Cmdline | None,
     make: Callable[..., CheckItem], problem: str | None, *, host: bool,
@@ -225,15 +251,19 @@ def _cmdline_items(
             name, value = parameter(param)
             prop = f"{'cmdline' if host else 'guest cmdline'} {param} ({kind})"
             expected = param if kind == "required" else f"no {param}"
+            key = f"{'cmdline' if host else 'guest-cmdline'}:{name}"
+            want = _cmdline_want(kind, param, value)
             if configured is None and (host or running is None):
                 items.append(make(property=prop, status="unknown", expected=expected,
-                                  actual="unknown", detail=problem or "not read"))
+                                  actual="unknown", detail=problem or "not read", key=key,
+                                  want=want, where="configured" if host else "guest"))
                 continue
             if not host:  # the guest: only what is booted can be read
                 assert running is not None
                 ok = running.has(name, value) == (kind == "required")
                 items.append(make(property=prop, status="ok" if ok else "drift",
-                                  expected=expected, actual=_found(running, name)))
+                                  expected=expected, actual=_found(running, name), key=key,
+                                  want=want, got=_got(running, name), where="guest"))
                 continue
             assert configured is not None
             ok_conf = configured.has(name, value) == (kind == "required")
@@ -248,8 +278,11 @@ def _cmdline_items(
                 when = f"the booted kernel still complies; the configuration does not: " \
                        f"{AT_HOST_REBOOT}"
             ok = ok_conf and ok_run is not False
+            where, line = ("booted", running) if ok_conf and ok_run is False else (
+                "configured", configured)
             items.append(make(property=prop, status="ok" if ok else "drift",
-                              expected=expected, actual=actual, when=when))
+                              expected=expected, actual=actual, when=when, key=key, want=want,
+                              got=_got(line, name), where=where))
     return items
 
 
@@ -261,22 +294,27 @@ def compare_vm(rule: VmDesired, vm: ObservedVm) -> list[CheckItem]:
     items: list[CheckItem] = []
     if rule.machine is not None:
         expected = rule.machine.exact or f"family {rule.machine.family}"
-        items.append(_vm_item(vm, "machine", expected, _machine_judge(rule.machine)))
+        items.append(_vm_item(vm, "machine", expected, _machine_judge(rule.machine),
+                              key="machine", want=rule.machine.exact or rule.machine.family))
         if vm.status == "running":
             items.append(_running_machine(vm, rule.machine))
     for name in sorted(rule.hostpci, key=lambda k: int(k[len("hostpci"):])):
         items.extend(_hostpci_items(vm, name, rule.hostpci[name]))
     for key in sorted(rule.keys):
-        items.append(_vm_item(vm, key, rule.keys[key], _key_judge(key, rule.keys[key])))
+        items.append(_vm_item(vm, key, rule.keys[key], _key_judge(key, rule.keys[key]),
+                              key=key, want=rule.keys[key]))
     for device, clique in sorted(clique_map(rule.keys.get("args")).items()):
         items.append(_vm_item(vm, f"P2P clique of {device}", str(clique),
-                              _clique_judge(device, clique),
-                              detail="x-nv-gpudirect-clique in args (docs/p2p.md): without it the"
-                              " guest driver reports P2P as NS again"))
+                              _clique_judge(device, clique), key=f"args:{device}",
+                              want=str(clique), detail="x-nv-gpudirect-clique in args "
+                              "(docs/p2p.md): without it the guest driver reports P2P as NS "
+                              "again"))
     for key in rule.absent:
-        items.append(_vm_item(vm, f"{key} (absent)", "(absent)", _key_judge(key, None)))
+        items.append(_vm_item(vm, f"{key} (absent)", "(absent)", _key_judge(key, None),
+                              key=key, want=None))
     if rule.closed:
         items.append(_vm_item(vm, "unexpected keys", "(none)", _unexpected_judge(rule),
+                              key="*", want=None,
                               detail="closed = true: keys not pinned, absent or free"))
     if rule.guest_cmdline is not None:
         guest = None if vm.guest_cmdline is None else Cmdline.parse(vm.guest_cmdline)

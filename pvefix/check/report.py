@@ -10,6 +10,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from pvefix.errors import EXIT_CHANGES, EXIT_ERROR, EXIT_OK
 
 Status = Literal["ok", "drift", "unknown", "skipped"]
+#: Where an item's `got` was read: the VM config, its [PENDING] section, the running QEMU, the
+#: node's configured or booted kernel cmdline, the guest's booted cmdline ("" when unread).
+Where = Literal["config", "pending", "running", "configured", "booted", "guest", ""]
+#: `want` of a presence rule (`hostpciN` must be there, whatever its value).
+PRESENT = "(present)"
 REPORT_SCHEMA = "pvefix.check/v1"
 
 # The two labels for drift that is real but not yet (or no longer) in effect.
@@ -22,6 +27,10 @@ class CheckItem(BaseModel):
 
     `expected` / `actual` are short texts for the diff; `when` labels drift that lives only in
     [PENDING] or only in the configured-but-not-booted cmdline (it still counts as drift).
+    `key`, `want`, `got` and `where` say the same for scripts: the config key (`hostpci0.pcie`,
+    `machine`, `args:hostpci0`, `*` for unexpected keys) or `cmdline:NAME` /
+    `guest-cmdline:NAME`; the value wanted (None: must be absent); the value read (None:
+    absent) where it first fails (the config before [PENDING], configured before booted).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -35,6 +44,10 @@ class CheckItem(BaseModel):
     actual: str = ""
     when: str | None = None
     detail: str = ""
+    key: str = ""
+    want: str | None = None
+    got: str | None = None
+    where: Where = ""
 
     @builtins.property
     def subject(self) -> str:

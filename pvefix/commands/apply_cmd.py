@@ -13,6 +13,7 @@ from typing import Any
 import typer
 
 from pvefix.commands.guest_options import GuestOptions, guest_options, optional_guest
+from pvefix.commands.optgroup import SAFETY, in_panel
 from pvefix.commands.options import ConnectionOptions, connection_options
 from pvefix.commands.p2p_options import P2PAsk, p2p_options, plan_options
 from pvefix.commands.rehearse_options import RehearseAsk, rehearse_options
@@ -47,6 +48,8 @@ def rollback_hint(opts: ConnectionOptions, state_dir: Path | None) -> str:
     return shlex.join(parts)
 
 
+@in_panel(SAFETY, "yes", "replan", "restart", "force_stop", "reboot_host", "stop_others", "start",
+          "auto_rollback", "pve_snapshot", "shutdown_timeout", "task_timeout", "reboot_timeout")
 @connection_options
 @guest_options
 @p2p_options

@@ -55,7 +55,8 @@ def _cluster(opts: ConnectionOptions) -> str | None:
     return cluster_identity(resolve_connection_options(opts))
 
 
-def _rule_files(desired: Path | None, state_dir: Path | None) -> Callable[[Any], Path | None]:
+def _rule_files(desired: Path | None, state_dir: Path | None,
+                cluster: str | None = None) -> Callable[[Any], Path | None]:
     """The desired-state file each report item's rule comes from (for annotations)."""
     if desired is not None:
         return lambda item: desired
@@ -65,7 +66,7 @@ def _rule_files(desired: Path | None, state_dir: Path | None) -> Callable[[Any],
     folder = resolve_state_dir(state_dir)
 
     def recorded(item: Any) -> Path | None:
-        path = recorded_path(folder, item.vmid) if item.vmid is not None else None
+        path = recorded_path(folder, item.vmid, cluster) if item.vmid is not None else None
         return path if path is not None and path.is_file() else None
 
     return recorded
@@ -115,8 +116,9 @@ def check_command(
     ids = list(vmids or [])
     if not ids and not all_vms:
         raise typer.BadParameter("name the VMs to check (VMID ...) or pass --all")
+    cluster = None if desired is not None else _cluster(opts)
     loaded = _desired(desired, state_dir, ids if not all_vms and not only_desired else [],
-                      None if desired is not None else _cluster(opts))
+                      cluster)
     assert isinstance(loaded, DesiredState)
     if only_desired and ids:
         left_out = sorted(set(ids) - set(loaded.vms))
@@ -154,6 +156,6 @@ def check_command(
     if os.environ.get("GITHUB_ACTIONS") == "true":
         # Workflow commands are read from the log; keep machine output on stdout parseable.
         stream = sys.stdout if text_on_stdout else sys.stderr
-        stream.write(github_annotations(report, _rule_files(desired, state_dir)))
+        stream.write(github_annotations(report, _rule_files(desired, state_dir, cluster)))
     sys.stdout.flush()
     return report.exit_code

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+HELP_OPTION_NAMES = ["-h", "--help"]
+
 # Command path (without "pvefix") -> example lines shown at the end of its help. Each line is
 # run or parsed by tests/docs/test_doc_examples.py, as the README's examples are.
 EXAMPLES: dict[str, tuple[str, ...]] = {
@@ -73,9 +75,12 @@ def _no_type(ctx: Any) -> None:
 def finish_help(command: Any, path: str = "") -> Any:
     """Set readable metavars and append examples, for `command` (a click command as typer
     builds it) and every subcommand."""
-    ctx = command.context_class(command)
-    for param in command.params:
+    # The help option is built once and kept (click caches it): built here with its names.
+    ctx = command.context_class(command, help_option_names=HELP_OPTION_NAMES)
+    help_option = command.get_help_option(ctx)
+    for param in [*command.params, *([help_option] if help_option is not None else [])]:
         if getattr(param, "is_flag", False) or getattr(param, "count", False):
+            param.display_type_rich = _no_type  # a flag takes no value: no `<bool>`
             continue
         label = _label(param, ctx)
         if label is None:
@@ -86,8 +91,9 @@ def finish_help(command: Any, path: str = "") -> Any:
         param.metavar = label
     examples = EXAMPLES.get(path)
     if examples and command.help is not None and "Examples:" not in command.help:
-        lines = "\n".join(f"  {line}" for line in examples)
-        command.help = f"{command.help.rstrip()}\n\n\b\nExamples:\n{lines}"
+        # Help is Markdown (typer's rich_markup_mode): an indented block is kept as it is.
+        lines = "\n".join(f"    {line}" for line in examples)
+        command.help = f"{command.help.rstrip()}\n\nExamples:\n\n{lines}\n"
     subcommands: dict[str, Any] = getattr(command, "commands", {})
     for name, sub in subcommands.items():
         finish_help(sub, f"{path} {name}".strip())

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 
-from pvefix.commands.optgroup import option_group
+from pvefix.commands.optgroup import GUEST, option_group
 
 if TYPE_CHECKING:
     from pvefix.target.guest.access import GuestAccess
@@ -75,7 +75,7 @@ _OPTIONS: dict[str, tuple[str, Any, Any]] = {
 
 def guest_options(func: F) -> F:
     """Add the guest options to a typer command that takes `guest: GuestOptions`."""
-    return option_group("guest", GuestOptions, _OPTIONS)(func)
+    return option_group("guest", GuestOptions, _OPTIONS, GUEST)(func)
 
 
 def optional_guest(guest: GuestOptions, *, env: Mapping[str, str] | None = None,

@@ -1,7 +1,8 @@
 """Groups of typer options handed to a command as one value (connection, guest access).
 
 typer reads a command's signature, so a group's options are spliced into it; the command itself
-takes one keyword argument (`opts`, `guest`) built from them.
+takes one keyword argument (`opts`, `guest`) built from them. `--help` shows each group in its
+own panel (typer's `rich_help_panel`: Connection, Guest, P2P; apply's and rollback's Safety).
 """
 
 from __future__ import annotations
@@ -18,8 +19,20 @@ F = TypeVar("F", bound=Callable[..., Any])
 OptionTable = Mapping[str, tuple[str, Any, Any]]
 
 
-def option_group(target: str, build: Callable[..., Any], options: OptionTable) -> Callable[[F], F]:
-    """A decorator adding `options` to a typer command that takes `target=build(**fields)`."""
+# The help panels (typer's rich_help_panel), one name each, in the order --help lists them.
+CONNECTION = "Connection"
+GUEST = "Guest"
+P2P = "P2P"
+SAFETY = "Safety"
+REHEARSAL = "Rehearsal"
+
+
+def option_group(target: str, build: Callable[..., Any], options: OptionTable,
+                 panel: str) -> Callable[[F], F]:
+    """A decorator adding `options` to a typer command that takes `target=build(**fields)`,
+    shown in `--help` under `panel`."""
+    for _, _, option in options.values():
+        option.rich_help_panel = panel
 
     def decorate(func: F) -> F:
         signature = inspect.signature(func)
@@ -50,5 +63,17 @@ def option_group(target: str, build: Callable[..., Any], options: OptionTable) -
         )
         del wrapper.__wrapped__  # typer must see the new signature
         return wrapper  # type: ignore[return-value]
+
+    return decorate
+
+
+def in_panel(panel: str, *names: str) -> Callable[[F], F]:
+    """A decorator showing a command's own options `names` (parameter names) under `panel`."""
+
+    def decorate(func: F) -> F:
+        params = inspect.signature(func).parameters
+        for name in names:
+            params[name].default.rich_help_panel = panel
+        return func
 
     return decorate

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 
-from pvefix.commands.optgroup import option_group
+from pvefix.commands.optgroup import CONNECTION, option_group
 
 if TYPE_CHECKING:
     from pvefix.state import HostState
@@ -140,7 +140,7 @@ _OPTIONS: dict[str, tuple[Any, Any]] = {
 def connection_options(func: F) -> F:
     """Add the connection options to a typer command that takes `opts: ConnectionOptions`."""
     table = {name: (name, annotation, option) for name, (annotation, option) in _OPTIONS.items()}
-    return option_group("opts", ConnectionOptions, table)(func)
+    return option_group("opts", ConnectionOptions, table, CONNECTION)(func)
 
 
 def resolve_connection_options(opts: ConnectionOptions) -> Connection:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 
-from pvefix.commands.optgroup import option_group
+from pvefix.commands.optgroup import P2P, option_group
 
 if TYPE_CHECKING:
     from pvefix.commands.options import ConnectionOptions
@@ -118,4 +118,4 @@ _OPTIONS: dict[str, tuple[str, Any, Any]] = {
 
 def p2p_options(func: F) -> F:
     """Add --p2p/--no-p2p/--clique-map to a typer command that takes `p2p: P2PAsk`."""
-    return option_group("p2p", build_ask, _OPTIONS)(func)
+    return option_group("p2p", build_ask, _OPTIONS, P2P)(func)

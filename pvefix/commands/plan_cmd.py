@@ -21,6 +21,7 @@ from pvefix.commands.options import (
 from pvefix.commands.p2p_options import P2PAsk, p2p_options, plan_options
 from pvefix.commands.rehearse_options import RehearseAsk, rehearse_options
 from pvefix.commands.vmid import parse_vmid
+from pvefix.console.terminal import ColorChoice, terminal
 from pvefix.errors import EXIT_CHANGES, EXIT_OK
 from pvefix.render.inert import inert_json, inert_text
 
@@ -31,24 +32,18 @@ class PlanFormat(StrEnum):
     markdown = "markdown"
 
 
-def emit_plan(plan: object, fmt: PlanFormat, out: str | None) -> int:
+def emit_plan(plan: object, fmt: PlanFormat, out: str | None,
+              color: ColorChoice = "auto") -> int:
     from pvefix.planner.model import Plan
-    from pvefix.render.plan_markdown import render_plan_markdown
-    from pvefix.render.plan_text import render_plan_text
 
     assert isinstance(plan, Plan)
-    if fmt is PlanFormat.json:
-        print(inert_json(json.dumps(plan.to_json_dict(), indent=2)))
-    elif fmt is PlanFormat.markdown:
-        sys.stdout.write(render_plan_markdown(plan))
-    else:
-        sys.stdout.write(render_plan_text(plan, color=sys.stdout.isatty()))
+    code = emit_plans([plan], fmt, color)
     if out:
         from pvefix.flow.planfile import save_plan
 
         path = save_plan(plan.to_json_dict(), out)
         print(f"plan saved to {path}", file=sys.stderr)
-    return EXIT_CHANGES if plan.has_changes else EXIT_OK
+    return code
 
 
 @connection_options
@@ -64,8 +59,8 @@ def plan_command(
         PlanFormat.text,
         "--format",
         "-f",
-        help="text: terminal view with diffs; json: the plan file (pvefix.plan/v1); markdown: for"
-        " change tickets.",
+        help="text: terminal view with diffs; json: {schema: pvefix.plans/v1, plans: [plan"
+        " file, ...]} for one VM or several; markdown: for change tickets.",
     ),
     out: str | None = typer.Option(
         None,
@@ -77,6 +72,9 @@ def plan_command(
         None, "--state-dir", help="Where recorded desired states are read (a VM's may ask for"
         " the P2P phase) (env PVEFIX_STATE_DIR; default $XDG_STATE_HOME/pvefix).",
         show_default=False),
+    color: ColorChoice = typer.Option(
+        "auto", "--color", help="auto: colour on a terminal unless NO_COLOR is set or TERM is"
+        " dumb; always; never. Text is wrapped to the terminal's width (COLUMNS)."),
     *,
     opts: ConnectionOptions,
     guest: GuestOptions,
@@ -109,7 +107,7 @@ def plan_command(
         for note in state.notes:
             print(inert_text(f"note: {note}"), file=sys.stderr)
         made = make_plan(state, options)
-        code = emit_plan(made, fmt, out)
+        code = emit_plan(made, fmt, out, color)
         if settings is not None:
             _rehearse(opts, state, made, settings, fmt)
         return code
@@ -127,24 +125,25 @@ def plan_command(
         for note in state.notes:
             print(inert_text(f"note: VM {state.vm.vmid}: {note}"), file=sys.stderr)
         plans.append(make_plan(state, plan_options(p2p, opts, state.vm.vmid, state_dir)))
-    return emit_plans(plans, fmt)
+    return emit_plans(plans, fmt, color)
 
 
 def _listed(vmids: list[int]) -> str:
     return ", ".join(str(v) for v in vmids)
 
 
-def emit_plans(plans: Sequence[object], fmt: PlanFormat) -> int:
-    """Several plans, in the order asked: JSON as one array of plan files, text and markdown
-    one after the other. Exit 2 when any of them has changes."""
-    from pvefix.planner.model import Plan
+def emit_plans(plans: Sequence[object], fmt: PlanFormat, color: ColorChoice = "auto") -> int:
+    """Plans, in the order asked: JSON as one pvefix.plans/v1 document (whatever the count),
+    text and markdown one after the other. Exit 2 when any of them has changes."""
+    from pvefix.planner.model import Plan, plans_document
     from pvefix.render.plan_markdown import render_plan_markdown
     from pvefix.render.plan_text import render_plan_text
 
     typed = [p for p in plans if isinstance(p, Plan)]
     assert len(typed) == len(plans)
+    term = terminal(sys.stdout, color) if fmt is PlanFormat.text else None
     if fmt is PlanFormat.json:
-        print(inert_json(json.dumps([p.to_json_dict() for p in typed], indent=2)))
+        print(inert_json(json.dumps(plans_document(typed), indent=2)))
     else:
         for k, plan in enumerate(typed):
             if k:
@@ -152,7 +151,7 @@ def emit_plans(plans: Sequence[object], fmt: PlanFormat) -> int:
             if fmt is PlanFormat.markdown:
                 sys.stdout.write(render_plan_markdown(plan))
             else:
-                sys.stdout.write(render_plan_text(plan, color=sys.stdout.isatty()))
+                sys.stdout.write(render_plan_text(plan, term=term))
     return EXIT_CHANGES if any(p.has_changes for p in typed) else EXIT_OK
 
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 
-from pvefix.commands.optgroup import option_group
+from pvefix.commands.optgroup import REHEARSAL, option_group
 
 if TYPE_CHECKING:
     from pvefix.rehearse.flow import Settings
@@ -63,4 +63,4 @@ def rehearse_options(func: F) -> F:
     """Add --rehearse and its settings to a command that takes `rehearsal: RehearseAsk`."""
     table = {name: (param, annotation, option)
              for name, (param, annotation, option) in _OPTIONS.items()}
-    return option_group("rehearsal", RehearseAsk, table)(func)
+    return option_group("rehearsal", RehearseAsk, table, REHEARSAL)(func)

@@ -9,6 +9,7 @@ import typer
 
 from pvefix.commands.apply_cmd import state_dir_option
 from pvefix.commands.guest_options import GuestOptions, guest_options, optional_guest
+from pvefix.commands.optgroup import SAFETY, in_panel
 from pvefix.commands.options import ConnectionOptions, connection_options
 from pvefix.commands.vmid import parse_vmid
 from pvefix.errors import EXIT_OK, PvefixError
@@ -26,6 +27,8 @@ def render_rollback(result: RollbackResult) -> list[str]:
             *(f"note: {line}" for line in result.notes)]
 
 
+@in_panel(SAFETY, "yes", "force", "restart", "start", "force_stop", "shutdown_timeout",
+          "task_timeout")
 @connection_options
 @guest_options
 def rollback_command(

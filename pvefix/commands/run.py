@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from pvefix.errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, PvefixError
+from pvefix.errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, PvefixError, plain_words
 from pvefix.render.inert import inert_text
 
 
@@ -35,7 +35,8 @@ def run_app(app: Any, args: list[str]) -> int:
         where = f"{exc.filename}: " if exc.filename else ""
         print(f"pvefix: error: {where}{exc.strerror or exc}", file=sys.stderr)
         return EXIT_ERROR
-    except typer.TyperException as exc:  # usage errors: typer's own message
+    except typer.TyperException as exc:  # usage errors: typer's own message, in our words
+        _own_words(exc)
         show = getattr(exc, "show", None)
         if callable(show):
             show()
@@ -44,3 +45,15 @@ def run_app(app: Any, args: list[str]) -> int:
         # Exit 2 means "changes pending / drift" to pvefix's callers: a usage error is 1.
         return EXIT_OK if type(exc).__name__ == "NoArgsIsHelpError" else EXIT_ERROR
     return int(result) if isinstance(result, int) else 0
+
+
+def _own_words(exc: BaseException) -> None:
+    """A usage error typer built from pydantic's validation (`Input should be a valid
+    integer...`) says it in pvefix's words instead (`expected a whole number (given: 'abc')`)."""
+    cause = exc.__cause__
+    errors = getattr(cause, "errors", None)
+    if cause is None or type(cause).__name__ != "ValidationError" or not callable(errors):
+        return
+    found = errors()
+    if found and hasattr(exc, "message"):
+        exc.message = plain_words(found[0], echo=True)

@@ -1,7 +1,7 @@
 """`pvefix verify VMID`: run the GPU probe in the VM's guest, keep the report, compare.
 
-Exit 0: the probe ran and P2P is not worse than the baseline (or there is none yet);
-2: P2P got worse; 1: error.
+Exit 0: the probe measured the GPUs and P2P is not worse than the baseline (or there is none
+yet); 2: P2P got worse; 1: error, or the probe measured nothing (no GPU in the guest).
 """
 
 from __future__ import annotations
@@ -51,7 +51,9 @@ def verify_command(
 ) -> int:
     """Probe the GPUs inside VM VMID's guest (SSH or guest agent), keep the report and show
     what changed since the last one: P2P cells, data delivered, latency, all-reduce. With
-    --workload, run your own smoke test there instead, under a time limit (docs/p2p.md)."""
+    --workload, run your own smoke test there instead, under a time limit (docs/p2p.md).
+    Exit codes: 0 measured and not worse, 2 P2P got worse, 1 error or nothing measured (no GPU
+    in the guest)."""
     from pvefix.commands.options import resolve_connection_options
     from pvefix.verify.command import execute_verify
 

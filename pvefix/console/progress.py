@@ -7,7 +7,10 @@
 On a terminal (stderr a TTY, TERM not `dumb`) one live line is redrawn through rich, e.g.
 `VM 100: waiting for shutdown task, 12 s`, with the latest state after it; it disappears when
 the wait ends. Off a terminal (CI logs, pipes) nothing is redrawn: each state change is one
-clean line through `say`, with the elapsed seconds. NO_COLOR turns colour off.
+clean line through `say`, with the elapsed seconds, and while nothing changes a line
+`VM 100: still waiting for the shutdown task, 30 s (api down, ssh down)` every
+`STILL_WAITING_S` seconds (from a timer thread, so a wait inside one blocking call speaks too),
+so a CI log never sits silent through a host reboot. NO_COLOR turns colour off.
 """
 
 from __future__ import annotations
@@ -15,11 +18,15 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
 Say = Callable[[str], None]
+
+#: Off a terminal, the longest a wait stays silent (seconds).
+STILL_WAITING_S = 30.0
 
 
 def live_terminal(stream: TextIO) -> bool:
@@ -47,8 +54,9 @@ class Wait:
     def elapsed(self) -> float:
         return time.monotonic() - self.started
 
-    def line(self) -> str:
-        text = f"{self.subject}: waiting for {self.awaited}, {self.elapsed:.0f} s"
+    def line(self, still: bool = False) -> str:
+        text = (f"{self.subject}: {'still ' if still else ''}waiting for {self.awaited}, "
+                f"{self.elapsed:.0f} s")
         return f"{text} ({self.state})" if self.state else text
 
     def update(self, state: str) -> None:
@@ -71,7 +79,8 @@ def waiting(subject: str, awaited: str, say: Say,
     out = stream or sys.stderr
     wait = Wait(subject, awaited, say)
     if not live_terminal(out):
-        yield wait
+        with _still_waiting(wait, STILL_WAITING_S):
+            yield wait
         return
     from rich.console import Console
     from rich.live import Live
@@ -81,3 +90,21 @@ def waiting(subject: str, awaited: str, say: Say,
     with Live(wait, console=console, refresh_per_second=4, transient=True,
               redirect_stdout=False, redirect_stderr=False):
         yield wait
+
+
+@contextlib.contextmanager
+def _still_waiting(wait: Wait, every: float) -> Iterator[None]:
+    """While the block runs, `wait.say` a still-waiting line every `every` seconds."""
+    done = threading.Event()
+
+    def speak() -> None:
+        while not done.wait(every):
+            wait.say(wait.line(still=True))
+
+    timer = threading.Thread(target=speak, name="pvefix-still-waiting", daemon=True)
+    timer.start()
+    try:
+        yield
+    finally:
+        done.set()
+        timer.join(timeout=1.0)

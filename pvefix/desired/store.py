@@ -1,7 +1,10 @@
 """Desired states recorded in the state directory: `STATE_DIR/desired/CLUSTER/VMID.toml`, one
-per VM of each cluster (CLUSTER: `cluster-NAME`, or `node-NAME` for a standalone host), so two
-clusters' VM 100 never collide. Files of earlier versions (`STATE_DIR/desired/VMID.toml`) are
-still read when the cluster has none of its own.
+per VM of each cluster (CLUSTER: `cluster-NAME@KEY`, or `node-NAME@KEY` for a standalone host,
+pvefix.target.identity), so two clusters' VM 100 never collide, nor two hosts both named
+`pve`. Files of earlier versions (`desired/VMID.toml`, `desired/node-NAME/VMID.toml`) are
+read once by the first host of that name that asks, and moved under its identity.
+An offline read (a bundle) knows the name only: it reads the one host's of that name, and
+refuses to guess between two.
 
 `pvefix apply` records the state it reached (`record(state_dir, state)`); `pvefix check`
 reads them when no `--desired` file is given.
@@ -20,19 +23,42 @@ from pvefix.desired.model import CmdlineRules, DesiredState, NodeDesired, P2PRul
 from pvefix.desired.parse import load_desired
 from pvefix.desired.paths import DESIRED_DIR, may_have_recorded
 from pvefix.desired.writer import dumps_desired
-from pvefix.errors import ParseError, PvefixError
+from pvefix.errors import ParseError, PvefixError, plain_words
 from pvefix.state import HostState
 from pvefix.store.statedir import ensure_private_dir, write_private
+from pvefix.target.identity import SEPARATOR, name_of
 
 
 def recorded_path(state_dir: Path, vmid: int, cluster: str | None = None) -> Path:
-    """Where VM `vmid`'s recorded state is: the cluster's own file, else (an older, unkeyed
-    one, or no cluster known) `desired/VMID.toml`."""
-    legacy = state_dir / DESIRED_DIR / f"{vmid}.toml"
+    """Where VM `vmid`'s recorded state is for `cluster` (an identity; see the module doc).
+    An older file of the same name is moved under the identity here, once."""
+    root = state_dir / DESIRED_DIR
+    legacy = root / f"{vmid}.toml"
     if cluster is None:
         return legacy
-    keyed = state_dir / DESIRED_DIR / cluster / f"{vmid}.toml"
-    return keyed if keyed.is_file() or not legacy.is_file() else legacy
+    keyed = root / cluster / f"{vmid}.toml"
+    if keyed.is_file():
+        return keyed
+    if SEPARATOR not in cluster:  # a name only: the one keyed host of that name, if one
+        return _only_host(root, cluster, vmid) or (keyed if not legacy.is_file() else legacy)
+    for old in (root / name_of(cluster) / f"{vmid}.toml", legacy):
+        if old.is_file():
+            ensure_private_dir(keyed.parent)
+            old.replace(keyed)  # read once, then kept under the identity
+            return keyed
+    return keyed
+
+
+def _only_host(root: Path, name: str, vmid: int) -> Path | None:
+    """The file of the one host named `name` that recorded VM `vmid`; an error when two
+    hosts of that name did (an offline read cannot tell which one it is)."""
+    found = sorted(root.glob(f"{name}{SEPARATOR}*/{vmid}.toml"))
+    if len(found) > 1:
+        raise PvefixError(
+            f"two hosts named {name.split('-', 1)[-1]} recorded VM {vmid} "
+            f"({', '.join(p.parent.name for p in found)}): this read cannot tell which one it "
+            "is; check it live, or pass --desired FILE", source=str(root))
+    return found[0] if found else None
 
 
 def write_desired(path: Path, desired: DesiredState, header: str | None = None) -> Path:
@@ -71,10 +97,13 @@ def recorded_p2p(state_dir: Path, vmid: int,
 
 
 def recorded_vmids(state_dir: Path, cluster: str | None = None) -> list[int]:
-    """VMs with a recorded state: the cluster's own and the older unkeyed ones."""
-    folders = [state_dir / DESIRED_DIR]
+    """VMs with a recorded state: the cluster's own, and the older ones it may claim."""
+    root = state_dir / DESIRED_DIR
+    folders = [root]
     if cluster is not None:
-        folders.append(state_dir / DESIRED_DIR / cluster)
+        folders += [root / cluster, root / name_of(cluster)]
+        if SEPARATOR not in cluster:
+            folders += sorted(root.glob(f"{cluster}{SEPARATOR}*"))
     found = {int(p.stem) for folder in folders if folder.is_dir()
              for p in folder.glob("*.toml") if p.stem.isdigit()}
     return sorted(found)
@@ -99,7 +128,7 @@ def merge(states: list[tuple[str, DesiredState]]) -> DesiredState:
             vms=vms,
         )
     except pydantic.ValidationError as exc:
-        problem = exc.errors(include_url=False, include_input=False)[0]["msg"]
+        problem = plain_words(exc.errors(include_url=False, include_input=False)[0])
         where = ", ".join(source for source, _ in states)
         raise ParseError(f"the files contradict each other: {problem}", source=where) from None
 

@@ -129,10 +129,13 @@ def _take_pve_snapshot(remote: Remote, vmid: int, options: ApplyOptions,
         "rolls back the disks: every write inside the guest since then is lost. pvefix's own "
         "rollback never uses it."
     )
-    remote.run_task(f"/nodes/{remote.node}/qemu/{vmid}/snapshot",
-                    {"snapname": name, "vmstate": "0",
-                     "description": "before pvefix apply (config fix)"},
-                    options.task_timeout)
+    from pvefix.console.progress import waiting
+
+    with waiting(f"VM {vmid}", f"the Proxmox snapshot task ({name})", console.progress):
+        remote.run_task(f"/nodes/{remote.node}/qemu/{vmid}/snapshot",
+                        {"snapname": name, "vmstate": "0",
+                         "description": "before pvefix apply (config fix)"},
+                        options.task_timeout)
     return name
 
 

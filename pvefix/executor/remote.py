@@ -104,6 +104,7 @@ class Remote:
             # commands directly (under local_root: "/" on a real node, a host tree in tests).
             self.local = self.sessions.local(node)  # on a real node: this host must be `node`
         self._cluster: ClusterView | None = None
+        self._identity: str | None = None
         self.on_warning: Callable[[str], None] = _stderr  # where task warnings are shown
 
     # -- the node ---------------------------------------------------------------------------
@@ -124,8 +125,13 @@ class Remote:
         return node_address(self.conn, self.node, self.cluster())
 
     def identity(self) -> str:
-        """The cluster's identity (or this node's, standalone): the key of pvefix's state."""
-        return self.cluster().identity(self.node)
+        """The cluster's identity (or this node's, standalone), with its CA's key: the key of
+        pvefix's state (pvefix.target.identity). Asked once."""
+        if self._identity is None:
+            from pvefix.target.nodes import identity_key
+
+            self._identity = self.cluster().identity(self.node, identity_key(self.conn))
+        return self._identity
 
     # -- API --------------------------------------------------------------------------------
 

@@ -31,6 +31,7 @@ from pvefix.paths import PROC_CMDLINE
 from pvefix.planner.model import Plan
 from pvefix.state import HostState, PendingItem
 from pvefix.store.statedir import ensure_private_dir, write_private
+from pvefix.target.identity import SEPARATOR, name_of
 
 SNAPSHOT_SCHEMA = "pvefix.snapshot/v1"
 SNAPSHOTS = "snapshots"
@@ -276,6 +277,22 @@ def _folders(state_dir: Path) -> list[Path]:
     return found
 
 
+def _ours(snap: Snapshot, cluster: str) -> bool:
+    """Is `snap` this identity's: its own, or an older one of the same name (or of none),
+    which the identity then claims (pvefix.target.identity)?"""
+    return snap.meta.cluster in (None, cluster, name_of(cluster))
+
+
+def _claim(snap: Snapshot, cluster: str) -> Snapshot:
+    """An older snapshot (keyed by a name only, or by nothing) rewritten under `cluster`, once,
+    so another host of the same name no longer finds it."""
+    if snap.meta.cluster == cluster or SEPARATOR not in cluster:
+        return snap
+    meta = snap.meta.model_copy(update={"cluster": cluster})
+    _write_meta(snap.path, meta)
+    return Snapshot(snap.path, meta)
+
+
 def list_snapshots(state_dir: Path, vmid: int | None = None,
                    cluster: str | None = None) -> list[Snapshot]:
     """Every snapshot (of one VM, of one cluster plus the older unkeyed ones, if given),
@@ -285,8 +302,10 @@ def list_snapshots(state_dir: Path, vmid: int | None = None,
         snap = load_snapshot(entry)
         if vmid is not None and snap.meta.vmid != vmid:
             continue
-        if cluster is not None and snap.meta.cluster not in (None, cluster):
-            continue
+        if cluster is not None:
+            if not _ours(snap, cluster):
+                continue
+            snap = _claim(snap, cluster)
         found.append(snap)
     return sorted(found, key=lambda s: (s.meta.created_at, s.id))
 
@@ -301,10 +320,10 @@ def find_snapshot(state_dir: Path, snapshot_id: str | None, vmid: int | None,
         snap = load_snapshot(named[0])
         if vmid is not None and snap.meta.vmid != vmid:
             raise PvefixError(f"snapshot {snapshot_id} is of VM {snap.meta.vmid}, not {vmid}")
-        if cluster is not None and snap.meta.cluster not in (None, cluster):
+        if cluster is not None and not _ours(snap, cluster):
             raise RefusedError(f"snapshot {snapshot_id} is of {snap.meta.cluster}, and this "
                                f"connection reaches {cluster}: nothing was written")
-        return snap
+        return _claim(snap, cluster) if cluster is not None else snap
     candidates = [s for s in list_snapshots(state_dir, vmid, cluster)
                   if s.status() != "rolled-back"]
     if not candidates:

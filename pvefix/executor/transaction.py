@@ -30,6 +30,8 @@ def transaction(ctx: StepContext, journal: Journal, console: Console,
     try:
         yield started
     except BaseException as exc:
+        if isinstance(exc, KeyboardInterrupt):  # said at once, before the first undo
+            console.progress(interrupted_line(started))
         try:
             undone, failures = undo_steps(started, ctx, journal, console)
         except UndoInterrupted as again:
@@ -60,6 +62,14 @@ class UndoInterrupted(KeyboardInterrupt):
         self.undone = undone
         self.remaining = remaining
         super().__init__("interrupted while undoing")
+
+
+def interrupted_line(started: list[Step]) -> str:
+    """What the first Ctrl-C gets at once: what happens now."""
+    if not started:
+        return "interrupted (Ctrl-C): nothing had been written; stopping"
+    return (f"interrupted (Ctrl-C): undoing the {len(started)} step(s) done so far, newest "
+            "first; Ctrl-C again stops the undo and says what is still changed")
 
 
 def interrupted_undo_report(again: UndoInterrupted, snapshot: Snapshot) -> str:

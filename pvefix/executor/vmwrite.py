@@ -8,6 +8,7 @@ import shlex
 from dataclasses import replace
 from typing import Protocol
 
+from pvefix.console.progress import waiting
 from pvefix.errors import PvefixError, RefusedError
 from pvefix.executor.remote import Remote, TaskFailed
 from pvefix.target.api import ApiError
@@ -62,7 +63,8 @@ class ApiVmWriter:
     def write(self, params: dict[str, str], digest: str) -> None:
         path = f"/nodes/{self.remote.node}/qemu/{self.vmid}/config"
         try:
-            self.remote.run_task(path, {**params, "digest": digest}, self.task_timeout)
+            with waiting(f"VM {self.vmid}", "the config write task", self.remote.on_warning):
+                self.remote.run_task(path, {**params, "digest": digest}, self.task_timeout)
         except ApiError as exc:
             _refuse_if_moved(exc.message, self.vmid)
             raise

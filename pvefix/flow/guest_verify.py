@@ -16,7 +16,7 @@ from pvefix.probe.report import Report
 from pvefix.target.guest.access import GuestAccess
 from pvefix.target.settings import Connection
 from pvefix.verify.outcome import VerifyOutcome, build_outcome, render_outcome
-from pvefix.verify.store import store_report
+from pvefix.verify.store import probe_owner, store_report
 from pvefix.verify.take import take_probe
 
 #: How long to wait for the guest to answer after a VM restart (boot, agent or sshd start).
@@ -33,7 +33,7 @@ def probe_before(conn: Connection, guest: GuestAccess, vmid: int, state_dir: Pat
     except PvefixError as exc:
         raise PvefixError(f"--verify: the probe before the change failed, nothing was "
                           f"written: {exc}") from None
-    stored = store_report(state_dir, vmid, report)
+    stored = store_report(state_dir, vmid, report, probe_owner(guest, conn))
     console.progress(f"--verify: report before the change kept in {stored}")
     return stored.stem, report
 
@@ -55,7 +55,7 @@ def probe_after(conn: Connection, guest: GuestAccess, vmid: int, state_dir: Path
                 ) from None
             console.progress(f"--verify: the guest does not answer yet ({exc}); retrying")
             time.sleep(RETRY_S)
-    stored = store_report(state_dir, vmid, report)
+    stored = store_report(state_dir, vmid, report, probe_owner(guest, conn))
     outcome = build_outcome(vmid, guest.where, stored, report, before)
     console.say(render_outcome(outcome).rstrip("\n"))
     if outcome.worse:

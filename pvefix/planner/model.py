@@ -21,6 +21,10 @@ HostpciKey = Annotated[str, Field(pattern=HOSTPCI_KEY_PATTERN,
                                   description="hostpci0..hostpci15")]
 Clique = Annotated[int, Field(strict=True, ge=0, le=MAX_CLIQUE)]
 
+#: What `pvefix plan --format json` prints, for one VM or several: {"schema": PLANS_SCHEMA,
+#: "plans": [pvefix.plan/v1, ...]} in the order the VMIDs were named.
+PLANS_SCHEMA = "pvefix.plans/v1"
+
 Target = Literal["vm-config", "host-cmdline", "guest-cmdline", "manual"]
 Disruption = Literal["none", "guest-reboot", "vm-restart", "host-reboot"]
 Severity = Literal["info", "warning", "error"]
@@ -229,3 +233,9 @@ class Plan(_Frozen):
 
     def to_json_dict(self) -> dict[str, object]:
         return self.model_dump(mode="json", by_alias=True)
+
+
+def plans_document(plans: list[Plan]) -> dict[str, object]:
+    """The `pvefix.plans/v1` document `plan --format json` prints: the same shape for one VM
+    as for several (each plan is a pvefix.plan/v1 plan file, as `--out` saves it)."""
+    return {"schema": PLANS_SCHEMA, "plans": [p.to_json_dict() for p in plans]}

@@ -117,6 +117,23 @@ def impact(plan: Plan) -> list[str]:
     return lines
 
 
+def explained(changes: list[Change]) -> list[tuple[str, str, list[str]]]:
+    """Why each change is made and its risk, said once: changes with the same reason, effect
+    and risk (eight
+    `pcie=1` edits) share one entry, `(keys, why, commands)`, in the order they come."""
+    out: list[tuple[list[str], str, list[str]]] = []
+    for c in changes:
+        why = (c.reason + (f" *Effect:* {c.effect}" if c.effect else "")
+               + f" *Risk ({c.risk.level}):* {c.risk.text}"
+               + (f" *Mitigation:* {c.risk.mitigation}" if c.risk.mitigation else ""))
+        same = next((e for e in out if e[1] == why and not e[2] and not c.commands), None)
+        if same is not None:
+            same[0].append(c.key)
+        else:
+            out.append(([c.key], why, list(c.commands)))
+    return [(", ".join(keys), why, commands) for keys, why, commands in out]
+
+
 def groups(plan: Plan) -> dict[int, list[tuple[str, list[Change]]]]:
     """Each phase's changes grouped by what they change (VM config, host cmdline, ...)."""
     out: dict[int, list[tuple[str, list[Change]]]] = {}
@@ -147,6 +164,7 @@ def render_plan_markdown(plan: Plan, templates: Path = TEMPLATES) -> str:
     env.filters["md"] = _md
     env.filters["code"] = _code
     env.filters["fence"] = _fence
+    env.filters["explained"] = explained
     diffs: dict[int, str] = {}
     obs = plan.observed
     for phase in plan.phases:

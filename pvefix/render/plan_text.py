@@ -1,16 +1,20 @@
-"""The terminal view of a plan: findings, phases with their disruption, diffs, risks."""
+"""The terminal view of a plan: a one-screen summary (phases, disruption, risks, what to run
+next), then the detail: findings, phases with their changes, diffs, risks.
+
+Wrapped to the terminal's width with hanging indents, never inside a word; coloured only where
+the stream shows colour (pvefix/console/terminal.py: NO_COLOR, TERM=dumb, --color). Diff lines
+and commands are never wrapped: they are copied as they are.
+"""
 
 from __future__ import annotations
 
-import textwrap
-
+from pvefix.console.terminal import Terminal
 from pvefix.paths import vm_config
 from pvefix.planner.model import Change, Finding, Plan
 from pvefix.planner.rules.p2p import PHASE as P2P_PHASE
 from pvefix.render.diff import file_diffs, unified
 from pvefix.render.inert import inert_text
 
-_COLORS = {"red": "31", "yellow": "33", "green": "32", "cyan": "36", "bold": "1", "dim": "2"}
 _SEVERITY = {
     "error": ("✗ error", "red"),
     "warning": ("! warning", "yellow"),
@@ -26,28 +30,27 @@ _DISRUPTION = {
 
 
 class _Style:
-    def __init__(self, color: bool) -> None:
-        self.color = color
+    """Styles and wraps through the stream's Terminal."""
+
+    def __init__(self, term: Terminal) -> None:
+        self.term = term
 
     def __call__(self, text: str, *styles: str) -> str:
-        if not self.color or not styles:
-            return text
-        codes = ";".join(_COLORS[s] for s in styles)
-        return f"\x1b[{codes}m{text}\x1b[0m"
+        return self.term.style(text, *styles)
 
+    def wrap(self, text: str, indent: str = "      ", *styles: str) -> str:
+        return "\n".join(self(line, *styles) for line in self.term.wrap(text, indent).split("\n"))
 
-def _wrap(text: str, indent: str, width: int = 96) -> str:
-    return textwrap.fill(
-        text, width=width, initial_indent=indent, subsequent_indent=indent,
-        break_on_hyphens=False, break_long_words=False,
-    )
+    def evidence(self, items: list[str]) -> list[str]:
+        return [self.wrap(f"· {e}", "      ", "dim") for e in items]
 
 
 def _finding(f: Finding, s: _Style) -> list[str]:
     label, color = _SEVERITY[f.severity]
-    out = [f"  {s(label, color, 'bold')}  {s(f.title, 'bold')}", _wrap(f.detail, "      ")]
-    out += [s(f"      · {e}", "dim") for e in f.evidence]
-    return out
+    head = s.term.wrap(f"{label}  {f.title}", "  ", hang=len(label) + 2)
+    head = head.replace(label, s(label, color, "bold"), 1)
+    out = [head, s.wrap(f.detail)]
+    return out + s.evidence(list(f.evidence))
 
 
 def _value(v: str | None) -> str:
@@ -55,34 +58,45 @@ def _value(v: str | None) -> str:
 
 
 def _change(c: Change, s: _Style) -> list[str]:
-    head = f"  [{c.target}] {c.key}"
+    head = f"[{c.target}] {c.key}"
     if c.target == "vm-config":
         head += f": {_value(c.before)} -> {_value(c.after)}"
     elif c.file:
         head += f" in {c.file}"
-    out = [s(head, "bold")]
-    out.append(_wrap(f"why: {c.reason}", "      "))
-    if c.effect:
-        out.append(_wrap(f"effect: {c.effect}", "      "))
-    out.append(
-        _wrap(f"risk ({c.risk.level}): {c.risk.text}", "      ").replace(
-            f"risk ({c.risk.level})", s(f"risk ({c.risk.level})", _RISK[c.risk.level], "bold"), 1
-        )
-    )
+    out = [s.wrap(head, "  ", "bold")]
+    out += _reason_lines(c, s)
     if c.risk.mitigation:
-        out.append(_wrap(f"mitigation: {c.risk.mitigation}", "      "))
+        out.append(s.wrap(f"mitigation: {c.risk.mitigation}"))
     if c.target in ("host-cmdline", "guest-cmdline") and c.before is not None:
-        out.append(f"      before: {c.before}")
-        out.append(f"      after:  {c.after}")
+        out.append(s.wrap(f"before: {c.before}"))
+        out.append(s.wrap(f"after:  {c.after}"))
     if c.refresh_command:
         out.append(f"      then:   {' '.join(c.refresh_command)}")
     if c.needs_root_pam:
         out.append(s(f"      needs root@pam ({_root_why([c])})", "yellow"))
     if c.commands:
         out.append("      steps:")
-        out += [f"        {cmd}" for cmd in c.commands]
-    out.append(_wrap(f"undo: {c.inverse}", "      "))
-    out += [s(f"      · {e}", "dim") for e in c.evidence]
+        out += [_step(cmd, s.term) for cmd in c.commands]
+    out.append(s.wrap(f"undo: {c.inverse}"))
+    return out + s.evidence(list(c.evidence))
+
+
+def _step(command: str, term: Terminal) -> str:
+    """A step as it is to be typed; a comment step (`# ...`) is prose: wrapped, each line a
+    comment."""
+    if not command.startswith("# "):
+        return f"        {command}"
+    return term.wrap(command[2:], "        # ", hang=0)
+
+
+def _reason_lines(c: Change, s: _Style) -> list[str]:
+    """why, effect and risk of a change (or of a group of alike changes)."""
+    out = [s.wrap(f"why: {c.reason}")]
+    if c.effect:
+        out.append(s.wrap(f"effect: {c.effect}"))
+    label = f"risk ({c.risk.level})"
+    out.append(s.wrap(f"{label}: {c.risk.text}").replace(
+        label, s(label, _RISK[c.risk.level], "bold"), 1))
     return out
 
 
@@ -105,25 +119,16 @@ def _groups(changes: list[Change]) -> list[list[Change]]:
 def _change_group(group: list[Change], s: _Style) -> list[str]:
     first = group[0]
     out = [s(f"  [{first.target}] {len(group)} entries ({first.rule})", "bold")]
-    out += [s(f"    {c.key}: {_value(c.before)} -> {_value(c.after)}", "bold") for c in group]
-    out.append(_wrap(f"why: {first.reason}", "      "))
-    if first.effect:
-        out.append(_wrap(f"effect: {first.effect}", "      "))
-    out.append(
-        _wrap(f"risk ({first.risk.level}): {first.risk.text}", "      ").replace(
-            f"risk ({first.risk.level})",
-            s(f"risk ({first.risk.level})", _RISK[first.risk.level], "bold"),
-            1,
-        )
-    )
+    out += [s.wrap(f"{c.key}: {_value(c.before)} -> {_value(c.after)}", "    ", "bold")
+            for c in group]
+    out += _reason_lines(first, s)
     if any(c.needs_root_pam for c in group):
         out.append(s(f"      needs root@pam ({_root_why(group)})", "yellow"))
     out.append("      undo: restore each value on the left")
     seen: list[str] = []
     for c in group:
         seen += [e for e in c.evidence if e not in seen and not e.startswith(f"{c.key}: ")]
-    out += [s(f"      · {e}", "dim") for e in seen]
-    return out
+    return out + s.evidence(seen)
 
 
 def _diff_lines(text: str, s: _Style) -> list[str]:
@@ -138,13 +143,19 @@ def _diff_lines(text: str, s: _Style) -> list[str]:
     return out
 
 
-def render_plan_text(plan: Plan, *, color: bool = False, config_path: str | None = None) -> str:
-    s = _Style(color)
+def render_plan_text(plan: Plan, *, term: Terminal | None = None, color: bool = False,
+                     config_path: str | None = None) -> str:
+    """The summary (one screen), then the detail. `term` sets width and colour (default: 80
+    columns, colour as `color` says)."""
+    if term is None:
+        term = Terminal(color_system="standard" if color else None)
+    s = _Style(term)
     obs = plan.observed
-    path = config_path or vm_config(obs.node, obs.vmid)
     lines = [
-        s(f"pvefix plan for VM {obs.vmid} on node {obs.node}", "bold")
-        + f"  ({obs.vm_status}; read via {obs.access.split(':')[0]}; digest {obs.vm_digest[:12]})",
+        s.wrap(f"pvefix plan for VM {obs.vmid} on node {obs.node}  ({obs.vm_status}; read via "
+               f"{obs.access.split(':')[0]}; digest {obs.vm_digest[:12]})", "", "bold"),
+        "",
+        *_summary(plan, s),
         "",
     ]
     if plan.findings:
@@ -152,61 +163,74 @@ def render_plan_text(plan: Plan, *, color: bool = False, config_path: str | None
         for f in plan.findings:
             lines += _finding(f, s)
         lines.append("")
+    lines += _phases(plan, s, config_path or vm_config(obs.node, obs.vmid))
+    if plan.noops:
+        lines.append(s("Nothing to do", "bold"))
+        lines += [s.wrap(f"- {n.rule}: {n.reason}", "  ") for n in plan.noops]
+        lines.append("")
+    return inert_text("\n".join(lines + _closing(plan, s)) + "\n", color=term.color)
+
+
+def _summary(plan: Plan, s: _Style) -> list[str]:
+    """One screen: each phase with its disruption and changes, the findings by severity, the
+    impact (who stops, host reboot, highest risk) and what to run next."""
+    from pvefix.render.plan_markdown import impact
+
+    lines = [s("Summary", "bold")]
+    for phase in plan.phases:
+        keys = ", ".join(dict.fromkeys(c.key for c in phase.changes))
+        label = f"Phase {phase.number}: {_DISRUPTION[phase.disruption]}"
+        lines.append(s.wrap(f"{label}; {len(phase.changes)} change(s): {keys}", "  ").replace(
+            label, s(label, "bold", "red" if phase.disruption == "host-reboot" else "cyan"), 1))
+    counts = {sev: sum(1 for f in plan.findings if f.severity == sev) for sev in _SEVERITY}
+    if plan.findings:
+        said = ", ".join(f"{n} {sev}(s)" for sev, n in counts.items() if n)
+        lines.append(s.wrap(f"Findings: {said} (below)", "  "))
+    if plan.has_changes:
+        lines += [s.wrap(f"- {line}", "  ") for line in impact(plan)]
+    return lines + _closing(plan, s)[-1:]
+
+
+def _phases(plan: Plan, s: _Style, path: str) -> list[str]:
+    """Each phase: its activation, its changes, and the diffs it makes."""
+    obs = plan.observed
+    lines: list[str] = []
     vm_diff_shown = False
     for phase in plan.phases:
-        lines.append(
-            s(
-                f"Phase {phase.number}: {_DISRUPTION[phase.disruption]}",
-                "bold",
-                "red" if phase.disruption == "host-reboot" else "cyan",
-            )
-        )
-        lines.append(_wrap(phase.activation, "  "))
-        lines.append("")
+        lines.append(s(f"Phase {phase.number}: {_DISRUPTION[phase.disruption]}", "bold",
+                       "red" if phase.disruption == "host-reboot" else "cyan"))
+        lines += [s.wrap(phase.activation, "  "), ""]
         for group in _groups(phase.changes):
             lines += _change(group[0], s) if len(group) == 1 else _change_group(group, s)
             lines.append("")
+        diffs = list(file_diffs(plan, phase))
         if not vm_diff_shown and any(c.target == "vm-config" for c in phase.changes):
-            diff = unified(plan.config_before, plan.config_after, path)
-            if diff:
-                lines.append(
-                    "  VM config"
-                    + (" ([PENDING] while the VM runs)" if obs.vm_status == "running" else "")
-                    + ":"
-                )
-                lines += _diff_lines(diff, s)
-                lines.append("")
+            pending = " ([PENDING] while the VM runs)" if obs.vm_status == "running" else ""
+            diffs.insert(0, (f"VM config{pending}",
+                             unified(plan.config_before, plan.config_after, path)))
             vm_diff_shown = True
-        for label, diff in file_diffs(plan, phase):
+        for label, diff in diffs:
             if diff:
-                lines.append(f"  {label}:")
-                lines += _diff_lines(diff, s)
-                lines.append("")
-    if plan.noops:
-        lines.append(s("Nothing to do", "bold"))
-        lines += [f"  - {n.rule}: {n.reason}" for n in plan.noops]
-        lines.append("")
+                lines += [f"  {label}:", *_diff_lines(diff, s), ""]
+    return lines
+
+
+def _closing(plan: Plan, s: _Style) -> list[str]:
+    """The last lines: how many changes and what to run next, or why nothing is planned."""
+    obs = plan.observed
     n = sum(len(p.changes) for p in plan.phases)
     if n:
-        lines.append(
-            s(
-                f"{n} change(s) in {len(plan.phases)} phase(s). Dry run: nothing was changed.",
-                "bold",
-            )
-        )
-        lines.append(f"Next: pvefix apply {obs.vmid} --phase {plan.phases[0].number}"
-                     + _p2p_flags(plan, plan.phases[0].number))
-    elif any(f.id == "devices.unknown-here" for f in plan.findings):
-        lines.append(
-            s(
-                "Nothing planned, but not because all is right: some passed devices are not in"
-                " the facts read (see the findings).",
-                "yellow",
-            )
-        )
-    else:
-        lines.append(s("Nothing to change: this VM and host already follow every rule.", "green"))
-    return inert_text("\n".join(lines) + "\n", color=color)
+        return [
+            s(f"{n} change(s) in {len(plan.phases)} phase(s). Dry run: nothing was changed.",
+              "bold"),
+            f"Next: pvefix apply {obs.vmid} --phase {plan.phases[0].number}"
+            + _p2p_flags(plan, plan.phases[0].number),
+        ]
+    if any(f.id == "devices.unknown-here" for f in plan.findings):
+        return [s.wrap("Nothing planned, but not because all is right: some passed devices are"
+                       " not in the facts read (see the findings).", "", "yellow")]
+    return [s.wrap("Nothing to change: this VM and host already follow every rule.", "",
+                   "green")]
 
 
 def _p2p_flags(plan: Plan, number: int) -> str:

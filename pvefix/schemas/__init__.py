@@ -27,7 +27,8 @@ def _finish(schema: dict[str, Any], name: str, title: str) -> dict[str, Any]:
 
 
 def plan_schema() -> dict[str, Any]:
-    """`pvefix plan --format json` and the saved plan file (which adds `created_at`)."""
+    """A plan file (`pvefix plan --out`, which adds `created_at`), and each of the `plans` of
+    `pvefix plan --format json`."""
     from pvefix.planner.model import Plan
 
     schema = Plan.model_json_schema(by_alias=True, mode="serialization")
@@ -36,6 +37,28 @@ def plan_schema() -> dict[str, Any]:
         "description": "when `pvefix plan --out` saved the file (UTC, ISO 8601)",
     }
     return _finish(schema, "plan", "pvefix.plan/v1: a plan file")
+
+
+def plans_schema() -> dict[str, Any]:
+    """`pvefix plan --format json` (pvefix.plans/v1): the same object for one VM or several."""
+    from pvefix.planner.model import PLANS_SCHEMA
+
+    schema: dict[str, Any] = {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["schema", "plans"],
+        "properties": {
+            "schema": {"const": PLANS_SCHEMA},
+            "plans": {
+                "type": "array", "minItems": 1,
+                "description": "one plan per VMID, in the order named (pvefix.plan/v1)",
+                "items": {"$ref": BASE_ID + "plan.schema.json"},
+            },
+        },
+        # Embedded with its own $id (a schema resource of its own), so this file stands alone.
+        "$defs": {"plan": plan_schema()},
+    }
+    return _finish(schema, "plans", "pvefix.plans/v1: what `pvefix plan --format json` prints")
 
 
 def check_schema() -> dict[str, Any]:
@@ -122,6 +145,7 @@ def rehearse_schema() -> dict[str, Any]:
 SCHEMAS: dict[str, Callable[[], dict[str, Any]]] = {
     "rehearse": rehearse_schema,
     "plan": plan_schema,
+    "plans": plans_schema,
     "check": check_schema,
     "desired": desired_schema,
     "snapshot": snapshot_schema,

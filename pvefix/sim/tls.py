@@ -90,9 +90,12 @@ def _make_ca_and_server(node: str) -> tuple[bytes, bytes, bytes]:
     """A CA (EC P-256) and a server certificate for 127.0.0.1/localhost signed by it."""
     now = dt.datetime.now(dt.UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
+    # Named as Proxmox VE names each installation's own CA (/etc/pve/pve-root-ca.pem): its
+    # key is what pvefix keys a host's state by (pvefix.target.identity).
     ca_name = x509.Name([
-        x509.NameAttribute(NameOID.ORGANIZATION_NAME, "pvefix simulator"),
-        x509.NameAttribute(NameOID.COMMON_NAME, "pvefix simulator CA"),
+        x509.NameAttribute(NameOID.COMMON_NAME, "Proxmox Virtual Environment"),
+        x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, _uuid_like()),
+        x509.NameAttribute(NameOID.ORGANIZATION_NAME, "PVE Cluster Manager CA"),
     ])
     ca_cert = (
         x509.CertificateBuilder()

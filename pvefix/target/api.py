@@ -10,8 +10,6 @@ plain `requests.post`, outside any pinning.
 from __future__ import annotations
 
 import hashlib
-import socket
-import ssl
 import sys
 import threading
 import time
@@ -156,15 +154,9 @@ class _SessionTicketAuth(ProxmoxHTTPAuth):  # type: ignore[misc]
 
 def presented_fingerprint(host: str, port: int, timeout: float) -> str | None:
     """SHA-256 of the certificate the server presents (unverified: for error messages)."""
-    context = ssl.create_default_context()
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE
-    try:
-        with socket.create_connection((host, port), timeout=timeout) as raw, \
-                context.wrap_socket(raw, server_hostname=host) as tls:
-            der = tls.getpeercert(binary_form=True)
-    except OSError:
-        return None
+    from pvefix.target.identity import presented_certificate
+
+    der = presented_certificate(host, port, timeout)
     if not der:
         return None
     digest = hashlib.sha256(der).hexdigest().upper()

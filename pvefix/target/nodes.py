@@ -42,9 +42,12 @@ class ClusterView:
                 ips[str(item["name"])] = str(item["ip"])
         return cls(name, ips)
 
-    def identity(self, node: str) -> str:
-        """The key pvefix keeps state under: `cluster-NAME`, or `node-NAME` when standalone."""
-        return f"cluster-{self.name}" if self.name else f"node-{node}"
+    def identity(self, node: str, key: str | None = None) -> str:
+        """The key pvefix keeps state under: `cluster-NAME`, or `node-NAME` when standalone,
+        with the CA's `key` (pvefix.target.identity) so two of the same name stay apart."""
+        from pvefix.target.identity import keyed
+
+        return keyed(f"cluster-{self.name}" if self.name else f"node-{node}", key)
 
 
 @dataclass(frozen=True)
@@ -134,6 +137,24 @@ def cluster_identity(conn: Connection, api: Any = None) -> str | None:
     finally:
         if api is None:
             client.close()
+    key = identity_key(conn)
     if view.name:
-        return view.identity("")
-    return view.identity(next(iter(view.node_ips))) if len(view.node_ips) == 1 else None
+        return view.identity("", key)
+    return view.identity(next(iter(view.node_ips)), key) if len(view.node_ips) == 1 else None
+
+
+def identity_key(conn: Connection) -> str | None:
+    """The CA key of the host this connection reaches (pvefix.target.identity): from the API's
+    certificate, or with --local from /etc/pve/pve-root-ca.pem. None: no key to be had."""
+    from pvefix.target.identity import ca_file_key, certificate_key, presented_certificate
+
+    if conn.backend == "local":
+        try:
+            pem = (conn.local_root / "etc/pve/pve-root-ca.pem").read_bytes()
+        except OSError:
+            return None
+        return ca_file_key(pem)
+    if not conn.host:
+        return None
+    der = presented_certificate(conn.host, conn.port, conn.timeout)
+    return certificate_key(der) if der else None

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
-from pvefix.errors import ParseError, PvefixError
+from pvefix.errors import ParseError, PvefixError, plain_words
 
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_API_PORT = 8006
@@ -554,7 +554,8 @@ def _validated(values: dict[str, Any], sources: dict[str, str]) -> Connection:
         problems = []
         for err in exc.errors():
             field = ".".join(str(p) for p in err["loc"])
-            problems.append(f"{field} (from {sources.get(field, 'settings')}): {err['msg']}")
+            problems.append(
+                f"{field} (from {sources.get(field, 'settings')}): {plain_words(err)}")
         raise ParseError("invalid connection settings: " + "; ".join(problems)) from None
 
 

@@ -5,13 +5,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal, TextIO
 
-from pvefix.errors import EXIT_CHANGES, EXIT_OK, PvefixError
+from pvefix.errors import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, PvefixError
 from pvefix.probe.report import Report
 from pvefix.store.statedir import resolve_state_dir
 from pvefix.target.guest.access import GuestAccess
 from pvefix.target.settings import Connection
 from pvefix.verify.outcome import build_outcome, render_outcome
-from pvefix.verify.store import find_report, read_report, store_report, stored_reports
+from pvefix.verify.store import (
+    find_report,
+    probe_owner,
+    read_report,
+    store_report,
+    stored_reports,
+)
 from pvefix.verify.take import take_probe
 
 #: Exit status when P2P got worse against the baseline (as `check` reports drift).
@@ -19,16 +25,16 @@ EXIT_P2P_WORSE = EXIT_CHANGES
 
 
 def choose_baseline(state_dir: Path, vmid: int, baseline: str | None,
-                    before: Path | None) -> tuple[str, Report] | None:
+                    before: Path | None, owner: str | None = None) -> tuple[str, Report] | None:
     """The report to compare with: `--before FILE`, `--baseline ID`, else the newest kept."""
     if baseline is not None and before is not None:
         raise PvefixError("give --baseline ID or --before FILE, not both")
     if before is not None:
         return str(before), read_report(before)
     if baseline is not None:
-        path = find_report(state_dir, vmid, baseline)
+        path = find_report(state_dir, vmid, baseline, owner)
         return path.stem, read_report(path)
-    kept = stored_reports(state_dir, vmid)
+    kept = stored_reports(state_dir, vmid, owner)
     return (kept[-1].stem, read_report(kept[-1])) if kept else None
 
 
@@ -37,17 +43,21 @@ def execute_verify(
     baseline: str | None, before: Path | None, fmt: Literal["text", "json"],
     budget: float | None, state_dir: Path | None, stdout: TextIO,
 ) -> int:
-    """Probe, keep, compare, print. 0: ran and P2P is not worse; 2: P2P got worse."""
+    """Probe, keep, compare, print. 0: measured and P2P is not worse; 2: P2P got worse; 1:
+    the probe measured nothing (no GPU in the guest), which proves nothing."""
     state = resolve_state_dir(state_dir)
-    chosen = choose_baseline(state, vmid, baseline, before)  # fail before the probe runs
+    owner = probe_owner(guest, conn)  # two hosts' VM 100 keep apart baselines
+    chosen = choose_baseline(state, vmid, baseline, before, owner)  # fail before the probe
     report = take_probe(conn, guest, vmid, quick, budget=budget)
-    stored = store_report(state, vmid, report)
+    stored = store_report(state, vmid, report, owner)
     outcome = build_outcome(vmid, guest.where, stored, report, chosen)
     if fmt == "json":
         stdout.write(outcome.model_dump_json(by_alias=True, indent=2) + "\n")
     else:
         stdout.write(render_outcome(outcome))
-    return EXIT_P2P_WORSE if outcome.worse else EXIT_OK
+    if outcome.worse:
+        return EXIT_P2P_WORSE
+    return EXIT_OK if outcome.measured else EXIT_ERROR
 
 
 def execute_workload(

@@ -45,22 +45,37 @@ class VerifyOutcome(BaseModel):
     baseline_report: Report | None = None
     comparison: Comparison | None = None
     p2p_regressions: tuple[Difference, ...] = ()
+    #: False when the probe saw no GPU: nothing was measured, the run proves nothing (exit 1).
+    measured: bool = True
 
     @property
     def worse(self) -> bool:
         return bool(self.p2p_regressions)
 
 
+def measured_something(report: Report) -> bool:
+    """Whether the probe saw a GPU or measured a GPU pair (else the run measured nothing)."""
+    return (report.gpus.measured and bool(report.gpus.gpus)) or bool(report.p2p.pairs)
+
+
+def nothing_measured_line(report: Report) -> str:
+    why = report.gpus.reason or "no GPU in the report"
+    return (f"measured nothing: the probe saw no GPU in the guest ({why}); this run proves "
+            "nothing about P2P (exit 1)")
+
+
 def build_outcome(vmid: int, via: str, stored: Path, report: Report,
                   baseline: tuple[str, Report] | None) -> VerifyOutcome:
     """Compare `report` with the baseline (when there is one) and collect the verdict."""
+    measured = measured_something(report)
     if baseline is None:
-        return VerifyOutcome(vmid=vmid, via=via, stored=str(stored), report=report)
+        return VerifyOutcome(vmid=vmid, via=via, stored=str(stored), report=report,
+                             measured=measured)
     name, before = baseline
     cmp = compare(before, report)
     return VerifyOutcome(vmid=vmid, via=via, stored=str(stored), baseline=name, report=report,
                          baseline_report=before, comparison=cmp,
-                         p2p_regressions=p2p_regressions(cmp))
+                         p2p_regressions=p2p_regressions(cmp), measured=measured)
 
 
 def _pairs(report: Report | None) -> dict[tuple[int, int], PairResult]:
@@ -100,6 +115,8 @@ def render_outcome(out: VerifyOutcome) -> str:
                  f"{len(report.gpus.gpus) if report.gpus.measured else 0}"
                  f"{'' if report.gpus.measured else f' ({report.gpus.reason})'}")
     lines += ["", *render_pairs(out.baseline_report, report)]
+    if not out.measured:
+        lines += ["", nothing_measured_line(report)]
     if out.comparison is None:
         lines += ["", "no earlier report of this VM: this one is the baseline for the next run"]
         return "\n".join(lines) + "\n"

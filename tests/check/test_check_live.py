@@ -225,8 +225,12 @@ def test_github_annotations_appear_when_running_in_github_actions(
                       str(tmp_path / "state"), "--format", "junit", "-o",
                       str(tmp_path / "junit.xml"))
     assert code == 2
-    # The annotation points at the rule: the recorded desired-state file and its line.
-    rules = tmp_path / "state" / "desired" / "101.toml"
+    # The annotation points at the rule: the recorded desired-state file and its line (an
+    # unkeyed file, as earlier versions wrote it: the host claimed it, under its identity).
+    from tests.simkit import state_key
+
+    rules = tmp_path / "state" / "desired" / state_key(info, "node-kpro6") / "101.toml"
+    assert not (tmp_path / "state" / "desired" / "101.toml").exists()
     line = rules.read_text().splitlines().index('ostype = "l26"') + 1
     assert (f"::error file={rules},line={line},title=pvefix drift%3A VM 101 ostype::wanted l26,"
             " found win11\n") in out

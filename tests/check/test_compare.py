@@ -174,3 +174,33 @@ def test_a_vm_without_desired_state_and_an_unreadable_one_are_unknown() -> None:
                                     100: "not a QEMU VM of this cluster"}, {})
     assert [(i.vmid, i.status) for i in report.items] == [(100, "unknown"), (101, "unknown")]
     assert "--only-desired" in report.items[1].detail and report.exit_code == 1
+
+
+def _fields(got: CheckItem) -> tuple[str, str | None, str | None, str]:
+    return got.key, got.want, got.got, got.where
+
+
+def test_items_carry_key_want_got_and_where_beside_the_prose() -> None:
+    rule = VmDesired(machine=MachineRule(family="q35"), absent=("args",), keys={"cpu": "host"},
+                     hostpci={"hostpci0": HostPciRule(pcie=True, mapping="gpu")})
+    got = compare_vm(rule, vm({"hostpci0": "mapping=gpu", "args": "-x", "cpu": "kvm64"},
+                              {"hostpci0": "mapping=gpu", "cpu": "host"},
+                              running_machine="pc-i440fx-10.1+pve0"))
+    assert _fields(item(got, "machine")) == ("machine", "q35", None, "config")
+    assert _fields(item(got, "machine (running)")) == (
+        "machine", "q35", "pc-i440fx-10.1+pve0", "running")
+    assert _fields(item(got, "hostpci0.pcie")) == ("hostpci0.pcie", "1", "0", "config")
+    assert _fields(item(got, "hostpci0.mapping")) == ("hostpci0.mapping", "gpu", "gpu", "config")
+    assert _fields(item(got, "args (absent)")) == ("args", None, "-x", "config")
+    assert _fields(item(got, "cpu")) == ("cpu", "host", "kvm64", "config")
+    # Right now, wrong in [PENDING]: the structured view names [PENDING] and its value.
+    undone = compare_vm(Q35, vm({"machine": "q35"}, {}, running_machine="pc-q35-10.1+pve0"))
+    assert _fields(item(undone, "machine")) == ("machine", "q35", None, "pending")
+
+
+def test_cmdline_items_say_where_they_fail_and_what_was_found() -> None:
+    waits = compare_node(HOST, node("root=x iommu=pt", "root=x"))
+    assert _fields(waits[0]) == ("cmdline:iommu", "iommu=pt", None, "booted")
+    lost = compare_node(HOST, node("root=x amd-iommu=on", "root=x amd_iommu=on"))
+    assert _fields(lost[1])[0] == "cmdline:amd_iommu"
+    assert _fields(lost[1])[2:] == ("amd-iommu=on", "configured")

@@ -4,6 +4,7 @@ command, one meaning per short option, XDG_CONFIG_HOME and the peers' environmen
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -34,12 +35,56 @@ def test_help_has_no_python_types_and_an_example(
 ) -> None:
     assert main([*path.split(), "-h"]) == 0
     text = capsys.readouterr().out
-    assert text.startswith("Usage: pvefix")
+    assert text.lstrip().startswith("Usage: pvefix")
     for python_type in ("<str>", "<int>", "<float>", "<path>", "list[", "<bool>"):
         assert python_type not in text, f"{path}: {python_type} in help"
     if path:
-        examples = text.split("Examples:\n", 1)[1]
+        examples = re.split(r"Examples:\s*\n", text, maxsplit=1)[1]
         assert examples.lstrip().startswith(f"pvefix {path.split()[0]}")
+
+
+def _panels(text: str) -> dict[str, str]:
+    """A help text's panels (typer's rich_help_panel boxes): title -> the box's text."""
+    out: dict[str, str] = {}
+    for box in text.split("╭─ ")[1:]:
+        title, _, body = box.partition(" ")
+        out[title] = body.split("╰")[0]
+    return out
+
+
+@pytest.mark.parametrize(("path", "panels"), [
+    ("plan", ["Arguments", "Options", "P2P", "Guest", "Connection"]),
+    ("apply", ["Arguments", "Options", "Safety", "P2P", "Guest", "Connection"]),
+    ("rollback", ["Arguments", "Options", "Safety", "Guest", "Connection"]),
+    ("check", ["Arguments", "Options", "Connection"]),
+])
+def test_help_groups_options_in_panels(path: str, panels: list[str],
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([path, "-h"]) == 0
+    found = _panels(capsys.readouterr().out)
+    assert list(found) == panels
+    assert "--host " in found["Connection"] and "--ssh-key " in found["Connection"]
+    assert "--host " not in found["Options"]
+    if "Safety" in found:
+        assert "--yes " in found["Safety"] and "--restart " in found["Safety"]
+    if "Guest" in found:
+        assert "--guest-agent " in found["Guest"]
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (["plan", "abc", "--bundle", "x"], "expected a whole number (given: 'abc')"),
+    (["plan", "100", "--bundle", "x", "--port", "8k"], "expected a whole number"),
+    (["verify", "100", "--probe-timeout", "soon"], "expected a number (given: 'soon')"),
+    (["plan", "100", "--host", "h", "--port", "70000"], "port (from command line): must be "
+     "65535 or less"),
+    (["plan", "100", "--host", "h", "--auth", "x"], "expected one of 'auto', 'token' or "
+     "'password'"),
+])
+def test_usage_errors_are_in_pvefix_words_not_pydantic(
+        args: list[str], said: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert said in err and "Input should" not in err and "Traceback" not in err
 
 
 def test_every_example_names_a_command_that_parses() -> None:

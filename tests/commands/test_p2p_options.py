@@ -20,7 +20,7 @@ def test_p2p_adds_phase_3_and_the_plan_file_remembers_the_options(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     code, out, _ = _plan(capsys, "--p2p", "--clique-map", "hostpci0=0,hostpci1=0", "-f", "json")
-    plan = json.loads(out)
+    (plan,) = json.loads(out)["plans"]
     assert code == 2
     assert [p["number"] for p in plan["phases"]] == [1, 2, 3]
     assert plan["options"] == {"p2p": True, "clique_map": {"hostpci0": 0, "hostpci1": 0},

@@ -120,9 +120,9 @@ def test_plan_takes_p2p_from_the_profile_then_the_desired_state_and_the_flag_ove
 
     # A bundle reads no profile unless --profile names one.
     code, out, _ = _run(capsys, "plan", "100", *base)
-    assert [p["number"] for p in json.loads(out)["phases"]] == [1, 2]
+    assert [p["number"] for p in json.loads(out)["plans"][0]["phases"]] == [1, 2]
     code, out, _ = _run(capsys, "plan", "100", *base, "--config", config, "--profile", "lab")
-    plan = json.loads(out)
+    (plan,) = json.loads(out)["plans"]
     assert [p["number"] for p in plan["phases"]] == [1, 2, 3]
     assert _asked(plan) == f"P2P phase asked for by profile lab ({config})"
 
@@ -133,7 +133,7 @@ def test_plan_takes_p2p_from_the_profile_then_the_desired_state_and_the_flag_ove
     recorded = Path(state_dir) / "desired" / "node-kpro6" / "100.toml"
     assert "[vms.100.p2p]\nwanted = false\n" in recorded.read_text()
     code, out, _ = _run(capsys, "plan", "100", *base, "--config", config, "--profile", "lab")
-    plan = json.loads(out)
+    (plan,) = json.loads(out)["plans"]
     assert [p["number"] for p in plan["phases"]] == [1, 2]
     assert _asked(plan) == f"P2P phase not asked for: desired state {recorded}"
 
@@ -145,7 +145,7 @@ def test_plan_takes_p2p_from_the_profile_then_the_desired_state_and_the_flag_ove
     assert '[vms.100.p2p]\nwanted = true\nclique_map = "hostpci0=0,hostpci1=0"\n' in text
     assert "x-nv-gpudirect-clique=0" in text  # the goal pins args with the cliques
     code, out, _ = _run(capsys, "plan", "100", *base)
-    plan = json.loads(out)
+    (plan,) = json.loads(out)["plans"]
     assert plan["options"]["clique_map"] == {"hostpci0": 0, "hostpci1": 0}
     assert plan["options"]["p2p_from"] == f"desired state {recorded}"
     args = next(c for c in plan["phases"][2]["changes"] if c["key"] == "args")
@@ -154,7 +154,7 @@ def test_plan_takes_p2p_from_the_profile_then_the_desired_state_and_the_flag_ove
 
     # --no-p2p overrides it, and the plan says so.
     code, out, _ = _run(capsys, "plan", "100", *base, "--no-p2p")
-    plan = json.loads(out)
+    (plan,) = json.loads(out)["plans"]
     assert [p["number"] for p in plan["phases"]] == [1, 2]
     assert _asked(plan) == "P2P phase not asked for: flag --no-p2p"
 

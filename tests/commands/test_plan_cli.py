@@ -17,8 +17,9 @@ BUNDLE = Path(__file__).resolve().parents[2] / "pvefix" / "scenarios" / "kpro6"
 
 def _plan_json(capsys: pytest.CaptureFixture[str], args: list[str]) -> tuple[int, dict[str, Any]]:
     code = main(["plan", *args, "--format", "json"])
-    out = capsys.readouterr().out
-    return code, json.loads(out)
+    document = json.loads(capsys.readouterr().out)
+    assert document["schema"] == "pvefix.plans/v1" and len(document["plans"]) == 1
+    return code, document["plans"][0]
 
 
 def _without_observed_access(plan: dict[str, Any]) -> dict[str, Any]:

@@ -44,3 +44,4 @@ def test_help_still_lists_every_command() -> None:
     command = build_command()
     assert list(command.commands) == list(COMMANDS)
     assert all(command.commands[name].name == name for name in COMMANDS)
+

@@ -6,7 +6,9 @@ comment may carry a marker:
 
 - `# real host`: needs a real Proxmox VE host, GPUs or files only a host has: parsed by the
   CLI (every option and argument checked), not run;
-- a line ending in `&` starts something in the background (a simulator): parsed, not run.
+- a line ending in `&` starts something in the background (a simulator): parsed, not run;
+- `exit N` (e.g. `# compared; exit 1: ...`): the exit status the page promises (default: 0 or
+  2, nothing to do or changes).
 
 Every other example is run by tests/docs/test_doc_examples.py against a simulator.
 """
@@ -41,6 +43,12 @@ class Example:
                 break
             out.append(word)
         return out
+
+    @property
+    def exits(self) -> tuple[int, ...]:
+        """The exit statuses the page promises for this example."""
+        said = re.search(r"\bexit (\d+)\b", self.comment)
+        return (int(said.group(1)),) if said else (0, 2)
 
     @property
     def background(self) -> bool:

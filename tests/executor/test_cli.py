@@ -110,7 +110,10 @@ def test_apply_records_the_desired_state_and_check_agrees_after_the_restart(
     code = run_app(app, ["apply", "100", "--phase", "1", "--restart", "--yes", *_target(n)])
     out = capsys.readouterr().out
     assert code == EXIT_OK, out
-    recorded = n.state_dir / "desired" / "node-kpro6" / "100.toml"  # kept per cluster identity
+    from tests.simkit import state_key
+
+    # kept per host identity: the name and its CA's key
+    recorded = n.state_dir / "desired" / state_key(n.info, "node-kpro6") / "100.toml"
     assert f"desired state recorded: {recorded}" in out
     assert recorded.stat().st_mode & 0o777 == 0o600
     assert run_app(app, ["check", "100", *_target(n)]) == EXIT_OK

@@ -204,17 +204,20 @@ def test_snapshots_are_kept_under_the_clusters_identity_and_old_ones_still_roll_
 ) -> None:
     cluster.sim.state.tree.meta.vms.pop("310")
     result = cluster.apply(310, 1, conn=_conn(cluster))
+    from tests.simkit import state_key
+
+    lab3 = state_key(cluster.info, "cluster-lab3")
     snap = list_snapshots(cluster.state_dir, 310)[-1]
-    assert snap.meta.cluster == "cluster-lab3" and snap.id == result.snapshot_id
-    assert snap.path.parent.name == "cluster-lab3"
-    assert result.desired_path == str(cluster.state_dir / "desired" / "cluster-lab3" / "310.toml")
-    assert load_recorded(cluster.state_dir, [310], "cluster-lab3").vms[310]
+    assert snap.meta.cluster == lab3 and snap.id == result.snapshot_id
+    assert snap.path.parent.name == lab3
+    assert result.desired_path == str(cluster.state_dir / "desired" / lab3 / "310.toml")
+    assert load_recorded(cluster.state_dir, [310], lab3).vms[310]
     with pytest.raises(PvefixError, match="no desired state recorded for VM 310"):
-        load_recorded(cluster.state_dir, [310], "cluster-other")
+        load_recorded(cluster.state_dir, [310], "cluster-other@000000000000")
     # An older, unkeyed snapshot (as earlier versions wrote it) is still found and restored.
     legacy = cluster.state_dir / "snapshots" / snap.id
     snap.path.rename(legacy)
-    meta = (legacy / "meta.json").read_text().replace('"cluster": "cluster-lab3"',
+    meta = (legacy / "meta.json").read_text().replace(f'"cluster": "{lab3}"',
                                                       '"cluster": null')
     (legacy / "meta.json").write_text(meta)
     cluster.rollback(310, conn=_conn(cluster))

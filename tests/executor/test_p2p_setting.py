@@ -16,6 +16,7 @@ from pvefix.sim.qemu_cmdline import qemu_pid
 from pvefix.vmconfig import VMConfig
 from pvefix.vmconfig.args import clique_map
 from tests.executor.conftest import Node
+from tests.simkit import state_key
 
 PER_SOCKET = {"hostpci0": 0, "hostpci1": 0, "hostpci2": 1, "hostpci3": 1}
 
@@ -41,7 +42,7 @@ def test_a_profile_p2p_setting_applies_phase_3_and_check_and_rollback_follow(
               "--state-dir", str(n.state_dir)]
 
     code, out = _run(capsys, "plan", "500", *target, "-f", "json")
-    plan = json.loads(out[: out.rindex("}") + 1])
+    plan = json.loads(out[: out.rindex("}") + 1])["plans"][0]
     assert code == 2 and [p["number"] for p in plan["phases"]] == [3]
     assert plan["options"]["p2p_from"] == f"profile lab ({config})"
 
@@ -52,7 +53,7 @@ def test_a_profile_p2p_setting_applies_phase_3_and_check_and_rollback_follow(
     args = _args(n, 500)
     assert clique_map(args) == PER_SOCKET
     assert args.startswith("-set device.net0.rombar=0 -set device.hostpci0.")  # kept in place
-    recorded = n.state_dir / "desired" / "node-spr2" / "500.toml"
+    recorded = n.state_dir / "desired" / state_key(n.info, "node-spr2") / "500.toml"
     assert "[vms.500.p2p]\nwanted = true\n" in recorded.read_text()
 
     code, out = _run(capsys, "check", "500", *target, "--format", "json")
@@ -75,7 +76,7 @@ def test_a_profile_p2p_setting_applies_phase_3_and_check_and_rollback_follow(
     # Without the profile, the recorded desired state asks for P2P; --no-p2p overrides it.
     plain = ["--connection", str(n.ready_file), "--state-dir", str(n.state_dir)]
     code, out = _run(capsys, "plan", "500", *plain, "-f", "json")
-    plan = json.loads(out[: out.rindex("}") + 1])
+    plan = json.loads(out[: out.rindex("}") + 1])["plans"][0]
     assert [p["number"] for p in plan["phases"]] == [3]
     assert plan["options"]["p2p_from"] == f"desired state {recorded}"
     code, out = _run(capsys, "plan", "500", *plain, "--no-p2p")

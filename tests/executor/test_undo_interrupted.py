@@ -57,3 +57,30 @@ def test_a_second_ctrl_c_lists_what_remains_and_the_rollback_command() -> None:
     assert "undo them with: pvefix rollback 100 --snapshot 20261203T070000Z-100-p1" in text
     assert journal.events[-1][0] == "apply-end"
     assert journal.events[-1][1]["status"] == "interrupted-undo"
+
+
+def test_the_first_ctrl_c_is_acknowledged_before_the_first_undo_runs() -> None:
+    """Undoing can take minutes (a config write task each, a restart): the admin hears at once
+    that Ctrl-C was taken and what happens now, not after the first undo."""
+    err = io.StringIO()
+    seen_when_undoing: list[str] = []
+
+    class _Watching(_Step):
+        def undo(self, ctx: Any) -> str:
+            seen_when_undoing.append(err.getvalue())
+            return super().undo(ctx)
+
+    snapshot = SimpleNamespace(id="s", meta=SimpleNamespace(vmid=100))
+    ctx = SimpleNamespace(remote=SimpleNamespace(has_ssh=False))  # no exact-bytes restore
+    with pytest.raises(KeyboardInterrupt), transaction(
+            ctx, _Journal(), Console(out=io.StringIO(), err=err),  # type: ignore[arg-type]
+            snapshot) as started:  # type: ignore[arg-type]
+        started.extend([_Watching("machine"), _Watching("cpu")])
+        raise KeyboardInterrupt
+    said = "interrupted (Ctrl-C): undoing the 2 step(s) done so far, newest first"
+    assert said in seen_when_undoing[0]  # before the first undo began
+    with pytest.raises(KeyboardInterrupt), transaction(
+            ctx, _Journal(), Console(out=io.StringIO(), err=err),  # type: ignore[arg-type]
+            snapshot):  # type: ignore[arg-type]
+        raise KeyboardInterrupt
+    assert "interrupted (Ctrl-C): nothing had been written; stopping" in err.getvalue()

@@ -50,7 +50,7 @@ def test_plan_with_the_guest_agent_plans_the_guest_cmdline_from_the_real_guest(
                  str(shared_node.ready_file), "--format", "json"])
     out = capsys.readouterr().out
     assert code == 2
-    changes = [c for p in json.loads(out)["phases"] for c in p["changes"]]
+    changes = [c for p in json.loads(out)["plans"][0]["phases"] for c in p["changes"]]
     guest = next(c for c in changes if c["id"] == "guest.cmdline.pci_realloc")
     running = (guest_root(shared_node) / "proc/cmdline").read_text().strip()
     assert guest["target"] == "guest-cmdline"
@@ -65,7 +65,7 @@ def test_plan_shows_the_guest_grub_diff_in_text_markdown_and_json(
     grub = (guest_root(shared_node) / "etc/default/grub").read_text()
     args = ["plan", str(VMID), "--guest-agent", "--connection", str(shared_node.ready_file)]
     main([*args, "--format", "json"])
-    plan = json.loads(capsys.readouterr().out)
+    plan = json.loads(capsys.readouterr().out)["plans"][0]
     assert plan["guest_files_before"] == {"/etc/default/grub": grub}
     after = plan["guest_files_after"]["/etc/default/grub"]
     assert 'GRUB_CMDLINE_LINUX_DEFAULT="quiet pci=realloc"' in after
@@ -82,7 +82,8 @@ def test_plan_without_guest_access_leaves_the_guest_to_the_admin(
     shared_node: Node, capsys: pytest.CaptureFixture[str]
 ) -> None:
     main(["plan", str(VMID), "--connection", str(shared_node.ready_file), "--format", "json"])
-    changes = [c for p in json.loads(capsys.readouterr().out)["phases"] for c in p["changes"]]
+    (plan,) = json.loads(capsys.readouterr().out)["plans"]
+    changes = [c for p in plan["phases"] for c in p["changes"]]
     guest = next(c for c in changes if c["id"] == "guest.cmdline.pci_realloc")
     assert guest["target"] == "manual"
 
@@ -189,7 +190,8 @@ def test_apply_verify_keeps_two_reports_and_prints_the_comparison(
                  "--verify", "--connection", str(node.ready_file), "--state-dir", str(state)])
     captured = capsys.readouterr()
     assert code == 0, captured.err
-    kept = sorted((state / "probes" / str(VMID)).iterdir())
+    (folder,) = (state / "probes").glob(f"node-*@*/{VMID}")  # under the node's identity
+    kept = sorted(folder.iterdir())
     assert len(kept) == 2
     assert f"compared with {kept[0].stem}:" in captured.out
     assert "P2P: no regression" in captured.out

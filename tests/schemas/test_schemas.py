@@ -45,12 +45,28 @@ def test_plans_printed_and_saved_validate(scenario: str, tmp_path: Path,
     tree = SCENARIOS / scenario
     for conf in sorted((tree / "etc/pve/qemu-server").glob("*.conf")):
         main(["plan", conf.stem, "--bundle", str(tree), "--format", "json"])
-        printed = json.loads(capsys.readouterr().out)
+        document = json.loads(capsys.readouterr().out)
+        _valid("plans", document)
+        (printed,) = document["plans"]
         _valid("plan", printed)
         saved = save_plan(printed, str(tmp_path / f"{conf.stem}.json"))
         data = json.loads(saved.read_text())
         assert "created_at" in data
         _valid("plan", data)
+
+
+def test_plan_json_has_one_shape_for_one_vm_and_for_two(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    tree = str(SCENARIOS / "kpro6")
+    shapes = []
+    for vmids in (["100"], ["100", "101"]):
+        main(["plan", *vmids, "--bundle", tree, "--format", "json"])
+        document = json.loads(capsys.readouterr().out)
+        _valid("plans", document)
+        shapes.append((sorted(document), [p["target"]["vmid"] for p in document["plans"]]))
+    assert shapes == [(["plans", "schema"], [100]), (["plans", "schema"], [100, 101])]
+    with pytest.raises(jsonschema.ValidationError):  # each plan is checked against plan's schema
+        _valid("plans", {**document, "plans": [{**document["plans"][0], "surprise": 1}]})
 
 
 def test_a_plan_with_an_unknown_field_is_rejected() -> None:

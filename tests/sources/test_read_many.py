@@ -78,11 +78,13 @@ def test_plan_and_desired_take_several_vmids(
     seen = capsys.readouterr()
     assert ("read 2 VMs on 2 node(s) (atlas, cygnus) through one API session and one SSH "
             "session per node") in seen.err
-    plans = json.loads(seen.out)
+    document = json.loads(seen.out)
+    assert document["schema"] == "pvefix.plans/v1"  # the same shape as for one VM
+    plans = document["plans"]
     assert [p["target"]["vmid"] for p in plans] == [300, 310]  # 300 named twice, planned once
     for plan in plans:
         main(["plan", str(plan["target"]["vmid"]), *conn, "-f", "json"])
-        assert json.loads(capsys.readouterr().out) == plan
+        assert json.loads(capsys.readouterr().out)["plans"] == [plan]
     assert code == (2 if any(p["phases"] for p in plans) else 0)
 
     assert main(["plan", "300", "310", *conn, "--out", str(tmp_path / "p.json")]) == 1

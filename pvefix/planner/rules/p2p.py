@@ -47,7 +47,9 @@ NAME = "p2p"
 PHASE = 3
 NVIDIA = "0x10de"
 COMPUTE_CLASS = "0x0302"  # 3D controller: no display engine, no VGA legacy ranges
-_SOURCE_ZEN = "DOMAIN.md section 6 (NVIDIA driver: BAR1 P2P across root complexes on AMD Zen)"
+# Sources users can read (DOMAIN.md is the project's own notes, not shipped).
+_SOURCE_ZEN = ("the NVIDIA driver allows BAR1 P2P across root complexes on AMD Zen: NVIDIA"
+               " open-gpu-kernel-modules; see it on the host with `nvidia-smi topo -p2p w`")
 _PREREQ_RULES = ("q35", "pcie")
 PROOF = (
     "after the cold start pvefix reads the running QEMU's /proc/PID/cmdline on the node (every"
@@ -517,7 +519,8 @@ def _guest_side(ctx: Context, a: Assessment) -> Finding:
         title="In the guest, NCCL_P2P_LEVEL decides whether NCCL uses P2P",
         detail="Even with P2P enabled, NCCL keeps host memory across CPU host bridges unless"
                " NCCL_P2P_LEVEL allows it (e.g. NCCL_P2P_LEVEL=SYS)." + vllm
-               + " pvefix probe reports the environment it sees (DOMAIN.md section 6).",
+               + " pvefix probe reports the environment it sees (NCCL's documentation:"
+               " Environment Variables, NCCL_P2P_LEVEL).",
     )
 
 

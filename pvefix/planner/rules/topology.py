@@ -87,7 +87,7 @@ def rule(ctx: Context) -> RuleResult:
     zen = is_amd_zen(ctx)
     bare_metal = (
         "On bare metal the NVIDIA driver allows P2P across root complexes on AMD Zen hosts"
-        " (DOMAIN.md section 6)"
+        " (NVIDIA open-gpu-kernel-modules; `nvidia-smi topo -p2p w` on the host shows it)"
         if zen
         else "Whether this host lets these GPUs use P2P on bare metal is not settled by the"
         f" sources for {ctx.state.node.cpu_model or 'this CPU'}: it must be measured"
@@ -180,7 +180,8 @@ def _clique_finding(ctx: Context, entries: list[Passed]) -> Finding:
         )
     args = " ".join(f"-set device.{p.key}.x-nv-gpudirect-clique=0" for p in missing)
     scope = (
-        "one clique for all of them (AMD Zen host, DOMAIN.md section 6)"
+        "one clique for all of them: an AMD Zen host, where the NVIDIA driver allows P2P"
+        " across root complexes"
         if is_amd_zen(ctx)
         else "a clique only where P2P between the GPUs is known to work on this host, which"
         " the sources do not settle here: measure first"

@@ -17,7 +17,7 @@ from typing import Any, Literal
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
-from pvefix.errors import ParseError, PvefixError
+from pvefix.errors import ParseError, PvefixError, plain_words
 from pvefix.target.settings import parse_bool
 
 #: Environment variable -> GuestAccess field.
@@ -88,5 +88,6 @@ def resolve_guest_access(
         return GuestAccess.model_validate(values)
     except pydantic.ValidationError as exc:
         # Field and reason only: the input could be a secret.
-        problems = [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
+        problems = [f"{'.'.join(str(p) for p in e['loc'])}: {plain_words(e)}"
+                    for e in exc.errors()]
         raise ParseError("invalid guest settings: " + "; ".join(problems)) from None
