@@ -45,6 +45,20 @@ def rollback_hint(opts: ConnectionOptions, state_dir: Path | None) -> str:
         parts += ["--host", opts.host]
     if opts.local:
         parts += ["--local"]
+    # What picks the credentials, the node and the way in: the rollback must log in as the
+    # apply did (a token may not restore what root@pam's password wrote, `args` say).
+    for flag, value in (("--port", opts.port), ("--node", opts.node), ("--user", opts.user),
+                        ("--token-id", opts.token_id), ("--auth", opts.auth),
+                        ("--ca-cert", opts.ca_cert), ("--fingerprint", opts.fingerprint),
+                        ("--ssh-host", opts.ssh_host), ("--ssh-port", opts.ssh_port),
+                        ("--ssh-user", opts.ssh_user), ("--ssh-key", opts.ssh_key),
+                        ("--known-hosts", opts.known_hosts)):
+        if value is not None:
+            parts += [flag, str(value)]
+    if opts.ssh is False:
+        parts += ["--no-ssh"]
+    if opts.insecure:
+        parts += ["--insecure"]
     return shlex.join(parts)
 
 

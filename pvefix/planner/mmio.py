@@ -191,8 +191,13 @@ def seabios_of(qemu_version: str | None) -> str | None:
 
 
 def mmio64_mb_of(args: str | None) -> int | None:
-    """X-PciMmio64Mb from an `args` line, if set there."""
-    if not args:
-        return None
-    m = re.search(r"opt/ovmf/X-PciMmio64Mb,string=(\d+)", args)
-    return int(m.group(1)) if m else None
+    """X-PciMmio64Mb from an `args` line, if set there and QEMU gets it: an `args` qemu-server
+    drops whole (a lone trailing backslash, an open quote, `0`) sets nothing
+    (vmconfig/args.py qemu_words)."""
+    from pvefix.vmconfig.args import qemu_words
+
+    for word in qemu_words(args):
+        m = re.search(r"opt/ovmf/X-PciMmio64Mb,string=(\d+)", word)
+        if m:
+            return int(m.group(1))
+    return None

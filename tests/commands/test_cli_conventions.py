@@ -53,8 +53,8 @@ def _panels(text: str) -> dict[str, str]:
 
 
 @pytest.mark.parametrize(("path", "panels"), [
-    ("plan", ["Arguments", "Options", "P2P", "Guest", "Connection"]),
-    ("apply", ["Arguments", "Options", "Safety", "P2P", "Guest", "Connection"]),
+    ("plan", ["Arguments", "Options", "Rehearsal", "P2P", "Guest", "Connection"]),
+    ("apply", ["Arguments", "Options", "Safety", "Rehearsal", "P2P", "Guest", "Connection"]),
     ("rollback", ["Arguments", "Options", "Safety", "Guest", "Connection"]),
     ("check", ["Arguments", "Options", "Connection"]),
 ])
@@ -72,7 +72,7 @@ def test_help_groups_options_in_panels(path: str, panels: list[str],
 
 
 @pytest.mark.parametrize(("args", "said"), [
-    (["plan", "abc", "--bundle", "x"], "expected a whole number (given: 'abc')"),
+    (["plan", "abc", "--bundle", "x"], "'abc' is not a VMID (100..999999999, ASCII digits)"),
     (["plan", "100", "--bundle", "x", "--port", "8k"], "expected a whole number"),
     (["verify", "100", "--probe-timeout", "soon"], "expected a number (given: 'soon')"),
     (["plan", "100", "--host", "h", "--port", "70000"], "port (from command line): must be "

@@ -247,3 +247,21 @@ def test_check_right_after_a_start_sees_the_running_machine_pvestatd_has_not_see
     if stale != "stopped":
         pytest.skip("pvestatd caught up before the check ended: the lag was not shown this "
                     "time (the check's answer above still held)")
+
+
+def test_verify_probes_the_guest_through_proxmoxs_own_agent_endpoints(
+    pve_api: Any, tmp_path: Path,
+) -> None:
+    """`verify --guest-agent` reaches the guest through the real agent endpoints (ping, exec,
+    exec-status, file-write, file-read). The harness's guest is a sandbox without PCI devices
+    (../shared/pve-api: "What stays simulated"), so the probe measures no GPU: verify says so
+    and exits 1, as it must when it measured nothing (on the simulator its guest has GPUs)."""
+    real: RealNode = pve_api.node("windows-igd")
+    run = run_pvefix(["verify", "300", "--guest-agent", "--quick", "--format", "json",
+                      "--connection", str(real.ready_file)], tmp_path)
+    assert run.rc == 1, run
+    report = json.loads(run.out)
+    assert report["measured"] is False, run
+    text = run_pvefix(["verify", "300", "--guest-agent", "--quick", "--connection",
+                       str(real.ready_file)], tmp_path)
+    assert text.rc == 1 and "through QEMU guest agent" in text.out and "GPUs: 0" in text.out, text

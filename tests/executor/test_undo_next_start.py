@@ -20,6 +20,7 @@ from pvefix.executor.snapshot import list_snapshots
 from pvefix.vmconfig.nextstart import NextStart, start_problems
 from tests.executor.conftest import Node
 from tests.executor.test_crash import apply_killed_at
+from tests.simkit import grant
 
 app = build_command()
 
@@ -29,8 +30,10 @@ def _run_printed(n: Node, undo: str, capsys: pytest.CaptureFixture[str]) -> tupl
     argv = shlex.split(undo)
     assert argv[:2] == ["pvefix", "rollback"], undo
     capsys.readouterr()
+    # what `pvefix apply` puts in its printed line (commands/apply_cmd.py rollback_hint); the
+    # apply here logged in with root@pam's password (Node.conn), intel-grub's token is privsep
     code = run_app(app, [*argv[1:], "--yes", "--connection", str(n.ready_file),
-                         "--state-dir", str(n.state_dir)])
+                         "--state-dir", str(n.state_dir), "--auth", "password"])
     captured = capsys.readouterr()
     return code, captured.out + captured.err
 
@@ -85,6 +88,8 @@ def test_kill_9_at_every_record_of_apply_restart_then_the_undo_as_printed(
     tmp_path: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:
     n = node(scenario)
+    if scenario == "intel-grub":
+        grant(n.info.root, n.info.token_id)  # its token is privilege-separated
     before = n.conf(vmid)
     machine = n.sim.state.run_state(vmid).running_machine or ""
     cannot_start = bool(start_problems(NextStart.from_text(before.decode()).values))
