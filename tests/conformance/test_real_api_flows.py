@@ -265,3 +265,30 @@ def test_verify_probes_the_guest_through_proxmoxs_own_agent_endpoints(
     text = run_pvefix(["verify", "300", "--guest-agent", "--quick", "--connection",
                        str(real.ready_file)], tmp_path)
     assert text.rc == 1 and "through QEMU guest agent" in text.out and "GPUs: 0" in text.out, text
+
+
+def test_pvefix_renews_its_ticket_with_the_ticket_as_password_on_proxmox(
+    pve_api: Any,
+) -> None:
+    """A password session older than proxmoxer's renewal age logs in again with its ticket as
+    the password (no password kept in use); Proxmox's own login accepts that and answers a new
+    ticket. The simulator accepts it too (its parity test); here pvefix's own client does it."""
+    from pvefix.target.api import ApiClient
+    from pvefix.target.settings import Connection
+
+    r = pve_api.node("kpro6").ready
+    host, port = r["api_url"].removeprefix("https://").rsplit(":", 1)
+    conn = Connection(host=host, port=int(port), node=r["node"], user=r["user"],
+                      password=r["password"], ca_cert=r["ca_cert"], auth="password", ssh=False,
+                      timeout=30)
+    client = ApiClient(conn)
+    try:
+        assert client.get("/version")["version"]
+        auth = client.session.auth
+        first = auth.pve_auth_ticket
+        auth.birth_time -= auth.renew_age + 1  # as if an hour had passed
+        assert client.get(f"/nodes/{r['node']}/qemu/100/config")["digest"]
+        assert auth.pve_auth_ticket != first, "the ticket was not renewed"
+        assert auth.pve_auth_ticket.startswith("PVE:root@pam:")
+    finally:
+        client.close()
