@@ -129,13 +129,21 @@ class PveApiNodes:
         return RealNode(key, ready, json.loads(ready.read_text()), state, proc)
 
     def stop_all(self) -> None:
-        for node in self.nodes.values():
-            subprocess.run([str(PVE_API), "stop", "--state", str(node.state)],
-                           capture_output=True, check=False, timeout=120)
+        """Stop every node at once (each `stop` waits until its processes are gone), bounded:
+        a node that does not go within a minute is killed."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        def stop(node: RealNode) -> None:
             try:
-                node.proc.wait(timeout=60)
+                subprocess.run([str(PVE_API), "stop", "--state", str(node.state)],
+                               capture_output=True, check=False, timeout=60)
+                node.proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 node.proc.kill()
+                node.proc.wait(timeout=10)
+
+        with ThreadPoolExecutor(max_workers=max(1, len(self.nodes))) as pool:
+            list(pool.map(stop, self.nodes.values()))
         self.nodes.clear()
 
 
