@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -30,3 +31,23 @@ def shared_path(relative: str) -> Path:
 
 def shared_available(relative: str = "") -> bool:
     return (SHARED / relative).exists()
+
+
+def fwlab_module(check: bool = True) -> Any:
+    """../shared/fw-lab's `fwlab` module (real QEMU + firmware), or skip the calling test
+    saying why: absent, or (with `check`) unable to run here. Imported without writing a
+    __pycache__ into ../shared (as root Python would, write bits or not)."""
+    import sys
+
+    if not (SHARED / "fw-lab" / "fwlab.py").is_file():
+        pytest.skip(f"{NEEDS_SHARED}: {SHARED / 'fw-lab'} is absent")
+    old, sys.dont_write_bytecode = sys.dont_write_bytecode, True
+    sys.path.insert(0, str(SHARED / "fw-lab"))
+    try:
+        import fwlab  # type: ignore[import-not-found]
+    finally:
+        sys.dont_write_bytecode = old
+    why = fwlab.preflight() if check else None
+    if why:
+        pytest.skip(f"{NEEDS_SHARED}: fw-lab: {why}")
+    return fwlab

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
@@ -28,7 +27,7 @@ from hypothesis import strategies as st
 
 from pvefix.planner.bar_verdict import GiB, Shape, verdict
 from tests.planner.mmio_shapes import planner_shapes
-from tests.shared import NEEDS_SHARED, SHARED
+from tests.shared import NEEDS_SHARED, SHARED, fwlab_module
 
 pytestmark = pytest.mark.conformance
 
@@ -41,18 +40,7 @@ UNITS = {"M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 @pytest.fixture(scope="module")
 def fwlab() -> ModuleType:
-    if not (SHARED / "fw-lab" / "fwlab.py").is_file():
-        pytest.skip(f"{NEEDS_SHARED}: {SHARED / 'fw-lab'} is absent")
-    old, sys.dont_write_bytecode = sys.dont_write_bytecode, True
-    sys.path.insert(0, str(SHARED / "fw-lab"))
-    try:
-        import fwlab  # type: ignore[import-not-found]
-    finally:
-        sys.dont_write_bytecode = old
-    why = fwlab.preflight()
-    if why:
-        pytest.skip(f"{NEEDS_SHARED}: fw-lab: {why}")
-    return fwlab  # type: ignore[no-any-return]
+    return fwlab_module()  # type: ignore[no-any-return]
 
 
 def _size(text: str) -> int:

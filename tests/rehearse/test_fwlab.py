@@ -8,7 +8,6 @@ as fw-lab options. The outcome, the number of BARs placed and their addresses mu
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,7 @@ from pvefix.rehearse.build import HostCpu, Inputs, build_job, parse_showcmd
 from pvefix.rehearse.runner import read_facts, run_job
 from pvefix.rehearse.verdict import judge
 from pvefix.target.local import LocalShell
-from tests.shared import NEEDS_SHARED, SHARED
+from tests.shared import SHARED, fwlab_module
 
 pytestmark = pytest.mark.conformance
 G = 1 << 30
@@ -27,18 +26,7 @@ FIRMWARE = SHARED / "fw-lab" / "firmware"
 
 @pytest.fixture(scope="module")
 def fwlab() -> Any:
-    if not (SHARED / "fw-lab" / "fwlab.py").is_file():
-        pytest.skip(f"{NEEDS_SHARED}: {SHARED / 'fw-lab'} is absent")
-    old, sys.dont_write_bytecode = sys.dont_write_bytecode, True
-    sys.path.insert(0, str(SHARED / "fw-lab"))
-    try:
-        import fwlab
-    finally:
-        sys.dont_write_bytecode = old
-    why = fwlab.preflight()
-    if why:
-        pytest.skip(f"{NEEDS_SHARED}: fw-lab: {why}")
-    return fwlab
+    return fwlab_module()  # type: ignore[no-any-return]
 
 
 # (name, fw-lab firmware set, Proxmox config keys, bar count x GiB, fw-lab options, timeout:

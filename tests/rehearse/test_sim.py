@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ import pytest
 from pvefix.errors import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, EXIT_REFUSED
 from pvefix.main import main
 from pvefix.sim.serve import ReadyInfo, write_ready_file
-from tests.shared import NEEDS_SHARED, SHARED
+from tests.shared import NEEDS_SHARED, SHARED, fwlab_module
 
 EDK2 = SHARED / "fw-lab" / "firmware" / "edk2-2025.02"
 
@@ -99,15 +98,7 @@ def test_story_vm_today_qemu_refuses_its_ram_beyond_40_bits(
 
 
 def _fwlab() -> Any:
-    if not (SHARED / "fw-lab" / "fwlab.py").is_file():
-        pytest.skip(f"{NEEDS_SHARED}: fw-lab is absent")
-    old, sys.dont_write_bytecode = sys.dont_write_bytecode, True
-    sys.path.insert(0, str(SHARED / "fw-lab"))
-    try:
-        import fwlab
-    finally:
-        sys.dont_write_bytecode = old
-    return fwlab
+    return fwlab_module(check=False)
 
 
 @pytest.mark.conformance
