@@ -67,14 +67,20 @@ def test_the_bundle_and_the_live_read_agree_and_plan_it(
     assert _ids(live) == _ids(bundle)
 
 
-def test_the_collect_script_takes_it(situation: tuple[Path, int, str], tmp_path: Path) -> None:
-    tree, vmid, finding = situation
+def _collected(tree: Path, tmp_path: Path) -> Path:
+    """`tree` as the collect script gathers it on a host (a fake one) and imports it."""
     host = make_fake_host(tmp_path / "collect", str(tree))
     done = subprocess.run(["sh", "-s"], input=render_script(), env=host.env(),
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     dest = tmp_path / "imported"
     import_bundle(next((host.root / "root").glob("pvefix-bundle-*.tar.gz")), dest)
+    return dest
+
+
+def test_the_collect_script_takes_it(situation: tuple[Path, int, str], tmp_path: Path) -> None:
+    tree, vmid, finding = situation
+    dest = _collected(tree, tmp_path)
     got = read_bundle(dest, vmid)
     assert got.files == read_bundle(tree, vmid).files
     assert finding in _ids(got)
@@ -101,12 +107,7 @@ def test_the_collect_script_takes_the_iommus_by_name(
     tmp_path: Path, write: dict[str, str], entries: list[str]
 ) -> None:
     tree = build_tree({"scenario": "kpro6", "tree": {"write": write}}, tmp_path)
-    host = make_fake_host(tmp_path / "collect", str(tree))
-    done = subprocess.run(["sh", "-s"], input=render_script(), env=host.env(),
-                          capture_output=True, text=True, timeout=60, check=False)
-    assert done.returncode == 0, done.stderr
-    dest = tmp_path / "imported"
-    import_bundle(next((host.root / "root").glob("pvefix-bundle-*.tar.gz")), dest)
+    dest = _collected(tree, tmp_path)
     folder = dest / "sys/class/iommu"
     assert folder.is_dir()
     assert sorted(p.name for p in folder.iterdir()) == entries
