@@ -68,6 +68,7 @@ route("GET", "/nodes", api_node.nodes, params=())
 route("GET", "/cluster/status", api_node.cluster_status, ("/", ("Sys.Audit",), False), ())
 route("GET", "/cluster/mapping/pci", api_node.mapping_pci, params=("check-node",))
 route("GET", "/cluster/resources", api_cluster.cluster_resources, params=("type",))
+route("GET", "/access/permissions", api_cluster.access_permissions, params=("userid", "path"))
 route("GET", "/nodes/{node}/status", api_node.node_status, NODE_AUDIT, ())
 route("GET", "/nodes/{node}/hardware/pci", api_node.hardware_pci,
       ("/", ("Sys.Audit", "Sys.Modify"), True), ("pci-class-blacklist", "verbose"))

@@ -54,3 +54,18 @@ def _vm_resource(state: NodeState, vmid: int, node: str) -> dict[str, object]:
     if ha:
         item["hastate"] = ha
     return item
+
+
+def access_permissions(call: Call) -> object:
+    """GET /access/permissions: the caller's own effective privileges (or a token's of its
+    own user), on `path` or on every path an ACL names (and `/`)."""
+    who = call.params.get("userid") or call.ident.authuser
+    if who != call.ident.authuser and who.partition("!")[0] != call.ident.authuser:
+        call.state.access.check(call.ident.authuser, "/access", ["Sys.Audit"])
+    access = call.state.access
+    with call.state.lock:
+        if path := call.params.get("path"):
+            return {path: access.effective(who, path)}
+        paths = sorted({"/", *(a.path for a in access.acls)})
+        found = {p: access.effective(who, p) for p in paths}
+        return {p: privs for p, privs in found.items() if privs}

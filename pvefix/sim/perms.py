@@ -162,6 +162,18 @@ class AccessControl:
                 found = frozenset(privs)
         return found
 
+    def effective(self, authuser: str, path: str) -> dict[str, int]:
+        """GET /access/permissions?path=PATH: each privilege `authuser` has there, with 1 where
+        it reaches below PATH (Proxmox's "propagate boolean"; 0 where it comes from an entry on
+        PATH itself that does not propagate)."""
+        privs = self.privileges(authuser, path)
+        user, _, token = authuser.partition("!")
+        here = _normalize(path)
+        kept = [a for a in self.acls if a.path == here and not a.propagate
+                and a.ugid in (authuser, user if not token else authuser)]
+        local = set().union(*(ROLES.get(a.role, frozenset()) for a in kept)) if kept else set()
+        return {priv: 0 if priv in local else 1 for priv in sorted(privs)}
+
     def allowed(self, authuser: str, path: str, privs: Iterable[str], any_: bool = False) -> bool:
         have = self.privileges(authuser, path)
         wanted = list(privs)

@@ -21,9 +21,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pvefix.errors import PvefixError
+from pvefix.errors import PvefixError, RefusedError
 from pvefix.target.nodes import NodeAddress, check_hostname, node_connection
-from pvefix.target.privileges import unseen_vm_hint
+from pvefix.target.privileges import agent_exec_refusal, unseen_vm_hint
 from pvefix.target.settings import Connection
 
 if TYPE_CHECKING:
@@ -133,6 +133,9 @@ def open_guest(conn: Connection | None, guest: GuestAccess, vmid: int, *,
                                     conn.api_user)
         channel = AgentChannel(client, node, vmid, python=guest.python, owns_api=owns)
         channel.ping()
+        refusal = agent_exec_refusal(client.get, vmid, conn.api_user)
+        if refusal:
+            raise RefusedError(refusal, source=f"VM {vmid}")
     except BaseException:
         if owns:
             client.close()

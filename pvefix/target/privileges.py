@@ -21,6 +21,7 @@ _PERMISSION = re.compile(r"Permission check failed \((?P<path>/[^,)]*), (?P<priv
 _ROLE_FOR = (("Sys.", "PVEAuditor"), ("VM.Audit", "PVEAuditor"),
              ("VM.PowerMgmt", "PVEVMUser"), ("VM.Console", "PVEVMUser"),
              ("Mapping.Audit", "PVEAuditor"), ("Mapping.Use", "PVEMappingUser"),
+             ("VM.GuestAgent.Unrestricted", "PVEVMAdmin"), ("VM.GuestAgent.", "PVEVMUser"),
              ("Mapping.", "PVEMappingAdmin"), ("VM.", "PVEVMAdmin"),
              ("Datastore.Audit", "PVEAuditor"), ("Datastore.", "PVEDatastoreUser"))
 
@@ -61,8 +62,35 @@ def missing_privileges(get: Callable[..., Any], wants: Mapping[str, Sequence[str
             have = (get("/access/permissions", {"path": path}) or {}).get(path) or {}
         except PvefixError:  # a pre-check only: Proxmox still checks the write itself
             continue
-        for priv in privs:
-            if not have.get(priv):
+        for priv in privs:  # the value is Proxmox's propagate flag: 0 is still held
+            if priv not in have:
                 text = f"Permission check failed ({path}, {priv})"
                 out.append(f"{priv} on {path}{permission_hint(text, who)}")
     return out
+
+
+#: Running a command in the guest through its agent (POST .../agent/exec): Proxmox VE 9 checks
+#: VM.GuestAgent.Unrestricted (qemu-server API2/Qemu/Agent.pm; file-write and file-read also
+#: accept it); before 9, every agent command checked VM.Monitor (pve8to9's check of custom roles:
+#: "replaced ... 'VM.Monitor' ... with ... new dedicated 'VM.GuestAgent.*' privileges").
+AGENT_EXEC = ("VM.GuestAgent.Unrestricted", "VM.Monitor")
+
+
+def agent_exec_refusal(get: Callable[..., Any], vmid: int, who: str | None) -> str | None:
+    """Why a token may not run the probe in VM `vmid`'s guest through its agent, asked before
+    anything is written there (the agent's file-write needs less than its exec, so a token
+    without the exec right would leave the probe's file behind); None when it may, when the
+    caller is not a token, or when the answer cannot be read (Proxmox then checks itself)."""
+    if not (who and "!" in who):
+        return None
+    path = f"/vms/{vmid}"
+    try:
+        have = (get("/access/permissions", {"path": path}) or {}).get(path) or {}
+    except PvefixError:
+        return None
+    if any(priv in have for priv in AGENT_EXEC):
+        return None
+    hint = permission_hint(f"Permission check failed ({path}, {AGENT_EXEC[0]})", who)
+    return (f"running the probe through the QEMU guest agent of VM {vmid} needs"
+            f" {AGENT_EXEC[0]} on {path} (VM.Monitor before Proxmox VE 9){hint}; nothing was"
+            " written in the guest")

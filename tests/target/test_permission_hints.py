@@ -80,3 +80,34 @@ def test_an_unreadable_permissions_answer_lacks_nothing_proxmox_still_checks_the
         raise ApiError("GET /access/permissions: 501 not implemented", status=501)
 
     assert missing_privileges(get, {"/vms/100": ["VM.PowerMgmt"]}, "root@pam!ci") == []
+
+
+def test_a_privilege_held_through_a_non_propagating_acl_is_held() -> None:
+    """GET /access/permissions maps each privilege to Proxmox's propagate flag: 0 for one that
+    an entry on the path itself gives without propagation. It is held all the same."""
+    from pvefix.target.privileges import agent_exec_refusal, missing_privileges
+
+    answer = {"/vms/100": {"VM.Audit": 0, "VM.PowerMgmt": 0, "VM.GuestAgent.Unrestricted": 0}}
+
+    def get(path: str, params: dict[str, str]) -> object:
+        return answer if params["path"] == "/vms/100" else {}
+
+    assert missing_privileges(get, {"/vms/100": ["VM.Audit", "VM.PowerMgmt"]}, "a@pve!t") == []
+    assert agent_exec_refusal(get, 100, "a@pve!t") is None
+    answer["/vms/100"] = {"VM.Audit": 1, "VM.GuestAgent.FileWrite": 1}
+    refusal = agent_exec_refusal(get, 100, "a@pve!t")
+    assert refusal and "VM.GuestAgent.Unrestricted on /vms/100" in refusal
+    assert "--tokens 'a@pve!t' --roles PVEVMAdmin" in refusal
+    assert agent_exec_refusal(get, 100, "a@pve") is None  # a ticket's user: Proxmox decides
+
+
+def test_the_simulator_answers_proxmoxs_propagate_flag() -> None:
+    from pvefix.sim.perms import AccessControl, AclEntry
+
+    access = AccessControl([AclEntry("/vms/100", "a@pve!t", "PVEVMUser", propagate=False),
+                            AclEntry("/vms", "a@pve!t", "PVEAuditor")], {"a@pve!t"})
+    access.fixed.append(AclEntry("/", "a@pve", "Administrator"))
+    here = access.effective("a@pve!t", "/vms/100")
+    assert here["VM.PowerMgmt"] == 0 and here["VM.Audit"] == 0
+    below = access.effective("a@pve!t", "/vms/101")  # PVEAuditor from /vms, propagated
+    assert below["VM.Audit"] == 1 and "VM.PowerMgmt" not in below and set(below.values()) == {1}

@@ -127,3 +127,37 @@ def test_the_guest_agent_with_local_is_refused_with_the_way_that_works() -> None
 
     with pytest.raises(PvefixError, match="--guest-ssh-host"):
         open_guest(Connection(backend="local"), AGENT, 100)
+
+
+def test_a_token_that_may_not_run_commands_in_the_guest_is_refused_before_any_file_write(
+    agent_sim: ReadyInfo, tmp_path: Path
+) -> None:
+    """PVEVMUser has the agent's file-write but not its exec (VM.GuestAgent.Unrestricted on
+    Proxmox VE 9): without the pre-check the probe's file was written, the exec refused, and
+    the file's removal (an exec too) refused, leaving it in the guest. Measured against
+    Proxmox's own daemons in tests/conformance/test_real_api_privileges.py (the verify row)."""
+    from pvefix.errors import RefusedError
+    from tests.simkit import grant
+
+    assert agent_sim.privsep_token_id and agent_sim.privsep_token_secret
+    import json
+
+    from pvefix.sim.serve import write_ready_file
+    from pvefix.target.settings import resolve_connection
+
+    ready = tmp_path / "privsep.json"
+    write_ready_file(agent_sim, ready)
+    fields = json.loads(ready.read_text())
+    fields.update(token_id=agent_sim.privsep_token_id,
+                  token_secret=agent_sim.privsep_token_secret)
+    ready.write_text(json.dumps(fields))
+    conn = resolve_connection(connection_file=ready, env={}, config=None)
+    grant(agent_sim.root, agent_sim.privsep_token_id, "PVEVMUser", f"/vms/{AGENT_VM}")
+    with pytest.raises(RefusedError) as refused:
+        take_probe(conn, AGENT, AGENT_VM, quick=True)
+    text = str(refused.value)
+    assert f"VM.GuestAgent.Unrestricted on /vms/{AGENT_VM}" in text, text
+    assert "--roles PVEVMAdmin" in text and "nothing was written in the guest" in text
+    assert list(guest_dir(agent_sim, AGENT_VM).iterdir()) == []
+    grant(agent_sim.root, agent_sim.privsep_token_id, "PVEVMAdmin", f"/vms/{AGENT_VM}")
+    assert take_probe(conn, AGENT, AGENT_VM, quick=True).quick
