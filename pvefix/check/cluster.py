@@ -34,6 +34,7 @@ from pvefix.observed import (
 )
 from pvefix.paths import GRUB_DEFAULT, KERNEL_CMDLINE, PROC_CMDLINE
 from pvefix.target.privileges import unseen_vm_hint
+from pvefix.target.reading import ApiReader
 from pvefix.target.settings import Connection
 from pvefix.target.ssh import CommandResult
 
@@ -45,12 +46,6 @@ HOST_COMMANDS: tuple[tuple[str, ...], ...] = (
     ("cat", PROC_CMDLINE),
     ("proxmox-boot-tool", "status"),
 )
-
-
-class Api(Protocol):
-    def get(self, path: str, params: Mapping[str, str] | None = None) -> Any: ...
-
-    def close(self) -> None: ...
 
 
 class Shell(Protocol):
@@ -114,7 +109,7 @@ def _vm_path(vmid: int, node: str) -> str:
 
 
 def read_cluster(
-    api: Api,
+    api: ApiReader,
     shell_factory: Callable[[], Shell] | None,
     vmids: Sequence[int] | None,
     *,
@@ -148,7 +143,7 @@ def read_cluster(
             where[int(item["vmid"])] = (str(item["node"]), item.get("status") == "running")
         out.listed = {vmid: node for vmid, (node, _) in sorted(where.items())}
         wanted = sorted(where) if vmids is None else list(dict.fromkeys(vmids))
-        who = getattr(getattr(api, "conn", None), "api_user", None)  # the client's settings
+        who = api.api_user
         for vmid in wanted:
             if vmid not in where:
                 out.vms[vmid] = ("not a QEMU VM of this cluster (GET /cluster/resources)"
@@ -239,7 +234,8 @@ def _one_node(name: str, factory: Callable[[], Shell]) -> ObservedNode:
 
 
 def _running_machines(
-    api: Api, pool: ThreadPoolExecutor, todo: list[int], where: Mapping[int, tuple[str, bool]],
+    api: ApiReader, pool: ThreadPoolExecutor, todo: list[int],
+    where: Mapping[int, tuple[str, bool]],
 ) -> dict[int, Mapping[str, Any]]:
     """The live status (with `running-machine` for a running VM) of every VM in `todo`.
 
@@ -307,7 +303,7 @@ def shell_factory_for(connection: Connection) -> Callable[[], Shell] | None:
     return lambda: open_cluster_ssh(connection)
 
 
-def node_shells_for(connection: Connection, api: Api,
+def node_shells_for(connection: Connection, api: ApiReader,
                     nodes: Sequence[str]) -> NodeShells | None:
     """How to reach each of `nodes` through its own SSH session (the profile's ssh.nodes, else
     the address /cluster/status gives); None when SSH is off or the backend is local. A node

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
@@ -60,6 +60,7 @@ from pvefix.target.api import ApiClient, ApiError
 from pvefix.target.guest.access import GuestAccess
 from pvefix.target.nodes import ClusterView, node_address
 from pvefix.target.open import open_api, open_local, open_node, vm_node
+from pvefix.target.reading import ApiReader
 from pvefix.target.sessions import Borrowed, Sessions
 from pvefix.target.settings import Connection
 from pvefix.target.ssh import CommandResult
@@ -67,12 +68,6 @@ from pvefix.vmconfig.config import VMConfig
 
 T = TypeVar("T")
 MAX_COMMAND = 96 * 1024  # one exec request's command line (the remote `sh -c` argument)
-
-
-class Api(Protocol):
-    def get(self, path: str, params: Mapping[str, str] | None = None) -> Any: ...
-
-    def close(self) -> None: ...
 
 
 ShellFactory = Callable[[str, ClusterView], "Shell"]
@@ -101,7 +96,7 @@ class LiveTrace:
 
 class _Reader:
     def __init__(
-        self, api: Api, shell_factory: ShellFactory | None, trace: LiveTrace,
+        self, api: ApiReader, shell_factory: ShellFactory | None, trace: LiveTrace,
         notes: list[str],
     ) -> None:
         self.api = api
@@ -131,8 +126,7 @@ class _Reader:
             if exc.status in (401, 403):
                 raise  # "token refused" says it all
             raise PvefixError(f"cannot find the node of VM {vmid}: {exc}") from None
-        conn = getattr(self.api, "conn", None)  # the API client's settings: who is asking
-        return vm_node(items, vmid, getattr(conn, "api_user", None))
+        return vm_node(items, vmid, self.api.api_user)
 
     def cluster_view(self, status: Future[Any]) -> ClusterView:
         """/cluster/status (a reader without the right to it gets a standalone view)."""
@@ -164,7 +158,7 @@ def _chunks(prefix: list[str], paths: list[str]) -> list[list[str]]:
 
 
 def read_target(
-    api: Api,
+    api: ApiReader,
     shell_factory: ShellFactory | None,
     vmid: int,
     *,
@@ -245,7 +239,7 @@ def host_commands() -> list[list[str]]:
 
 
 def read_targets(
-    api: Api,
+    api: ApiReader,
     shell_factory: ShellFactory | None,
     vmids: Sequence[int],
     *,
@@ -356,12 +350,12 @@ def _dropin_paths(result: CommandResult | None) -> list[str]:
     if result is None or not result.ok:
         return []
     return sorted(p for p in result.stdout.splitlines() if is_dropin(p))
-def _wave_one(reader: _Reader, api: Api, node: str, vmid: int) -> dict[str, Future[Any]]:
+def _wave_one(reader: _Reader, api: ApiReader, node: str, vmid: int) -> dict[str, Future[Any]]:
     """The VM's and its node's API reads, all at once (errors stay in the futures)."""
     return {**_vm_wave(reader, api, node, vmid), **_node_wave(reader, api, node)}
 
 
-def _vm_wave(reader: _Reader, api: Api, node: str, vmid: int) -> dict[str, Future[Any]]:
+def _vm_wave(reader: _Reader, api: ApiReader, node: str, vmid: int) -> dict[str, Future[Any]]:
     """The VM's own API reads."""
     base = f"/nodes/{node}/qemu/{vmid}"
     return {
@@ -371,7 +365,7 @@ def _vm_wave(reader: _Reader, api: Api, node: str, vmid: int) -> dict[str, Futur
     }
 
 
-def _node_wave(reader: _Reader, api: Api, node: str) -> dict[str, Future[Any]]:
+def _node_wave(reader: _Reader, api: ApiReader, node: str) -> dict[str, Future[Any]]:
     """The node's API reads (and the cluster's mappings), shared by its VMs."""
     return {
         "node": reader.submit(api.get, f"/nodes/{node}/status", None),
@@ -625,7 +619,7 @@ def read_live_many(connection: Connection, vmids: Sequence[int], *,
 def _open(
     connection: Connection, vmid_on: Callable[[str], int | None], trace: LiveTrace,
     guest: GuestAccess | None, sessions: Sessions | None,
-) -> tuple[Api, ShellFactory | None, AccessFacts]:
+) -> tuple[ApiReader, ShellFactory | None, AccessFacts]:
     """The API session, the way to open a node's SSH session, and what access they give
     (borrowed from `sessions` when given: the reader's close leaves them open)."""
     if sessions is not None:
@@ -663,7 +657,7 @@ def _open(
 def _borrow(
     connection: Connection, vmid_on: Callable[[str], int | None], guest: GuestAccess | None,
     sessions: Sessions,
-) -> tuple[Api, ShellFactory | None, AccessFacts]:
+) -> tuple[ApiReader, ShellFactory | None, AccessFacts]:
     """`_open` over a command's sessions."""
     method = guest.method if guest else None
     if connection.backend == "local":

@@ -236,6 +236,11 @@ class ApiClient:
         )
 
     @property
+    def api_user(self) -> str | None:
+        """Who the API sees: the token's id, or the user of a ticket."""
+        return self.conn.api_user
+
+    @property
     def records(self) -> list[RequestRecord]:
         """The requests recorded so far (empty unless created with record=True)."""
         return list(self.session.records or [])

@@ -51,6 +51,12 @@ class LocalApi:
             )
         self.pvesh = found
 
+
+    @property
+    def api_user(self) -> str | None:
+        """pvesh on the node runs as root@pam: every privilege, no token."""
+        return None
+
     def get(self, path: str, params: Mapping[str, str] | None = None) -> Any:
         argv = [self.pvesh, "get", "/" + path.strip("/"), "--output-format", "json"]
         for key, value in (params or {}).items():
