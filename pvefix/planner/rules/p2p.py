@@ -320,31 +320,43 @@ def _requires(earlier: list[Change], key: str) -> list[str]:
 
 def _guards(ctx: Context, a: Assessment, earlier: list[Change],
             cliques: dict[str, int]) -> list[Change]:
+    """What must change beside the clique's `args` for the guest driver to honour it."""
+    return [*_hidden_guard(ctx, a, earlier), *_xvga_guards(ctx, a, earlier),
+            *_function_splits(ctx, a, earlier, cliques)]
+
+
+def _hidden_guard(ctx: Context, a: Assessment, earlier: list[Change]) -> list[Change]:
+    """`hidden=1` (the VM's or its custom model's) hides KVM: the driver ignores the clique."""
+    if a.hidden_cpu is None:
+        return []
+    ps = PropertyString.parse(a.hidden_cpu, "cputype")
+    ps.delete("hidden")
+    model = mmio.read_cpu(ps.render(), ctx.cpu_models)
+    if model.hidden:  # a custom model's `hidden 1`: the VM's own hidden=0 overrides it
+        ps.set("hidden", "0")
+    after = ps.render() or None
+    source = (f"the custom model {model.model.name}'s `hidden 1` (cpu-models.conf; the VM's"
+              " own hidden=0 overrides it, CPUConfig.pm get_cpu_options)"
+              if model.hidden and model.model else "hidden=1")
+    return [VmConfigChange(
+        id="p2p.cpu.hidden", rule=NAME, key="cpu",
+        before=a.hidden_cpu, after=after,
+        reason=f"{source} makes Proxmox add kvm=off to -cpu: the guest driver then cannot see"
+               " that it runs in a VM and ignores the clique.",
+        risk=Risk(level="medium",
+                  text="The guest sees the KVM signature again: software that refuses to run"
+                       " under a visible hypervisor (old NVIDIA consumer drivers' Code 43,"
+                       " some anti-cheat) may stop working.",
+                  mitigation="pvefix rollback puts hidden=1 back (the clique then does"
+                             " nothing)."),
+        evidence=[f"cpu: {a.hidden_cpu}", "qemu-server CPUConfig.pm: hidden=1 -> kvm=off"],
+        inverse=f"set cpu back to {a.hidden_cpu}", disruption="vm-restart",
+        requires=_requires(earlier, "cpu"))]
+
+
+def _xvga_guards(ctx: Context, a: Assessment, earlier: list[Change]) -> list[Change]:
+    """x-vga=1 on a compute GPU adds kvm=off for the whole VM."""
     out: list[Change] = []
-    if a.hidden_cpu is not None:
-        ps = PropertyString.parse(a.hidden_cpu, "cputype")
-        ps.delete("hidden")
-        model = mmio.read_cpu(ps.render(), ctx.cpu_models)
-        if model.hidden:  # a custom model's `hidden 1`: the VM's own hidden=0 overrides it
-            ps.set("hidden", "0")
-        after = ps.render() or None
-        source = (f"the custom model {model.model.name}'s `hidden 1` (cpu-models.conf; the VM's"
-                  " own hidden=0 overrides it, CPUConfig.pm get_cpu_options)"
-                  if model.hidden and model.model else "hidden=1")
-        out.append(VmConfigChange(
-            id="p2p.cpu.hidden", rule=NAME, key="cpu",
-            before=a.hidden_cpu, after=after,
-            reason=f"{source} makes Proxmox add kvm=off to -cpu: the guest driver then cannot see"
-                   " that it runs in a VM and ignores the clique.",
-            risk=Risk(level="medium",
-                      text="The guest sees the KVM signature again: software that refuses to run"
-                           " under a visible hypervisor (old NVIDIA consumer drivers' Code 43,"
-                           " some anti-cheat) may stop working.",
-                      mitigation="pvefix rollback puts hidden=1 back (the clique then does"
-                                 " nothing)."),
-            evidence=[f"cpu: {a.hidden_cpu}", "qemu-server CPUConfig.pm: hidden=1 -> kvm=off"],
-            inverse=f"set cpu back to {a.hidden_cpu}", disruption="vm-restart",
-            requires=_requires(earlier, "cpu")))
     for p in a.xvga_compute:
         raw = a.value(p.key) or p.entry.raw
         ps = PropertyString.parse(raw, "host")
@@ -366,6 +378,13 @@ def _guards(ctx: Context, a: Assessment, earlier: list[Change],
                                             for d in p.devices if d.is_display],
             inverse=f"set {p.key} back to {raw}", disruption="vm-restart",
             requires=_requires(earlier, p.key), needs_root_pam=p.entry.is_raw))
+    return out
+
+
+def _function_splits(ctx: Context, a: Assessment, earlier: list[Change],
+                     cliques: dict[str, int]) -> list[Change]:
+    """A GPU passed with all its functions cannot be addressed by `-set device.hostpciN`."""
+    out: list[Change] = []
     taken: set[str] = set()
     for key, others in sorted(a.split.items()):
         if key not in cliques:
