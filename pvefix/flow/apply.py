@@ -32,7 +32,11 @@ from pvefix.executor.remote import Remote
 from pvefix.executor.rollback import RollbackOptions
 from pvefix.executor.transaction import ApplyFailed
 from pvefix.executor.vmwrite import qm_set_command
-from pvefix.flow.guards import refuse_ha_restart, refuse_missing_privileges
+from pvefix.flow.guards import (
+    refuse_activation_without_reboot,
+    refuse_ha_restart,
+    refuse_missing_privileges,
+)
 from pvefix.flow.guest_verify import probe_after, probe_before
 from pvefix.flow.rollback import run_rollback
 from pvefix.paths import GRUB_DEFAULT
@@ -90,6 +94,9 @@ def render_phase(plan: Plan, phase: Phase) -> list[str]:
             lines.append(f"  {c.id}: in the guest: {c.file}: {c.before!r} -> {c.after!r}")
             if c.refresh_command:
                 lines.append(f"      then, in the guest: {shlex.join(c.refresh_command)}")
+        elif c.target == "host-boot":
+            lines.append(f"  {c.id}: {c.file}: configured, not yet booted: {c.after!r}"
+                         f" (booted: {c.before or '(none)'!r}); nothing to write")
         elif c.target == "manual":
             lines.append(f"  {c.id}: by hand ({c.target}): {c.key} -> {c.after}"
                          " (best done before the activation below; otherwise reboot once more)")
@@ -211,7 +218,8 @@ def _apply_phase(
     use_qm = _refuse_root_only(phase, live, options)
     if live.vm.lock:
         raise RefusedError(f"VM {vmid} is locked ({live.vm.lock}); nothing was written")
-    wants_host = any(c.target == "host-cmdline" for c in phase.changes)
+    refuse_activation_without_reboot(phase, options.reboot_host, vmid)
+    wants_host = phase.reboot_activates
     if wants_host and not live.access.ssh:
         raise RefusedError("this phase changes host files, which needs SSH to the node")
     _refuse_guest_without_access(phase, live, guest)
