@@ -89,5 +89,56 @@ def test_apply_phase_2_reboot_host_later_activates_it_and_writes_nothing(
     assert run_app(app, ["rollback", "100", "--snapshot", snap.id, "--yes",
                          *_target(n)]) == EXIT_OK
     said = capsys.readouterr().out
-    assert "nothing to restore" in said.lower(), said
+    assert "nothing to restore" in said, said
+    writer = list_snapshots(n.state_dir)[-2]  # the plain phase 2 that wrote the file
+    assert f"pvefix rollback 100 --snapshot {writer.id} --reboot-host" in said
     assert {p: n.host_file(p) for p in files} == files
+
+
+def test_rollback_reboot_host_restores_the_files_and_boots_the_old_line(
+    node: Callable[..., Node], capsys: pytest.CaptureFixture[str]
+) -> None:
+    n = node("kpro6", reboot_seconds=0.3)
+    before = n.host_file("/etc/kernel/cmdline")
+    assert run_app(app, ["apply", "100", "--phase", "2", "--reboot-host", "--yes",
+                         *_target(n)]) == EXIT_OK
+    assert "iommu=pt" in _booted(n)
+    snap = list_snapshots(n.state_dir)[-1]
+    capsys.readouterr()
+    # The same guards as apply's reboot: the node's VMs listed, a question (here: no).
+    assert run_app(app, ["rollback", "100", "--reboot-host", *_target(n)]) == EXIT_REFUSED
+    said = capsys.readouterr().out
+    assert "A host reboot stops every VM on kpro6" in said
+    assert n.host_file("/etc/kernel/cmdline") != before, "not confirmed: nothing written"
+
+    assert run_app(app, ["rollback", "100", "--reboot-host", "--yes", *_target(n)]) == EXIT_OK
+    said = capsys.readouterr().out
+    assert n.host_file("/etc/kernel/cmdline") == before
+    assert "iommu=pt" not in _booted(n), said
+    assert "restored: host kpro6 rebooted" in said
+    assert n.sim.state.run_state(100).status == "running"
+    events = [(r.get("event"), r.get("kind")) for r in snap.records()]
+    end = events.index(("rollback-end", None))
+    assert events[end + 1:end + 3] == [("activation-begin", "reboot-host"),
+                                       ("activation-end", "reboot-host")], events
+
+
+def test_rollback_reboot_host_later_activates_files_restored_earlier(
+    node: Callable[..., Node], capsys: pytest.CaptureFixture[str]
+) -> None:
+    n = node("kpro6", reboot_seconds=0.3)
+    assert run_app(app, ["apply", "100", "--phase", "2", "--reboot-host", "--yes",
+                         *_target(n)]) == EXIT_OK
+    capsys.readouterr()
+    assert run_app(app, ["rollback", "100", "--yes", *_target(n)]) == EXIT_OK
+    said = capsys.readouterr().out
+    assert "iommu=pt" in _booted(n), "restored in the file, the new line still runs"
+    later = said.split("to reboot it now (every VM on it stops): ", 1)[1].split("\n", 1)[0]
+    assert "--reboot-host" in later
+    assert run_app(app, [*later.split()[1:], "--yes", *_target(n)]) == EXIT_OK, later
+    said = capsys.readouterr().out
+    assert "iommu=pt" not in _booted(n), said
+    assert "host kpro6 rebooted" in said
+    # Once the old line runs, there is nothing to activate: no reboot, said so.
+    assert run_app(app, [*later.split()[1:], "--yes", *_target(n)]) == EXIT_OK
+    assert "nothing to activate" in capsys.readouterr().out
