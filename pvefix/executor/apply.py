@@ -36,6 +36,7 @@ from pvefix.executor.console import Console
 from pvefix.executor.filetarget import GuestFiles, NodeFiles
 from pvefix.executor.journal import Hook, Journal
 from pvefix.executor.neighbours import NodeVm, startup_sorted
+from pvefix.executor.reached import reached_fields
 from pvefix.executor.remote import Remote
 from pvefix.executor.rollback import (
     backup_stamp,
@@ -244,7 +245,7 @@ def apply_steps(remote: Remote, conn: Connection, live: HostState, plan: Plan, p
             "verification after the phase failed:\n  " + "\n  ".join(problems)
             + f"\nto put everything back: {rollback_cmd}"
         )
-    journal.record("apply-end", status="applied")
+    journal.record("apply-end", status="applied", **reached_fields(after))
     return PhaseReached(
         snapshot_id=snapshot.id, done=done, manual=manual, activated=activated,
         pending=_pending_text(phase, after, restarting, options.reboot_host),

@@ -205,8 +205,12 @@ def plan_differences(saved: Plan, fresh: Plan, number: int) -> list[str]:
         out.append(f"{cid}: in the saved plan, not derived now")
     for cid in sorted(new_changes.keys() - old_changes.keys()):
         out.append(f"{cid}: derived now, not in the saved plan")
+    # A change of an earlier phase that is in effect now is planned no more: requiring it
+    # is no difference (apply checks the prerequisites in effect anyway).
+    planned_now = {c.id for p in fresh.phases for c in p.changes}
     for cid in sorted(old_changes.keys() & new_changes.keys()):
         a, b = old_changes[cid], new_changes[cid]
+        a = a.model_copy(update={"requires": [r for r in a.requires if r in planned_now]})
         for name in _ACTED_ON:
             if getattr(a, name) != getattr(b, name):
                 out.append(f"{cid}: {name} is {getattr(a, name)!r} in the saved plan,"

@@ -38,6 +38,7 @@ from pvefix.flow.guards import (
     refuse_missing_privileges,
 )
 from pvefix.flow.guest_verify import probe_after, probe_before
+from pvefix.flow.reviewed import stale_after_own_applies
 from pvefix.flow.rollback import run_rollback
 from pvefix.paths import GRUB_DEFAULT
 from pvefix.planner.model import Phase, Plan
@@ -173,6 +174,10 @@ def _apply_phase(
     planned_with = plan
     if plan is not None:
         stale = checks.stale_reasons(plan, live, plan.phase(options.phase))
+        if stale:
+            stale = stale_after_own_applies(plan, live, options.phase, stale,
+                                            options.state_dir, _identity(conn, sessions),
+                                            console)
         if stale and not options.replan:
             raise RefusedError(
                 "the plan is stale: the target changed since it was made:\n  "
@@ -300,6 +305,14 @@ def _apply_phase(
     return result.model_copy(update={"verify_worse": outcome.worse,
                                      "verify_reports": [baseline[0], Path(outcome.stored).stem]})
 
+
+
+def _identity(conn: Connection, sessions: Sessions) -> str | None:
+    """The cluster identity pvefix's snapshots of this target are kept under."""
+    from pvefix.target.nodes import cluster_identity
+
+    return cluster_identity(conn, sessions.api() if conn.backend == "api" and conn.host
+                            else None)
 
 
 def _refuse_guest_without_access(phase: Phase, live: HostState,
