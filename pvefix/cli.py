@@ -22,6 +22,7 @@ from pvefix.commands.clihelp import HELP_OPTION_NAMES, finish_help
 # The order is the order `pvefix --help` lists them in (typer's: commands, then groups).
 COMMANDS: dict[str, tuple[str, str]] = {
     "plan": ("pvefix.commands.plan_cmd", "plan_command"),
+    "show": ("pvefix.commands.show_cmd", "show_command"),
     "apply": ("pvefix.commands.apply_cmd", "apply_command"),
     "rollback": ("pvefix.commands.rollback_cmd", "rollback_command"),
     "snapshots": ("pvefix.commands.snapshots_cmd", "snapshots_command"),

@@ -16,6 +16,8 @@ HELP_OPTION_NAMES = ["-h", "--help"]
 EXAMPLES: dict[str, tuple[str, ...]] = {
     "plan": ("pvefix plan 100 --profile prod",
              "pvefix plan 100 --bundle ./host-tree --format markdown > ticket.md"),
+    "show": ("pvefix show plans/kpro6-100.json",
+             "pvefix show plans/kpro6-100.json --format markdown > ticket.md"),
     "apply": ("pvefix apply 100 --phase 1 --restart",
               "pvefix apply plans/kpro6-100.json --phase 2 --yes"),
     "rollback": ("pvefix rollback 100", "pvefix rollback 100 --snapshot 20260101T120000Z-100"),

@@ -27,8 +27,8 @@ def render_rollback(result: RollbackResult) -> list[str]:
             *(f"note: {line}" for line in result.notes)]
 
 
-@in_panel(SAFETY, "yes", "force", "restart", "start", "force_stop", "shutdown_timeout",
-          "task_timeout")
+@in_panel(SAFETY, "yes", "force", "restart", "start", "force_stop", "reboot_host",
+          "stop_others", "shutdown_timeout", "task_timeout", "reboot_timeout")
 @connection_options
 @guest_options
 def rollback_command(
@@ -46,10 +46,19 @@ def rollback_command(
                                "was stopped (otherwise a stopped VM stays stopped)."),
     force_stop: bool = typer.Option(False, "--force-stop", help="With --restart: stop hard "
                                     "when the clean shutdown times out."),
+    reboot_host: bool = typer.Option(False, "--reboot-host", help="Then reboot the node so "
+                                     "the restored host cmdline runs (also later, when the "
+                                     "files are restored and the old line still runs): the "
+                                     "same checks of the node's VMs as apply --reboot-host."),
+    stop_others: bool = typer.Option(False, "--stop-others", help="With --reboot-host: shut "
+                                     "the node's other running VMs down cleanly first, start "
+                                     "them again afterwards."),
     shutdown_timeout: float = typer.Option(120.0, "--shutdown-timeout", help="Seconds the "
                                            "guest gets to shut down cleanly."),
     task_timeout: float = typer.Option(60.0, "--task-timeout", help="Seconds to wait for a "
                                        "Proxmox task."),
+    reboot_timeout: float = typer.Option(900.0, "--reboot-timeout", help="Seconds to wait "
+                                         "for the host to come back after --reboot-host."),
     state_dir: Path | None = state_dir_option(),
     *,
     opts: ConnectionOptions,
@@ -69,7 +78,8 @@ def rollback_command(
     if opts.bundle is not None:
         raise PvefixError("rollback writes to a live target: a bundle (--bundle) is read-only")
     options = RollbackOptions(yes=yes, force=force, restart=restart, start=start,
-                              force_stop=force_stop,
+                              force_stop=force_stop, reboot_host=reboot_host,
+                              stop_others=stop_others, reboot_timeout=reboot_timeout,
                               shutdown_timeout=shutdown_timeout, task_timeout=task_timeout)
     console = Console()
     result = run_rollback(resolve_connection_options(opts), resolve_state_dir(state_dir), vmid,

@@ -19,7 +19,8 @@ where it is going, and a check right after apply says what still waits for a res
 
 from __future__ import annotations
 
-from pvefix.cmdline import Cmdline, normalize_name
+from pvefix.cmdline import Cmdline
+from pvefix.cmdline.relevant import relevant_parameters
 from pvefix.desired.model import (
     CmdlineRules,
     DesiredState,
@@ -43,30 +44,6 @@ FREE: tuple[str, ...] = (
     "scsi[0-9]*", "searchdomain", "shares", "smbios1", "snaptime", "sockets", "sshkeys",
     "startup", "tags", "tpmstate[0-9]*", "unused[0-9]*", "vcpus", "virtio[0-9]*", "vmgenid",
 )
-
-# Kernel parameters that matter for passthrough (compared dash/underscore-insensitively).
-RELEVANT = frozenset(normalize_name(n) for n in (
-    "iommu", "amd_iommu", "intel_iommu", "iommu.passthrough", "iommu.strict", "pci",
-    "pcie_acs_override", "pcie_aspm", "vfio-pci.ids", "vfio-pci.disable_vga",
-    "vfio_iommu_type1.allow_unsafe_interrupts", "kvm.ignore_msrs", "kvm_amd.avic",
-    "video", "initcall_blacklist", "nofb", "nomodeset", "modprobe.blacklist",
-    "rd.driver.blacklist", "hugepagesz", "default_hugepagesz", "hugepages",
-))
-
-
-def relevant_parameters(line: Cmdline) -> tuple[str, ...]:
-    """The passthrough-relevant tokens of a cmdline, as `name` or `name=value`, in order."""
-    out: list[str] = []
-    for token in line.tokens:
-        if normalize_name(token.name) not in RELEVANT:
-            continue
-        text = token.name if token.value is None else f"{token.name}={token.value}"
-        if any(c.isspace() for c in text) or '"' in text:
-            continue  # a quoted value with spaces cannot be one desired-file parameter
-        if text not in out:
-            out.append(text)
-    return tuple(out)
-
 
 def _is_amd(state: HostState) -> bool:
     return "amd" in (state.node.cpu_vendor or "").lower()

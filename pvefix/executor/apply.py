@@ -36,6 +36,7 @@ from pvefix.executor.console import Console
 from pvefix.executor.filetarget import GuestFiles, NodeFiles
 from pvefix.executor.journal import Hook, Journal
 from pvefix.executor.neighbours import NodeVm, startup_sorted
+from pvefix.executor.reached import reached_fields
 from pvefix.executor.remote import Remote
 from pvefix.executor.rollback import (
     backup_stamp,
@@ -49,7 +50,7 @@ from pvefix.executor.steps import ManualStep, StepContext, build_steps
 from pvefix.executor.transaction import ApplyFailed, transaction
 from pvefix.executor.vmwrite import ApiVmWriter, QmVmWriter, VmWriter, read_vm
 from pvefix.paths import PROC_CMDLINE
-from pvefix.planner.model import Phase, Plan, PlanOptions
+from pvefix.planner.model import HOST_BOOT_TARGETS, Phase, Plan, PlanOptions
 from pvefix.state import HostState
 from pvefix.target.guest.access import GuestAccess
 from pvefix.target.guest.channel import GuestChannel
@@ -212,7 +213,7 @@ def apply_steps(remote: Remote, conn: Connection, live: HostState, plan: Plan, p
                                  reader, rollback_cmd)
         journal.record("activation-end", kind="restart")
         activated.append(f"VM {vmid} restarted")
-    if options.reboot_host and any(c.target == "host-cmdline" for c in phase.changes):
+    if options.reboot_host and phase.reboot_activates:
         journal.record("activation-begin", kind="reboot-host")
         stopped = _stop_others(remote, others or [], options, console, journal)
         target_ran = vm_run(remote, vmid).status == "running"
@@ -237,14 +238,14 @@ def apply_steps(remote: Remote, conn: Connection, live: HostState, plan: Plan, p
     if options.reboot_host:
         proc = after.file(PROC_CMDLINE).text or ""
         problems += cmdline_problems(proc, [(c.before, c.after) for c in phase.changes
-                                            if c.target == "host-cmdline"])
+                                            if c.target in HOST_BOOT_TARGETS])
     if problems:
         journal.record("apply-end", status="verify-failed", problems=problems)
         raise PvefixError(
             "verification after the phase failed:\n  " + "\n  ".join(problems)
             + f"\nto put everything back: {rollback_cmd}"
         )
-    journal.record("apply-end", status="applied")
+    journal.record("apply-end", status="applied", **reached_fields(after))
     return PhaseReached(
         snapshot_id=snapshot.id, done=done, manual=manual, activated=activated,
         pending=_pending_text(phase, after, restarting, options.reboot_host),
@@ -345,7 +346,7 @@ def _pending_text(phase: Phase, after: HostState, restarted: bool,
             )
         else:
             out.append(f"VM {vmid} is stopped: the new config takes effect when it starts")
-    if any(c.target == "host-cmdline" for c in phase.changes) and not rebooted:
+    if phase.reboot_activates and not rebooted:
         out.append("host: the boot loader holds the new kernel cmdline; it takes effect at the "
                    "next host reboot (or --reboot-host)")
     if wants_guest(phase) and not restarted:

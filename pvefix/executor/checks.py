@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from pvefix.executor.journal import Record
 from pvefix.executor.snapshot import Snapshot
 from pvefix.paths import PROC_CMDLINE
-from pvefix.planner.model import Change, Phase, Plan
+from pvefix.planner.model import HOST_BOOT_TARGETS, Change, Phase, Plan
 from pvefix.state import HostState
 from pvefix.vmconfig.config import VMConfig
 from pvefix.vmconfig.nextstart import NextStart
@@ -25,12 +25,14 @@ def stale_reasons(plan: Plan, live: HostState, phase: Phase | None = None) -> li
         reasons.append(f"the plan is for VM {obs.vmid} on {obs.node}, not VM {live.vm.vmid} on "
                        f"{live.vm.node}")
     changes = phase.changes if phase is not None else [c for p in plan.phases for c in p.changes]
-    touches_vm = phase is None or any(c.target != "host-cmdline" for c in changes)
+    touches_vm = phase is None or any(c.target not in HOST_BOOT_TARGETS for c in changes)
     files = (
         set(obs.files)
         if phase is None
-        else {c.file for c in changes if c.target == "host-cmdline" and c.file}
+        else {c.file for c in changes if c.target in HOST_BOOT_TARGETS and c.file}
     )
+    if any(c.target == "host-boot" for c in changes):
+        files.add(PROC_CMDLINE)  # an activation relies on what is booted too
     if touches_vm and obs.vm_digest != live.vm.digest:
         reasons.append(f"VM {obs.vmid} config digest {obs.vm_digest[:12]} -> "
                        f"{live.vm.digest[:12]}")
@@ -59,7 +61,7 @@ def change_in_effect(change: Change, live: HostState) -> bool:
     if change.target == "vm-config":
         ns = NextStart.from_text(live.vm.config_text, "live")
         return ns.current.get(change.key) == change.after and not ns.is_staged(change.key)
-    if change.target == "host-cmdline":
+    if change.target in HOST_BOOT_TARGETS:
         proc = live.file(PROC_CMDLINE).text or ""
         from pvefix.executor.activation import cmdline_problems
 
@@ -203,8 +205,12 @@ def plan_differences(saved: Plan, fresh: Plan, number: int) -> list[str]:
         out.append(f"{cid}: in the saved plan, not derived now")
     for cid in sorted(new_changes.keys() - old_changes.keys()):
         out.append(f"{cid}: derived now, not in the saved plan")
+    # A change of an earlier phase that is in effect now is planned no more: requiring it
+    # is no difference (apply checks the prerequisites in effect anyway).
+    planned_now = {c.id for p in fresh.phases for c in p.changes}
     for cid in sorted(old_changes.keys() & new_changes.keys()):
         a, b = old_changes[cid], new_changes[cid]
+        a = a.model_copy(update={"requires": [r for r in a.requires if r in planned_now]})
         for name in _ACTED_ON:
             if getattr(a, name) != getattr(b, name):
                 out.append(f"{cid}: {name} is {getattr(a, name)!r} in the saved plan,"

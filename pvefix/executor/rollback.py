@@ -38,6 +38,9 @@ class RollbackOptions:
     force_stop: bool = False
     shutdown_timeout: float = 120.0
     task_timeout: float = 60.0
+    reboot_host: bool = False  # reboot the node so the restored host cmdline runs
+    stop_others: bool = False  # with reboot_host: shut other running VMs down cleanly first
+    reboot_timeout: float = 900.0
 
 
 class RollbackResult(BaseModel):
@@ -362,8 +365,9 @@ def restore_snapshot(remote: Remote, snapshot: Snapshot, live: HostState,
     elif live.vm.status == "running" and vm_done:
         notes.append(f"VM {meta.vmid} runs on: the restored config takes effect at its next "
                      "cold start (shut down and start it, or re-run with --restart)")
-    if differs.files:
+    if differs.files and not options.reboot_host:
         notes.append("the host keeps running the kernel cmdline it booted with until it "
-                     "reboots")
+                     f"reboots; to reboot it now (every VM on it stops): pvefix rollback "
+                     f"{meta.vmid} --snapshot {meta.id} --reboot-host")
     journal.record("rollback-end", restored=restored)
     return RollbackResult(snapshot_id=meta.id, vmid=meta.vmid, restored=restored, notes=notes)

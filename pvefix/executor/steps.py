@@ -385,6 +385,8 @@ def build_steps(plan: Plan, phase: Phase, snapshot: Snapshot, *,
                  change.refresh_command or list(DEFAULT_GUEST_REFRESH))
         elif change.target == "manual":
             manual.append(ManualStep(change))
+        elif change.target == "host-boot":
+            continue  # configured, not yet booted: nothing to write, the reboot activates it
         else:
             assert_never(change)
     ordered: list[Step] = []

@@ -32,8 +32,13 @@ from pvefix.executor.remote import Remote
 from pvefix.executor.rollback import RollbackOptions
 from pvefix.executor.transaction import ApplyFailed
 from pvefix.executor.vmwrite import qm_set_command
-from pvefix.flow.guards import refuse_ha_restart, refuse_missing_privileges
+from pvefix.flow.guards import (
+    refuse_activation_without_reboot,
+    refuse_ha_restart,
+    refuse_missing_privileges,
+)
 from pvefix.flow.guest_verify import probe_after, probe_before
+from pvefix.flow.reviewed import stale_after_own_applies
 from pvefix.flow.rollback import run_rollback
 from pvefix.paths import GRUB_DEFAULT
 from pvefix.planner.model import Phase, Plan
@@ -90,6 +95,9 @@ def render_phase(plan: Plan, phase: Phase) -> list[str]:
             lines.append(f"  {c.id}: in the guest: {c.file}: {c.before!r} -> {c.after!r}")
             if c.refresh_command:
                 lines.append(f"      then, in the guest: {shlex.join(c.refresh_command)}")
+        elif c.target == "host-boot":
+            lines.append(f"  {c.id}: {c.file}: configured, not yet booted: {c.after!r}"
+                         f" (booted: {c.before or '(none)'!r}); nothing to write")
         elif c.target == "manual":
             lines.append(f"  {c.id}: by hand ({c.target}): {c.key} -> {c.after}"
                          " (best done before the activation below; otherwise reboot once more)")
@@ -166,6 +174,10 @@ def _apply_phase(
     planned_with = plan
     if plan is not None:
         stale = checks.stale_reasons(plan, live, plan.phase(options.phase))
+        if stale:
+            stale = stale_after_own_applies(plan, live, options.phase, stale,
+                                            options.state_dir, _identity(conn, sessions),
+                                            console)
         if stale and not options.replan:
             raise RefusedError(
                 "the plan is stale: the target changed since it was made:\n  "
@@ -211,7 +223,8 @@ def _apply_phase(
     use_qm = _refuse_root_only(phase, live, options)
     if live.vm.lock:
         raise RefusedError(f"VM {vmid} is locked ({live.vm.lock}); nothing was written")
-    wants_host = any(c.target == "host-cmdline" for c in phase.changes)
+    refuse_activation_without_reboot(phase, options.reboot_host, vmid)
+    wants_host = phase.reboot_activates
     if wants_host and not live.access.ssh:
         raise RefusedError("this phase changes host files, which needs SSH to the node")
     _refuse_guest_without_access(phase, live, guest)
@@ -292,6 +305,14 @@ def _apply_phase(
     return result.model_copy(update={"verify_worse": outcome.worse,
                                      "verify_reports": [baseline[0], Path(outcome.stored).stem]})
 
+
+
+def _identity(conn: Connection, sessions: Sessions) -> str | None:
+    """The cluster identity pvefix's snapshots of this target are kept under."""
+    from pvefix.target.nodes import cluster_identity
+
+    return cluster_identity(conn, sessions.api() if conn.backend == "api" and conn.host
+                            else None)
 
 
 def _refuse_guest_without_access(phase: Phase, live: HostState,

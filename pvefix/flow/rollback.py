@@ -9,10 +9,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from pvefix.errors import PvefixError, RefusedError
+from pvefix.executor.apply import ApplyOptions
 from pvefix.executor.checks import config_diff, moved_since, written_by_apply
 from pvefix.executor.console import Console
 from pvefix.executor.filetarget import GuestFiles
+from pvefix.executor.hostreboot import boot_pending, reboot_to_activate
 from pvefix.executor.locks import local_lock_note, vm_lock
+from pvefix.executor.neighbours import NodeVm
 from pvefix.executor.remote import Remote
 from pvefix.executor.rollback import (
     RestartOutlook,
@@ -25,8 +28,9 @@ from pvefix.executor.rollback import (
     restore_snapshot,
     what_differs,
 )
-from pvefix.executor.snapshot import Snapshot, find_snapshot
+from pvefix.executor.snapshot import Snapshot, find_snapshot, list_snapshots
 from pvefix.flow.guards import refuse_ha_restart, refuse_missing_privileges
+from pvefix.flow.hostreboot import guard_host_reboot
 from pvefix.state import HostState
 from pvefix.target.guest.access import GuestAccess
 from pvefix.target.guest.channel import GuestChannel
@@ -82,10 +86,13 @@ def _run_rollback(conn: Connection, snapshot: Snapshot, options: RollbackOptions
                 f"{snapshot.status()})")
     outlook = restart_outlook(snapshot)
     held = [outlook.held_back()] if options.restart and outlook.cannot_start else []
-    if (not differs.vm_differs and not differs.files and not guest_differs
-            and (not options.restart or held)):
+    reboot = options.reboot_host and (bool(differs.files) or boot_pending(live))
+    nothing = not differs.vm_differs and not differs.files and not guest_differs
+    if nothing and (not options.restart or held) and not reboot:
         return RollbackResult(snapshot_id=meta.id, vmid=meta.vmid, restored=[],
-                              notes=held, already=True)
+                              notes=held + _activation_note(snapshot, state_dir)
+                              + _nothing_to_activate(options, snapshot),
+                              already=True)
     moved = moved_since(snapshot, live) + ([] if guest is None else
                                            guest_moved(snapshot, guest[1]))
     diff = config_diff(live.vm.config_text, snapshot.vm_config_text(),
@@ -94,6 +101,9 @@ def _run_rollback(conn: Connection, snapshot: Snapshot, options: RollbackOptions
         refuse_ha_restart(live, "rollback --restart")
         refuse_missing_privileges(sessions.api().get, live,
                                   {f"/vms/{meta.vmid}": ["VM.PowerMgmt"]}, "rollback --restart")
+    others = guard_host_reboot(conn, sessions, live, stop_others=options.stop_others,
+                               start=options.start, console=console,
+                               command="the rollback") if reboot else []
     if moved and not options.force:
         raise RefusedError(
             "the target has changed since the apply this snapshot belongs to, in ways pvefix "
@@ -111,16 +121,61 @@ def _run_rollback(conn: Connection, snapshot: Snapshot, options: RollbackOptions
     for path in guest_differs:
         console.say(f"guest {path}: will be restored")
     question = _say_restart(console, outlook, options.restart)
+    question += f" and reboot host {meta.node} to run the restored cmdline" if reboot else ""
     if not options.yes and not console.confirm(f"Roll VM {meta.vmid} back to {meta.id}{question}?"):
         raise RefusedError("not confirmed: nothing was written (use --yes to confirm)")
     remote = Remote(conn, meta.node, sessions)
     remote.on_warning = console.progress
     try:
         with vm_lock(state_dir, remote, meta.vmid, "rollback", console.progress):
-            return restore_snapshot(remote, snapshot, live, options, console.progress, guest,
-                                    forced=bool(moved))
+            result = RollbackResult(snapshot_id=meta.id, vmid=meta.vmid, restored=[],
+                                    notes=[]) if nothing else restore_snapshot(
+                remote, snapshot, live, options, console.progress, guest, forced=bool(moved))
+            if reboot:
+                result = _activate(remote, snapshot, result, others, options, state_dir,
+                                   console)
+            return result
     finally:
         remote.close()
+
+
+def _activation_note(snapshot: Snapshot, state_dir: Path) -> list[str]:
+    """An activation-only apply (phase 2 with nothing to write, a host reboot) has nothing to
+    restore: say so, and which rollback goes back to the old cmdline."""
+    meta = snapshot.meta
+    phase = snapshot.plan().phase(meta.phase)
+    if phase is None or not phase.activation_only:
+        return []
+    wrote = [s for s in list_snapshots(state_dir, meta.vmid, meta.cluster)
+             if s.meta.created_at < meta.created_at and s.status() == "applied"
+             and written_by_apply(s.records())[1]]
+    back = (f"pvefix rollback {meta.vmid} --snapshot {wrote[-1].id} --reboot-host" if wrote
+            else "roll back the apply that wrote the host file, with --reboot-host (`pvefix"
+            " snapshots` lists it)")
+    return [f"snapshot {meta.id} wrote nothing: phase {meta.phase} only activated the host"
+            " cmdline configured before it (a host reboot), so there is nothing to restore;"
+            f" to go back to the old cmdline: {back}"]
+
+
+def _nothing_to_activate(options: RollbackOptions, snapshot: Snapshot) -> list[str]:
+    if not options.reboot_host:
+        return []
+    return [f"no host reboot: host {snapshot.meta.node} already runs the kernel cmdline"
+            " configured in its files (nothing to activate)"]
+
+
+def _activate(remote: Remote, snapshot: Snapshot, result: RollbackResult,
+              others: list[NodeVm], options: RollbackOptions, state_dir: Path,
+              console: Console) -> RollbackResult:
+    """--reboot-host: reboot the node so the restored host cmdline runs (also later, when the
+    files were restored by an earlier rollback and the old line still runs)."""
+    steps = ApplyOptions(phase=snapshot.meta.phase, state_dir=state_dir,
+                         force_stop=options.force_stop, stop_others=options.stop_others,
+                         shutdown_timeout=options.shutdown_timeout,
+                         task_timeout=options.task_timeout,
+                         reboot_timeout=options.reboot_timeout)
+    activated = reboot_to_activate(remote, snapshot, others, steps, console)
+    return result.model_copy(update={"restored": [*result.restored, *activated]})
 
 
 def _say_restart(console: Console, outlook: RestartOutlook, restart: bool) -> str:

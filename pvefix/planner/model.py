@@ -25,10 +25,14 @@ Clique = Annotated[int, Field(strict=True, ge=0, le=MAX_CLIQUE)]
 #: "plans": [pvefix.plan/v1, ...]} in the order the VMIDs were named.
 PLANS_SCHEMA = "pvefix.plans/v1"
 
-Target = Literal["vm-config", "host-cmdline", "guest-cmdline", "manual"]
+Target = Literal["vm-config", "host-cmdline", "host-boot", "guest-cmdline", "manual"]
 Disruption = Literal["none", "guest-reboot", "vm-restart", "host-reboot"]
 Severity = Literal["info", "warning", "error"]
 RiskLevel = Literal["low", "medium", "high"]
+
+# The change kinds a host reboot activates: a host cmdline pvefix writes, one configured and not
+# yet booted.
+HOST_BOOT_TARGETS = frozenset({"host-cmdline", "host-boot"})
 
 # How much each disruption interrupts; a phase's disruption activates every lesser one too
 # (a VM cold start reboots the guest), except that a host reboot is never merged with VM work.
@@ -111,6 +115,18 @@ class HostCmdlineChange(_ChangeBase):
     file: str
 
 
+class HostBootChange(_ChangeBase):
+    """A host kernel cmdline that is configured but not yet booted: nothing to write, a host
+    reboot activates it. `before` holds the passthrough-relevant parameters the running kernel
+    was booted with, `after` those configured in `file` (pvefix/cmdline/relevant.py)."""
+
+    model_config = ConfigDict(defer_build=False)
+
+    target: Literal["host-boot"] = "host-boot"
+    file: str
+    refresh_command: None = None
+
+
 class GuestCmdlineChange(_ChangeBase):
     """The guest kernel's command line, changed through a way into the guest: `before`/`after`
     are the whole line, `file` holds it (its whole text before and after is in the plan's
@@ -131,7 +147,7 @@ class ManualChange(_ChangeBase):
 
 
 Change = Annotated[
-    VmConfigChange | HostCmdlineChange | GuestCmdlineChange | ManualChange,
+    VmConfigChange | HostCmdlineChange | HostBootChange | GuestCmdlineChange | ManualChange,
     Field(discriminator="target"),
 ]
 """One change of a plan, one model per kind (`target`): dispatchers end in `assert_never`, so
@@ -174,6 +190,17 @@ class Phase(_Frozen):
     disruption: Disruption
     activation: str = Field(description="what activates the phase and how")
     changes: list[Change]
+
+    @property
+    def reboot_activates(self) -> bool:
+        """A host reboot activates this phase: it writes the host cmdline (host-cmdline), or
+        one is configured and not yet booted (host-boot)."""
+        return any(c.target in HOST_BOOT_TARGETS for c in self.changes)
+
+    @property
+    def activation_only(self) -> bool:
+        """Nothing to write: the phase only activates what is configured (a host reboot)."""
+        return bool(self.changes) and all(c.target == "host-boot" for c in self.changes)
 
 
 class PlanOptions(_Frozen):

@@ -37,6 +37,13 @@ def _activation_class(c: Change) -> str:
     return "host" if c.disruption == "host-reboot" else "vm"
 
 
+ACTIVATE_ONLY = (
+    "`pvefix apply --phase {number} --reboot-host`: configured, not yet booted: nothing to write;"
+    " reboot the host (every VM on the node stops; VMs with onboot=1 start again), then"
+    " /proc/cmdline is checked."
+)
+
+
 def _activation_text(disruption: Disruption, ctx: Context, number: int) -> str:
     text = _activation_base(disruption, ctx, number)
     if number != p2p.PHASE:
@@ -109,7 +116,9 @@ def _phases(ctx: Context, changes: list[Change]) -> list[Phase]:
             Phase(
                 number=number,
                 disruption=disruption,
-                activation=_activation_text(disruption, ctx, number),
+                activation=ACTIVATE_ONLY.format(number=number)
+                if all(c.target == "host-boot" for c in group)
+                else _activation_text(disruption, ctx, number),
                 changes=group,
             )
         )

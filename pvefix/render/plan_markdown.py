@@ -28,6 +28,7 @@ DISRUPTION_WORDS = {
 GROUPS = {
     "vm-config": "VM config",
     "host-cmdline": "Host kernel command line",
+    "host-boot": "Host kernel command line: configured, not yet booted (nothing to write)",
     "guest-cmdline": "Guest kernel command line",
     "manual": "Manual steps (pvefix does not do these)",
 }

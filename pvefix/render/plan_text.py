@@ -70,6 +70,9 @@ def _change(c: Change, s: _Style) -> list[str]:
     if c.target in ("host-cmdline", "guest-cmdline") and c.before is not None:
         out.append(s.wrap(f"before: {c.before}"))
         out.append(s.wrap(f"after:  {c.after}"))
+    elif c.target == "host-boot":
+        out.append(s.wrap(f"booted:     {c.before or '(none of them)'}"))
+        out.append(s.wrap(f"configured: {c.after or '(none of them)'}"))
     if c.refresh_command:
         out.append(f"      then:   {' '.join(c.refresh_command)}")
     if c.needs_root_pam:

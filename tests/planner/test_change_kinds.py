@@ -16,6 +16,7 @@ from pvefix.planner import plan as make_plan
 from pvefix.planner.model import (
     Change,
     GuestCmdlineChange,
+    HostBootChange,
     HostCmdlineChange,
     ManualChange,
     Plan,
@@ -27,7 +28,8 @@ from tests.planner.loader import build_state, load_case
 CASES = Path(__file__).parent / "cases"
 GRUB = '# set by the installer\nGRUB_DEFAULT=0\nGRUB_CMDLINE_LINUX_DEFAULT="quiet"\n'
 KINDS: dict[str, type] = {"vm-config": VmConfigChange, "host-cmdline": HostCmdlineChange,
-         "guest-cmdline": GuestCmdlineChange, "manual": ManualChange}
+         "host-boot": HostBootChange, "guest-cmdline": GuestCmdlineChange,
+         "manual": ManualChange}
 CHANGE: TypeAdapter[Change] = TypeAdapter(Change)
 
 
@@ -53,6 +55,21 @@ def test_every_change_is_the_model_of_its_target_and_survives_a_json_round_trip(
     again = Plan.model_validate(plan.to_json_dict())
     assert again == plan
     assert [type(c) for c in changes_of(again)] == [type(c) for c in changes_of(plan)]
+
+
+def test_an_activation_only_phase_is_a_host_boot_change_that_round_trips() -> None:
+    """Configured, not yet booted (pvefix/planner/activation.py): phase 2 has one host-boot
+    change, nothing to write, and it survives a plan file."""
+    state = build_state(load_case(CASES / "configured-not-booted.json"))
+    plan = make_plan(state)
+    phase = plan.phase(2)
+    assert phase is not None and phase.activation_only and phase.reboot_activates
+    (boot,) = phase.changes
+    assert type(boot) is HostBootChange and boot.file == "/etc/kernel/cmdline"
+    assert (boot.before, boot.after) == ("", "iommu=pt")
+    assert plan.host_files_after == {}, "nothing to write"
+    assert "--reboot-host" in phase.activation
+    assert Plan.model_validate(plan.to_json_dict()) == plan
 
 
 def test_a_guest_change_carries_the_guest_file_before_and_after() -> None:

@@ -44,6 +44,13 @@ that file on such hosts on every path (SSH, --local, bundle, the collect script,
 simulator); when it would abort, an error finding says so and how to fix it (move the unused
 file aside, or give it the host's root=) and no host edit is planned. A bundle without the
 file is taken at its word, and each host change says to check the host's file first.
+
+Configured, not yet booted: when the configured line needs no edit but the running kernel was
+booted without its passthrough-relevant parameters (an apply without `--reboot-host`, an edit
+by hand), the rule plans a `host-boot` change instead of nothing: phase 2 then writes nothing
+and `pvefix apply --phase 2 --reboot-host` activates it, checking /proc/cmdline after the boot
+(pvefix/planner/activation.py). Not when the refresh would abort (above): then the boot loader
+may not hold the configured line.
 """
 
 from __future__ import annotations
@@ -70,6 +77,7 @@ from pvefix.cmdline.lint import CpuVendor
 from pvefix.cmdline.tokens import Cmdline, normalize_name
 from pvefix.errors import PvefixError
 from pvefix.paths import GRUB_DEFAULT, KERNEL_CMDLINE, PROC_CMDLINE
+from pvefix.planner.activation import activation_change
 from pvefix.planner.context import Context
 from pvefix.planner.model import Change, Finding, HostCmdlineChange, ManualChange, Risk, RuleResult
 from pvefix.state import HostState
@@ -358,6 +366,10 @@ def rule(ctx: Context) -> RuleResult:
     blocker = _esp_refresh_blocker(state) if loader == "grub-esp" else None
     if isinstance(blocker, Finding):
         findings.append(blocker)
+    if not changes and not isinstance(blocker, Finding):
+        boot = activation_change(NAME, path, refresh, configured, running_line)
+        if boot is not None:
+            return RuleResult(rule=NAME, changes=[boot], findings=findings)
     if not changes:
         return RuleResult(rule=NAME, noop=pt_noop or "nothing to change", findings=findings)
     if isinstance(blocker, Finding):

@@ -1,0 +1,45 @@
+"""The refusals before a host reboot that `rollback --reboot-host` makes, the same as `apply
+--reboot-host`'s (docs/apply.md, step 4), before anything is written: not the host pvefix runs
+on (--local), no HA-managed target, every VM of the node listed, a running or locked VM refused
+unless --stop-others (HA-managed and backup/migrate-locked ones never stopped), and no VM that
+must come back finding its GPU taken by an onboot VM after the boot."""
+
+from __future__ import annotations
+
+from pvefix.errors import RefusedError
+from pvefix.executor.console import Console
+from pvefix.executor.neighbours import NodeVm, check_after_boot, check_host_reboot, node_vms
+from pvefix.executor.remote import Remote
+from pvefix.flow.guards import refuse_ha_restart
+from pvefix.state import HostState
+from pvefix.target.sessions import Sessions
+from pvefix.target.settings import Connection
+
+
+def guard_host_reboot(conn: Connection, sessions: Sessions, live: HostState, *,
+                      stop_others: bool, start: bool, console: Console,
+                      command: str) -> list[NodeVm]:
+    """Refuse a host reboot that would hurt (RefusedError, nothing written); list the node's
+    VMs; return the other running VMs pvefix stops first (--stop-others) and starts again."""
+    vmid, node = live.vm.vmid, live.vm.node
+    if conn.backend == "local":
+        raise RefusedError(
+            "--reboot-host with --local would reboot the host pvefix runs on, in the middle of"
+            f" its own run; nothing was written. Run {command} without --reboot-host, reboot"
+            f" the node yourself, then check it: pvefix check {vmid} --local",
+            source=f"node {node}")
+    refuse_ha_restart(live, "a host reboot")
+    probe = Remote(conn, node, sessions)
+    try:
+        vms = node_vms(probe)
+    finally:
+        probe.close()
+    console.say(f"A host reboot stops every VM on {node}:")
+    for v in vms:
+        console.say(f"  {v.describe()}")
+    others = check_host_reboot(vms, vmid, stop_others)
+    back = [v.vmid for v in others]
+    if live.vm.status == "running" or start:
+        back.append(vmid)
+    check_after_boot(vms, back)
+    return others
