@@ -21,6 +21,12 @@ class Console:
         self.out = out or sys.stdout
         self.err = err or sys.stderr
         self.answer = answer
+        self.undo: str | None = None  # set once changes are written that a Ctrl-C leaves
+
+    def written(self, undo: str) -> None:
+        """From now on the changes stay in place when interrupted: `undo` (the printed
+        `pvefix rollback` line) is what the Ctrl-C message gives (commands/apply_cmd.py)."""
+        self.undo = undo
 
     def say(self, text: str = "") -> None:
         print(text, file=self.out, flush=True)

@@ -35,6 +35,7 @@ from pvefix.executor.vmwrite import qm_set_command
 from pvefix.flow.guards import refuse_ha_restart, refuse_missing_privileges
 from pvefix.flow.guest_verify import probe_after, probe_before
 from pvefix.flow.rollback import run_rollback
+from pvefix.hints import next_line
 from pvefix.paths import GRUB_DEFAULT
 from pvefix.planner.model import Phase, Plan
 from pvefix.probe.report import Report
@@ -67,6 +68,7 @@ class ApplyResult(BaseModel):
     activated: list[str]
     pending: list[str]
     rollback_command: str
+    next_line: str = ""  # what to run next (pvefix/hints.py): the next phase, or check
     desired_path: str | None = None
     not_running: list[str] = []  # VMs that ran before a host reboot and are not up again
     verify_worse: bool | None = None  # --verify: P2P got worse (None: not verified)
@@ -279,6 +281,7 @@ def _apply_phase(
         manual=reached.manual, activated=reached.activated, pending=reached.pending,
         rollback_command=reached.rollback_command, desired_path=str(desired),
         not_running=reached.not_running,
+        next_line=next_line(plan, phase.number, options.context),
     )
     if baseline is None or guest is None:
         return result

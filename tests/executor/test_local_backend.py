@@ -119,7 +119,7 @@ def test_a_task_longer_than_the_api_timeout_and_the_printed_undo_keep_local(
     before = conf.read_bytes()
     assert _cli(n, "apply", "100", "--phase", "1", "--yes", "--timeout", "2.5") == EXIT_OK
     assert "machine: q35" in conf.read_text()
-    undo = capsys.readouterr().out.split("to undo: ", 1)[1].strip()
+    undo = capsys.readouterr().out.split("to undo: ", 1)[1].splitlines()[0]
     assert "--local" in undo.split(), "the printed rollback reaches the same node the same way"
     assert run_app(build_command(), [*undo.split()[1:], "--yes"]) == EXIT_OK
     assert conf.read_bytes() == before
