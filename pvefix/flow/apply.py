@@ -225,7 +225,9 @@ def _apply_phase(
         raise RefusedError(
             "--reboot-host with --local would reboot the host pvefix runs on, in the middle of"
             " its own run; nothing was written. Apply without --reboot-host, reboot the node"
-            f" yourself, then check it: pvefix check {vmid} --local",
+            " yourself, then check it: " + options.context.command(
+                ["check", str(vmid), *(["--local"] if "--local" not in options.context.target
+                                       else [])], guest=False),
             source=f"node {live.vm.node}",
         )
     if reboots or starts:
@@ -253,8 +255,8 @@ def _apply_phase(
         _rehearse_phase(conn, sessions, live, plan, phase, rehearse, console)
     for line in render_phase(plan, phase):
         console.say(line)
-    if not options.yes and not console.confirm(f"Apply phase {phase.number} to VM {vmid}?"):
-        raise RefusedError("not confirmed: nothing was written (dry run; --yes to apply)")
+    if not options.yes:
+        _confirm(console, f"Apply phase {phase.number} to VM {vmid}?", live.vm.node, others)
 
     baseline = None
     if options.verify and guest is not None:
@@ -294,6 +296,28 @@ def _apply_phase(
                      result)
     return result.model_copy(update={"verify_worse": outcome.worse,
                                      "verify_reports": [baseline[0], Path(outcome.stored).stem]})
+
+
+
+def _confirm(console: Console, question: str, node: str, others: list[NodeVm]) -> None:
+    """The admin's yes; when a host reboot stops other running VMs, the node's name typed in
+    full (a `y` typed out of habit does not stop a whole node)."""
+    if not others:
+        if not console.confirm(question):
+            raise RefusedError("not confirmed: nothing was written (dry run; --yes to apply)")
+        return
+    stops = ", ".join(f"VM {v.vmid}" for v in others)
+    typed = console.confirm_typed(
+        f"{question} The host reboot also stops {stops} on node {node} (shut down cleanly,"
+        " started again afterwards).", node)
+    if typed is None:
+        raise RefusedError(
+            f"not confirmed: a host reboot that stops other VMs ({stops}) is confirmed by typing"
+            f" the node's name at a terminal, and there is none (stdin is not a terminal); "
+            "nothing was written (--yes to apply without asking)", source=f"node {node}")
+    if not typed:
+        raise RefusedError(f"not confirmed: the node's name ({node}) was not typed; nothing "
+                           "was written (dry run; --yes to apply)", source=f"node {node}")
 
 
 
