@@ -90,11 +90,12 @@ def undo_steps(started: list[Step], ctx: StepContext, journal: Journal,
     failures: list[str] = []
     todo = list(reversed(started))
     for index, step in enumerate(todo):
-        journal.record("undo-begin", step=step.id, kind=step.kind)
         try:
+            journal.record("undo-begin", step=step.id, kind=step.kind)
             what = step.undo(ctx)
         except KeyboardInterrupt:
-            # This step may or may not be undone: it is listed as still changed.
+            # This step may or may not be undone: it is listed as still changed (a Ctrl-C
+            # while its undo-begin is journaled too: the report is never skipped).
             raise UndoInterrupted(undone, [s.summary() for s in todo[index:]]) from None
         except UndoConflict as exc:
             # Another writer's change: stop undoing (earlier steps may depend on it).
@@ -140,9 +141,10 @@ def _undo_report(exc: BaseException, undone: list[str], failures: list[str],
                                                   "nothing had been written"))
     if failures:
         lines.append("COULD NOT UNDO: " + "; ".join(failures))
-        lines.append(f"restore by hand or with: {undo_command}"
-                     + (" --force (it overwrites the other writer's change)"
-                        if any(f.endswith("[conflict]") for f in failures) else ""))
+        conflict = any(f.endswith("[conflict]") for f in failures)
+        lines.append("restore by hand or with"
+                     + (" (--force overwrites the other writer's change)" if conflict else "")
+                     + f": {undo_command}" + (" --force" if conflict else ""))
     return "\n".join(lines)
 
 
