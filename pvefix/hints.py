@@ -43,7 +43,10 @@ def apply_words(plan: Plan, number: int) -> list[str]:
     phase = plan.phase(number)
     stopped = phase is not None and phase.disruption == "vm-restart" and (
         plan.observed.vm_status != "running")
-    if phase is not None and not stopped:
+    # On the node itself (--local) pvefix never reboots the host it runs on: the admin does.
+    local_reboot = phase is not None and phase.disruption == "host-reboot" and (
+        plan.observed.access.startswith("local:"))
+    if phase is not None and not stopped and not local_reboot:
         words += _ACTIVATE.get(phase.disruption, ())
     return words + p2p_words(plan, number)
 

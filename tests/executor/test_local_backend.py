@@ -72,6 +72,8 @@ def test_apply_check_and_rollback_run_on_the_node_itself(
     assert "machine: q35" in after, "written through pvesh, with the digest, into the node"
     out = capsys.readouterr().out
     assert "pvefix rollback" in out
+    # What to run next stays on the node, and never asks it to reboot itself (refused below).
+    assert f"\nNext: pvefix apply 100 --phase 2 --local --state-dir {n.state_dir}\n" in out
     # Phase 2 edits /etc/kernel/cmdline directly and refreshes with the node's own tool.
     assert _cli(n, "apply", "100", "--phase", "2", "--yes") == EXIT_OK
     assert "iommu=pt" in (root / "etc/kernel/cmdline").read_text()
