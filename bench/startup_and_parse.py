@@ -1,6 +1,8 @@
 """Benchmarks for start-up and corpus parse+write throughput.
 
 Run: .venv/bin/python bench/startup_and_parse.py [--runs 21]   (or `make bench`)
+     ... --against DIR   also times `plan` from another pvefix tree (e.g. `git archive main`
+                         unpacked in DIR), interleaved with this one's: a change's cost.
 
 Start-up is measured end to end as an admin sees it: a fresh interpreter each time, the same
 interpreter for every command, the commands interleaved (so load on the machine hits them
@@ -30,24 +32,27 @@ CORPUS = Path(os.environ.get("PVEFIX_SHARED", ROOT.parent / "shared")) / "corpus
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
-def _once(argv: list[str], ok: tuple[int, ...]) -> float:
+Command = tuple[list[str], tuple[int, ...], Path | None]  # argv, exit codes that pass, cwd
+
+
+def _once(argv: list[str], ok: tuple[int, ...], cwd: Path | None = None) -> float:
     start = time.perf_counter()
-    done = subprocess.run(argv, capture_output=True, check=False, env=ENV)
+    done = subprocess.run(argv, capture_output=True, check=False, env=ENV, cwd=cwd)
     elapsed = time.perf_counter() - start
     if done.returncode not in ok:
         raise SystemExit(f"{' '.join(argv)} exited {done.returncode}: {done.stderr.decode()}")
     return elapsed
 
 
-def startup(commands: dict[str, tuple[list[str], tuple[int, ...]]],
-            runs: int) -> dict[str, float]:
-    """Median wall time (ms) of each command, the commands run in turn `runs` times."""
-    for argv, ok in commands.values():
-        _once(argv, ok)  # warm the page cache and the bytecode cache
+def startup(commands: dict[str, Command], runs: int) -> dict[str, float]:
+    """Median wall time (ms) of each command, the commands run in turn `runs` times (`python
+    -m pvefix` runs the tree its cwd is in: this checkout's, or --against's)."""
+    for argv, ok, cwd in commands.values():
+        _once(argv, ok, cwd)  # warm the page cache and the bytecode cache
     times: dict[str, list[float]] = {name: [] for name in commands}
     for _ in range(runs):
-        for name, (argv, ok) in commands.items():
-            times[name].append(_once(argv, ok))
+        for name, (argv, ok, cwd) in commands.items():
+            times[name].append(_once(argv, ok, cwd))
     return {name: statistics.median(t) * 1000 for name, t in times.items()}
 
 
@@ -68,6 +73,7 @@ def throughput(seconds: float = 2.0) -> tuple[float, int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--runs", type=int, default=21, help="runs per command (median)")
+    parser.add_argument("--against", type=Path, help="another pvefix tree: its `plan` too")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     from pvefix.hosttree import materialize_scenario
@@ -76,13 +82,16 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="pvefix-bench-start-") as tmp:
         bundle = Path(tmp) / "kpro6"
         materialize_scenario("kpro6", bundle)
-        commands = {
-            "pass": ([py, "-c", "pass"], (0,)),
-            "pydantic": ([py, "-c", "import pydantic"], (0,)),
-            "version": ([py, "-m", "pvefix", "--version"], (0,)),
-            "help": ([py, "-m", "pvefix", "--help"], (0,)),
-            "plan": ([py, "-m", "pvefix", "plan", "100", "--bundle", str(bundle)], (0, 2)),
+        plan = [py, "-m", "pvefix", "plan", "100", "--bundle", str(bundle)]
+        commands: dict[str, Command] = {
+            "pass": ([py, "-c", "pass"], (0,), None),
+            "pydantic": ([py, "-c", "import pydantic"], (0,), None),
+            "version": ([py, "-m", "pvefix", "--version"], (0,), ROOT),
+            "help": ([py, "-m", "pvefix", "--help"], (0,), ROOT),
+            "plan": (plan, (0, 2), ROOT),
         }
+        if args.against is not None:
+            commands["against"] = (plan, (0, 2), args.against.resolve())
         load = os.getloadavg()
         ms = startup(commands, args.runs)
         load_after = os.getloadavg()
@@ -96,6 +105,9 @@ def main() -> None:
     print(f"  pvefix --help                       : {ms['help']:7.1f} ms")
     print(f"  pvefix plan 100 --bundle kpro6      : {ms['plan']:7.1f} ms = {ratio:.1f}x "
           "import pydantic (budget 4x)")
+    if "against" in ms:
+        print(f"  the same plan from {args.against}: {ms['against']:7.1f} ms = "
+              f"{ms['against'] / ms['pydantic']:.2f}x (this tree: {ratio:.2f}x)")
     print(f"parse+render, {n} configs: {rate:9.0f} configs/s (budget 20,000/s)")
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import gc
 import os
 import sys
+import types
 from typing import NoReturn
 
 
@@ -23,10 +24,26 @@ def main(argv: list[str] | None = None) -> int:
     # entry points when the first model is built: ~20-80 ms of a CLI run, for plugins pvefix
     # does not use. Off unless the environment says otherwise (PYDANTIC_DISABLE_PLUGINS).
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    _no_plugin_scan()
     from pvefix.cli import build_command
     from pvefix.commands.run import run_app
 
     return run_app(build_command(), args)
+
+
+def _no_plugin_scan() -> None:
+    """With every pydantic plugin off, pydantic's plugin loader has nothing to load, yet
+    importing it imports importlib.metadata (and email with it) for the entry-point scan the
+    setting turns off: ~13 ms of a plan's start-up (docs/benchmarks.md). Its one function,
+    answering as it would (no plugins), stands in for it; an explicit plugin list (the
+    variable naming only some) keeps pydantic's own loader."""
+    name = "pydantic.plugin._loader"
+    if os.environ.get("PYDANTIC_DISABLE_PLUGINS") not in ("__all__", "1", "true") or (
+            name in sys.modules):
+        return
+    stand_in = types.ModuleType(name, "pvefix: pydantic plugins are off (PYDANTIC_DISABLE_PLUGINS)")
+    stand_in.get_plugins = tuple  # type: ignore[attr-defined]  # get_plugins() -> ()
+    sys.modules[name] = stand_in
 
 
 def entry() -> NoReturn:

@@ -6,7 +6,6 @@ terminal's answer, or --yes). Exit 0 applied, 1 failed (and undone), 3 refused f
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 from typing import Any
 
@@ -28,38 +27,6 @@ def state_dir_option() -> Any:
         help="Where snapshots live (env PVEFIX_STATE_DIR; default $XDG_STATE_HOME/pvefix or "
         "~/.local/state/pvefix).", show_default=False,
     )
-
-
-def rollback_hint(opts: ConnectionOptions, state_dir: Path | None) -> str:
-    """The options a printed rollback command needs to reach the same target and snapshots."""
-    parts: list[str] = []
-    if state_dir is not None:
-        parts += ["--state-dir", str(state_dir)]
-    if opts.connection is not None:
-        parts += ["--connection", str(opts.connection)]
-    if opts.profile is not None:
-        parts += ["--profile", opts.profile]
-    if opts.config is not None:
-        parts += ["--config", str(opts.config)]
-    if opts.host is not None:
-        parts += ["--host", opts.host]
-    if opts.local:
-        parts += ["--local"]
-    # What picks the credentials, the node and the way in: the rollback must log in as the
-    # apply did (a token may not restore what root@pam's password wrote, `args` say).
-    for flag, value in (("--port", opts.port), ("--node", opts.node), ("--user", opts.user),
-                        ("--token-id", opts.token_id), ("--auth", opts.auth),
-                        ("--ca-cert", opts.ca_cert), ("--fingerprint", opts.fingerprint),
-                        ("--ssh-host", opts.ssh_host), ("--ssh-port", opts.ssh_port),
-                        ("--ssh-user", opts.ssh_user), ("--ssh-key", opts.ssh_key),
-                        ("--known-hosts", opts.known_hosts)):
-        if value is not None:
-            parts += [flag, str(value)]
-    if opts.ssh is False:
-        parts += ["--no-ssh"]
-    if opts.insecure:
-        parts += ["--insecure"]
-    return shlex.join(parts)
 
 
 @in_panel(SAFETY, "yes", "replan", "restart", "force_stop", "reboot_host", "stop_others", "start",
@@ -129,7 +96,7 @@ def apply_command(
     With --rehearse, the phase's config is first booted (firmware only, stand-in BARs) on the
     node, and a phase whose BARs are not all placed is refused before any write.
     """
-    from pvefix.commands.options import resolve_connection_options
+    from pvefix.commands.options import hint_context, resolve_connection_options
     from pvefix.executor.apply import ApplyOptions
     from pvefix.executor.console import Console
     from pvefix.flow.apply import NothingToDo, apply_phase
@@ -156,9 +123,7 @@ def apply_command(
         stop_others=stop_others, start=start,
         auto_rollback=auto_rollback, pve_snapshot=pve_snapshot, qm_set=qm_set,
         shutdown_timeout=shutdown_timeout, task_timeout=task_timeout,
-        reboot_timeout=reboot_timeout, rollback_hint=rollback_hint(opts, state_dir) + (
-            f" --guest-ssh-host {shlex.quote(access.ssh_host or '')}"
-            if access is not None and access.method == "ssh" else ""),
+        reboot_timeout=reboot_timeout, context=hint_context(opts, state_dir, guest),
         verify=verify, verify_quick=not full_probe, guest_wait=guest_wait,
         plan_options=asked,
     )
@@ -169,6 +134,11 @@ def apply_command(
     except NothingToDo as done:
         console.say(done.message)
         return EXIT_OK
+    except KeyboardInterrupt:
+        if console.undo is not None:  # written, and left in place: say how to put it back
+            console.progress("interrupted (Ctrl-C) after the changes were written: they stay"
+                             f" in place; to undo: {console.undo}")
+        raise
     console.say(f"applied phase {result.phase} to VM {result.vmid} (snapshot "
                 f"{result.snapshot_id})")
     for line in result.activated:
@@ -184,6 +154,8 @@ def apply_command(
     if result.desired_path:
         console.say(f"desired state recorded: {result.desired_path} (used by pvefix check)")
     console.say(f"to undo: {result.rollback_command}")
+    if result.next_line:
+        console.say(result.next_line)
     if result.verify_worse:
         console.say("P2P GOT WORSE (see the comparison above); the apply itself succeeded")
     if result.not_running:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 
-from pvefix.commands.optgroup import GUEST, option_group
+from pvefix.commands.optgroup import GUEST, given_argv, option_group
 
 if TYPE_CHECKING:
     from pvefix.target.guest.access import GuestAccess
@@ -76,6 +76,11 @@ _OPTIONS: dict[str, tuple[str, Any, Any]] = {
 def guest_options(func: F) -> F:
     """Add the guest options to a typer command that takes `guest: GuestOptions`."""
     return option_group("guest", GuestOptions, _OPTIONS, GUEST)(func)
+
+
+def guest_argv(guest: GuestOptions) -> list[str]:
+    """The guest options as given, as the words a printed command carries (pvefix/hints.py)."""
+    return given_argv(asdict(guest), _OPTIONS)
 
 
 def optional_guest(guest: GuestOptions, *, env: Mapping[str, str] | None = None,

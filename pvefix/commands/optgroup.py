@@ -77,3 +77,23 @@ def in_panel(panel: str, *names: str) -> Callable[[F], F]:
         return func
 
     return decorate
+
+
+def given_argv(values: Mapping[str, Any], options: OptionTable,
+               skip: tuple[str, ...] = ()) -> list[str]:
+    """The command-line words that give a group's `values` (field -> value; None: not given)
+    again, in the table's order: `--flag VALUE`, a bare `--flag` for True, the `--no-` side of
+    a `--flag/--no-flag` switch for False. What printed commands carry (pvefix/hints.py)."""
+    words: list[str] = []
+    for name, (_, _, option) in options.items():
+        value = values.get(name)
+        if value is None or name in skip:
+            continue
+        on, _, off = option.param_decls[0].partition("/")
+        if value is True:
+            words.append(on)
+        elif value is False:
+            words += [off] if off else []
+        else:
+            words += [on, str(value)]
+    return words

@@ -20,9 +20,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 
-from pvefix.commands.optgroup import CONNECTION, option_group
+from pvefix.commands.optgroup import CONNECTION, given_argv, option_group
 
 if TYPE_CHECKING:
+    from pvefix.commands.guest_options import GuestOptions
+    from pvefix.hints import Context
     from pvefix.state import HostState
     from pvefix.target.guest.access import GuestAccess
     from pvefix.target.settings import Connection
@@ -141,6 +143,21 @@ def connection_options(func: F) -> F:
     """Add the connection options to a typer command that takes `opts: ConnectionOptions`."""
     table = {name: (name, annotation, option) for name, (annotation, option) in _OPTIONS.items()}
     return option_group("opts", ConnectionOptions, table, CONNECTION)(func)
+
+
+def hint_context(opts: ConnectionOptions, state_dir: Path | None,
+                 guest: GuestOptions | None = None) -> Context:
+    """The options a command printed by this one carries (pvefix/hints.py): the connection
+    options as given (never --bundle: apply writes to the live node, which a bundle is not;
+    never a secret: none is an option), --state-dir, and the guest options."""
+    from pvefix.commands.guest_options import guest_argv
+    from pvefix.hints import Context
+
+    table = {name: (name, annotation, option) for name, (annotation, option) in _OPTIONS.items()}
+    target = given_argv(asdict(opts), table, skip=("bundle",))
+    if state_dir is not None:
+        target += ["--state-dir", str(state_dir)]
+    return Context(tuple(target), tuple(guest_argv(guest)) if guest is not None else ())
 
 
 def resolve_connection_options(opts: ConnectionOptions) -> Connection:

@@ -14,6 +14,7 @@ from pvefix.commands.guest_options import GuestOptions, guest_options, optional_
 from pvefix.commands.options import (
     ConnectionOptions,
     connection_options,
+    hint_context,
     read_path_note,
     resolve_state,
     resolve_states,
@@ -33,11 +34,11 @@ class PlanFormat(StrEnum):
 
 
 def emit_plan(plan: object, fmt: PlanFormat, out: str | None,
-              color: ColorChoice = "auto") -> int:
+              color: ColorChoice = "auto", context: object = None) -> int:
     from pvefix.planner.model import Plan
 
     assert isinstance(plan, Plan)
-    code = emit_plans([plan], fmt, color)
+    code = emit_plans([plan], fmt, color, context)
     if out:
         from pvefix.flow.planfile import save_plan
 
@@ -107,7 +108,7 @@ def plan_command(
         for note in state.notes:
             print(inert_text(f"note: {note}"), file=sys.stderr)
         made = make_plan(state, options)
-        code = emit_plan(made, fmt, out, color)
+        code = emit_plan(made, fmt, out, color, hint_context(opts, state_dir, guest))
         if settings is not None:
             _rehearse(opts, state, made, settings, fmt)
         return code
@@ -125,20 +126,24 @@ def plan_command(
         for note in state.notes:
             print(inert_text(f"note: VM {state.vm.vmid}: {note}"), file=sys.stderr)
         plans.append(make_plan(state, plan_options(p2p, opts, state.vm.vmid, state_dir)))
-    return emit_plans(plans, fmt, color)
+    return emit_plans(plans, fmt, color, hint_context(opts, state_dir))
 
 
 def _listed(vmids: list[int]) -> str:
     return ", ".join(str(v) for v in vmids)
 
 
-def emit_plans(plans: Sequence[object], fmt: PlanFormat, color: ColorChoice = "auto") -> int:
+def emit_plans(plans: Sequence[object], fmt: PlanFormat, color: ColorChoice = "auto",
+               context: object = None) -> int:
     """Plans, in the order asked: JSON as one pvefix.plans/v1 document (whatever the count),
-    text and markdown one after the other. Exit 2 when any of them has changes."""
+    text and markdown one after the other. Exit 2 when any of them has changes. `context`
+    (a pvefix.hints.Context): the options the text's `Next:` line carries."""
+    from pvefix.hints import Context
     from pvefix.planner.model import Plan, plans_document
     from pvefix.render.plan_markdown import render_plan_markdown
     from pvefix.render.plan_text import render_plan_text
 
+    hint = context if isinstance(context, Context) else None
     typed = [p for p in plans if isinstance(p, Plan)]
     assert len(typed) == len(plans)
     term = terminal(sys.stdout, color) if fmt is PlanFormat.text else None
@@ -151,7 +156,7 @@ def emit_plans(plans: Sequence[object], fmt: PlanFormat, color: ColorChoice = "a
             if fmt is PlanFormat.markdown:
                 sys.stdout.write(render_plan_markdown(plan))
             else:
-                sys.stdout.write(render_plan_text(plan, term=term))
+                sys.stdout.write(render_plan_text(plan, term=term, context=hint))
     return EXIT_CHANGES if any(p.has_changes for p in typed) else EXIT_OK
 
 

@@ -15,7 +15,6 @@ rollback command is given.
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +48,7 @@ from pvefix.executor.snapshot import Snapshot, take_snapshot
 from pvefix.executor.steps import ManualStep, StepContext, build_steps
 from pvefix.executor.transaction import ApplyFailed, transaction
 from pvefix.executor.vmwrite import ApiVmWriter, QmVmWriter, VmWriter, read_vm
+from pvefix.hints import Context
 from pvefix.paths import PROC_CMDLINE
 from pvefix.planner.model import HOST_BOOT_TARGETS, Phase, Plan, PlanOptions
 from pvefix.state import HostState
@@ -80,7 +80,7 @@ class ApplyOptions:
     shutdown_timeout: float = 120.0
     task_timeout: float = 60.0
     reboot_timeout: float = 900.0
-    rollback_hint: str = ""  # extra options for the printed rollback command
+    context: Context = field(default_factory=Context)  # what printed commands carry
     verify: bool = False  # probe the guest before and after (needs guest access)
     verify_quick: bool = True  # the probe's quick mode
     guest_wait: float = 300.0  # how long the after-probe waits for a restarted guest
@@ -89,11 +89,10 @@ class ApplyOptions:
 
 
 def rollback_command(vmid: int, snapshot_id: str, options: ApplyOptions, restart: bool) -> str:
-    parts = ["pvefix", "rollback", str(vmid), "--snapshot", snapshot_id]
+    words = ["rollback", str(vmid), "--snapshot", snapshot_id]
     if restart:
-        parts.append("--restart")
-    command = shlex.join(parts)
-    return f"{command} {options.rollback_hint}".strip()
+        words.append("--restart")
+    return options.context.command(words)
 
 
 
@@ -178,7 +177,8 @@ def apply_steps(remote: Remote, conn: Connection, live: HostState, plan: Plan, p
     done: list[str] = []
     manual: list[str] = []
     activated: list[str] = []
-    with transaction(ctx, journal, console, snapshot) as started:
+    with transaction(ctx, journal, console, snapshot,
+                     rollback_command(vmid, snapshot.id, options, False)) as started:
         for step in steps:
             if isinstance(step, ManualStep):
                 manual += step.change.commands or [step.summary()]
@@ -198,6 +198,7 @@ def apply_steps(remote: Remote, conn: Connection, live: HostState, plan: Plan, p
             shutdown_vm(remote, vmid, timeout=options.shutdown_timeout,
                         force_stop=options.force_stop, task_timeout=options.task_timeout,
                         say=console.progress)
+    console.written(rollback_cmd)  # from here on, a Ctrl-C leaves the changes in place
     if restarting and not was_running and not options.start:
         console.progress(f"VM {vmid} was stopped: the config is applied and it stays stopped"
                          " (add --start to start it)")

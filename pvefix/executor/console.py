@@ -21,6 +21,12 @@ class Console:
         self.out = out or sys.stdout
         self.err = err or sys.stderr
         self.answer = answer
+        self.undo: str | None = None  # set once changes are written that a Ctrl-C leaves
+
+    def written(self, undo: str) -> None:
+        """From now on the changes stay in place when interrupted: `undo` (the printed
+        `pvefix rollback` line) is what the Ctrl-C message gives (commands/apply_cmd.py)."""
+        self.undo = undo
 
     def say(self, text: str = "") -> None:
         print(text, file=self.out, flush=True)
@@ -31,11 +37,23 @@ class Console:
     def confirm(self, question: str) -> bool:
         if self.answer is not None:
             return self.answer(question)
+        reply = self._ask(f"{question} [y/N] ")
+        return reply is not None and reply.strip().lower() in ("y", "yes")
+
+    def confirm_typed(self, question: str, word: str) -> bool | None:
+        """A confirmation that only `word` typed in full gives (terraform's typed `yes`): for
+        what stops more than the admin's own VM. None: no terminal to ask (and no answer)."""
+        if self.answer is not None:
+            return self.answer(question)
+        reply = self._ask(f"{question}\nType {word} to confirm (anything else refuses): ")
+        return None if reply is None else reply.strip() == word
+
+    def _ask(self, prompt: str) -> str | None:
+        """The terminal's one-line reply to `prompt`; None without a terminal."""
         if not sys.stdin.isatty():
-            return False
-        print(f"{question} [y/N] ", end="", file=self.err, flush=True)
+            return None
+        print(prompt, end="", file=self.err, flush=True)
         try:
-            reply = sys.stdin.readline()
+            return sys.stdin.readline()
         except (EOFError, OSError):
-            return False
-        return reply.strip().lower() in ("y", "yes")
+            return ""

@@ -18,8 +18,9 @@ from typing import Any
 from pvefix.store.statedir import FILE_MODE, fsync_dir
 
 JOURNAL_FILE = "journal.jsonl"
-# A crash drill: hold the process after record N so a test (or an admin rehearsing) can kill -9
-# it at exactly that boundary. Never set in normal use.
+# A crash drill: hold the process after record N, or after each record of an event (a comma-
+# separated list of either: "7", "step-end,undo-begin") so a test (or an admin rehearsing) can
+# kill -9 it, or press Ctrl-C, at exactly that boundary. Never set in normal use.
 ENV_HOLD = "PVEFIX_JOURNAL_HOLD_AFTER"
 
 Record = dict[str, Any]
@@ -56,15 +57,15 @@ class Journal:
             os.fsync(fd)
         finally:
             os.close(fd)
-        _hold_if_asked(self.seq)
+        _hold_if_asked(self.seq, event)
         if self.hook is not None:
             self.hook(entry)
         return entry
 
 
-def _hold_if_asked(seq: int) -> None:
-    wanted = os.environ.get(ENV_HOLD)
-    if wanted and wanted.strip() == str(seq):
+def _hold_if_asked(seq: int, event: str) -> None:
+    wanted = {w.strip() for w in os.environ.get(ENV_HOLD, "").split(",")}
+    if str(seq) in wanted or event in wanted:
         while True:  # wait to be killed; the drill's point is to die here
             time.sleep(3600)
 

@@ -14,6 +14,7 @@ from pvefix.executor.console import Console
 from pvefix.executor.journal import Journal
 from pvefix.executor.snapshot import Snapshot
 from pvefix.executor.steps import Step, StepContext, UndoConflict
+from pvefix.hints import Context
 from pvefix.paths import vm_config
 
 
@@ -23,10 +24,13 @@ class ApplyFailed(PvefixError):
 
 @contextlib.contextmanager
 def transaction(ctx: StepContext, journal: Journal, console: Console,
-                snapshot: Snapshot) -> Iterator[list[Step]]:
+                snapshot: Snapshot, undo_command: str | None = None) -> Iterator[list[Step]]:
     """Yield the list of started steps; on ANY exception undo them in reverse and re-raise
-    (RefusedError stays a refusal, Ctrl-C stays Ctrl-C) with the undo report."""
+    (RefusedError stays a refusal, Ctrl-C stays Ctrl-C) with the undo report. What cannot be
+    undone is left to `undo_command` (a `pvefix rollback` line with the apply's options)."""
     started: list[Step] = []
+    undo_command = undo_command or Context().command(
+        ["rollback", str(snapshot.meta.vmid), "--snapshot", snapshot.id])
     try:
         yield started
     except BaseException as exc:
@@ -37,14 +41,14 @@ def transaction(ctx: StepContext, journal: Journal, console: Console,
         except UndoInterrupted as again:
             # A second Ctrl-C: stop, but say exactly what is still changed and how to undo it.
             journal.record("apply-end", status="interrupted-undo", remaining=again.remaining)
-            console.progress(interrupted_undo_report(again, snapshot))
+            console.progress(interrupted_undo_report(again, undo_command))
             raise
         exact = _restore_exact(ctx, snapshot, journal)
         if exact:
             undone.append(exact)
         status = "failed" if failures else "undone"
         journal.record("apply-end", status=status, error=str(exc))
-        report = _undo_report(exc, undone, failures, snapshot)
+        report = _undo_report(exc, undone, failures, undo_command)
         console.progress(report)
         if isinstance(exc, RefusedError) or any(f.endswith("[conflict]") for f in failures):
             raise RefusedError(f"{exc}\n{report}") from exc
@@ -72,12 +76,11 @@ def interrupted_line(started: list[Step]) -> str:
             "first; Ctrl-C again stops the undo and says what is still changed")
 
 
-def interrupted_undo_report(again: UndoInterrupted, snapshot: Snapshot) -> str:
+def interrupted_undo_report(again: UndoInterrupted, undo_command: str) -> str:
     lines = ["interrupted again while undoing: the undo stopped."]
     lines.append("undone: " + ("; ".join(again.undone) if again.undone else "nothing yet"))
     lines.append("STILL CHANGED (not undone): " + "; ".join(again.remaining))
-    lines.append(f"undo them with: pvefix rollback {snapshot.meta.vmid} --snapshot "
-                 f"{snapshot.id}")
+    lines.append(f"undo them with: {undo_command}")
     return "\n".join(lines)
 
 
@@ -87,11 +90,12 @@ def undo_steps(started: list[Step], ctx: StepContext, journal: Journal,
     failures: list[str] = []
     todo = list(reversed(started))
     for index, step in enumerate(todo):
-        journal.record("undo-begin", step=step.id, kind=step.kind)
         try:
+            journal.record("undo-begin", step=step.id, kind=step.kind)
             what = step.undo(ctx)
         except KeyboardInterrupt:
-            # This step may or may not be undone: it is listed as still changed.
+            # This step may or may not be undone: it is listed as still changed (a Ctrl-C
+            # while its undo-begin is journaled too: the report is never skipped).
             raise UndoInterrupted(undone, [s.summary() for s in todo[index:]]) from None
         except UndoConflict as exc:
             # Another writer's change: stop undoing (earlier steps may depend on it).
@@ -130,17 +134,17 @@ def _restore_exact(ctx: StepContext, snapshot: Snapshot, journal: Journal) -> st
 
 
 def _undo_report(exc: BaseException, undone: list[str], failures: list[str],
-                 snapshot: Snapshot) -> str:
+                 undo_command: str) -> str:
     lines = [f"apply stopped: {exc}" if not isinstance(exc, KeyboardInterrupt)
              else "apply interrupted"]
     lines.append("undone, in reverse order: " + ("; ".join(undone) if undone else
                                                   "nothing had been written"))
     if failures:
         lines.append("COULD NOT UNDO: " + "; ".join(failures))
-        lines.append(f"restore by hand or with: pvefix rollback {snapshot.meta.vmid} "
-                     f"--snapshot {snapshot.id}"
-                     + (" --force (it overwrites the other writer's change)"
-                        if any(f.endswith("[conflict]") for f in failures) else ""))
+        conflict = any(f.endswith("[conflict]") for f in failures)
+        lines.append("restore by hand or with"
+                     + (" (--force overwrites the other writer's change)" if conflict else "")
+                     + f": {undo_command}" + (" --force" if conflict else ""))
     return "\n".join(lines)
 
 

@@ -40,6 +40,7 @@ from pvefix.flow.guards import (
 from pvefix.flow.guest_verify import probe_after, probe_before
 from pvefix.flow.reviewed import stale_after_own_applies
 from pvefix.flow.rollback import run_rollback
+from pvefix.hints import next_line
 from pvefix.paths import GRUB_DEFAULT
 from pvefix.planner.model import Phase, Plan
 from pvefix.probe.report import Report
@@ -72,11 +73,11 @@ class ApplyResult(BaseModel):
     activated: list[str]
     pending: list[str]
     rollback_command: str
+    next_line: str = ""  # what to run next (pvefix/hints.py): the next phase, or check
     desired_path: str | None = None
     not_running: list[str] = []  # VMs that ran before a host reboot and are not up again
     verify_worse: bool | None = None  # --verify: P2P got worse (None: not verified)
     verify_reports: list[str] = []  # --verify: the kept reports, before then after
-
 
 
 def render_phase(plan: Plan, phase: Phase) -> list[str]:
@@ -108,7 +109,6 @@ def render_phase(plan: Plan, phase: Phase) -> list[str]:
     return lines
 
 
-
 def _refuse_root_only(phase: Phase, live: HostState, options: ApplyOptions) -> bool:
     """True when `qm set` over SSH is to be used; raises before any write when nothing can."""
     needing = checks.root_only(phase)
@@ -132,7 +132,6 @@ def _refuse_root_only(phase: Phase, live: HostState, options: ApplyOptions) -> b
         " that work: " + "; ".join(paths),
         source=f"VM {live.vm.vmid}",
     )
-
 
 
 def apply_phase(
@@ -236,7 +235,9 @@ def _apply_phase(
         raise RefusedError(
             "--reboot-host with --local would reboot the host pvefix runs on, in the middle of"
             " its own run; nothing was written. Apply without --reboot-host, reboot the node"
-            f" yourself, then check it: pvefix check {vmid} --local",
+            " yourself, then check it: " + options.context.command(
+                ["check", str(vmid), *(["--local"] if "--local" not in options.context.target
+                                       else [])], guest=False),
             source=f"node {live.vm.node}",
         )
     if reboots or starts:
@@ -264,8 +265,8 @@ def _apply_phase(
         _rehearse_phase(conn, sessions, live, plan, phase, rehearse, console)
     for line in render_phase(plan, phase):
         console.say(line)
-    if not options.yes and not console.confirm(f"Apply phase {phase.number} to VM {vmid}?"):
-        raise RefusedError("not confirmed: nothing was written (dry run; --yes to apply)")
+    if not options.yes:
+        _confirm(console, f"Apply phase {phase.number} to VM {vmid}?", live.vm.node, others)
 
     baseline = None
     if options.verify and guest is not None:
@@ -292,6 +293,7 @@ def _apply_phase(
         manual=reached.manual, activated=reached.activated, pending=reached.pending,
         rollback_command=reached.rollback_command, desired_path=str(desired),
         not_running=reached.not_running,
+        next_line=next_line(plan, phase.number, options.context),
     )
     if baseline is None or guest is None:
         return result
@@ -306,13 +308,33 @@ def _apply_phase(
                                      "verify_reports": [baseline[0], Path(outcome.stored).stem]})
 
 
-
 def _identity(conn: Connection, sessions: Sessions) -> str | None:
     """The cluster identity pvefix's snapshots of this target are kept under."""
     from pvefix.target.nodes import cluster_identity
 
     return cluster_identity(conn, sessions.api() if conn.backend == "api" and conn.host
                             else None)
+
+
+def _confirm(console: Console, question: str, node: str, others: list[NodeVm]) -> None:
+    """The admin's yes; when a host reboot stops other running VMs, the node's name typed in
+    full (a `y` typed out of habit does not stop a whole node)."""
+    if not others:
+        if not console.confirm(question):
+            raise RefusedError("not confirmed: nothing was written (dry run; --yes to apply)")
+        return
+    stops = ", ".join(f"VM {v.vmid}" for v in others)
+    typed = console.confirm_typed(
+        f"{question} The host reboot also stops {stops} on node {node} (shut down cleanly,"
+        " started again afterwards).", node)
+    if typed is None:
+        raise RefusedError(
+            f"not confirmed: a host reboot that stops other VMs ({stops}) is confirmed by typing"
+            f" the node's name at a terminal, and there is none (stdin is not a terminal); "
+            "nothing was written (--yes to apply without asking)", source=f"node {node}")
+    if not typed:
+        raise RefusedError(f"not confirmed: the node's name ({node}) was not typed; nothing "
+                           "was written (dry run; --yes to apply)", source=f"node {node}")
 
 
 def _refuse_guest_without_access(phase: Phase, live: HostState,
@@ -334,7 +356,6 @@ def _refuse_guest_without_access(phase: Phase, live: HostState,
             f"the guest has no {GRUB_DEFAULT}, so pvefix cannot change its kernel cmdline "
             f"({ids}); plan again without guest access to get the steps to run by hand; "
             "nothing was written", source=f"VM {live.vm.vmid}")
-
 
 
 def _p2p_verdict(conn: Connection, vmid: int, options: ApplyOptions, console: Console,
@@ -360,8 +381,6 @@ def _p2p_verdict(conn: Connection, vmid: int, options: ApplyOptions, console: Co
                                           task_timeout=options.task_timeout), console)
     raise ApplyFailed(f"the P2P phase failed in the guest:\n  {why}\nrolled back "
                       f"(--auto-rollback): " + "; ".join(undone.restored))
-
-
 
 
 def _rehearse_phase(conn: Connection, sessions: Sessions, live: HostState, plan: Plan,

@@ -9,9 +9,9 @@ and commands are never wrapped: they are copied as they are.
 from __future__ import annotations
 
 from pvefix.console.terminal import Terminal
+from pvefix.hints import Context, next_line
 from pvefix.paths import vm_config
 from pvefix.planner.model import Change, Finding, Plan
-from pvefix.planner.rules.p2p import PHASE as P2P_PHASE
 from pvefix.render.diff import file_diffs, unified
 from pvefix.render.inert import inert_text
 
@@ -147,9 +147,10 @@ def _diff_lines(text: str, s: _Style) -> list[str]:
 
 
 def render_plan_text(plan: Plan, *, term: Terminal | None = None, color: bool = False,
-                     config_path: str | None = None) -> str:
+                     config_path: str | None = None, context: Context | None = None) -> str:
     """The summary (one screen), then the detail. `term` sets width and colour (default: 80
-    columns, colour as `color` says)."""
+    columns, colour as `color` says); `context`: the options the `Next:` line carries (those
+    the plan was made with, pvefix/hints.py)."""
     if term is None:
         term = Terminal(color_system="standard" if color else None)
     s = _Style(term)
@@ -158,7 +159,7 @@ def render_plan_text(plan: Plan, *, term: Terminal | None = None, color: bool = 
         s.wrap(f"pvefix plan for VM {obs.vmid} on node {obs.node}  ({obs.vm_status}; read via "
                f"{obs.access.split(':')[0]}; digest {obs.vm_digest[:12]})", "", "bold"),
         "",
-        *_summary(plan, s),
+        *_summary(plan, s, context),
         "",
     ]
     if plan.findings:
@@ -171,10 +172,10 @@ def render_plan_text(plan: Plan, *, term: Terminal | None = None, color: bool = 
         lines.append(s("Nothing to do", "bold"))
         lines += [s.wrap(f"- {n.rule}: {n.reason}", "  ") for n in plan.noops]
         lines.append("")
-    return inert_text("\n".join(lines + _closing(plan, s)) + "\n", color=term.color)
+    return inert_text("\n".join(lines + _closing(plan, s, context)) + "\n", color=term.color)
 
 
-def _summary(plan: Plan, s: _Style) -> list[str]:
+def _summary(plan: Plan, s: _Style, context: Context | None) -> list[str]:
     """One screen: each phase with its disruption and changes, the findings by severity, the
     impact (who stops, host reboot, highest risk) and what to run next."""
     from pvefix.render.plan_markdown import impact
@@ -191,7 +192,7 @@ def _summary(plan: Plan, s: _Style) -> list[str]:
         lines.append(s.wrap(f"Findings: {said} (below)", "  "))
     if plan.has_changes:
         lines += [s.wrap(f"- {line}", "  ") for line in impact(plan)]
-    return lines + _closing(plan, s)[-1:]
+    return lines + _closing(plan, s, context)[-1:]
 
 
 def _phases(plan: Plan, s: _Style, path: str) -> list[str]:
@@ -218,7 +219,7 @@ def _phases(plan: Plan, s: _Style, path: str) -> list[str]:
     return lines
 
 
-def _closing(plan: Plan, s: _Style) -> list[str]:
+def _closing(plan: Plan, s: _Style, context: Context | None) -> list[str]:
     """The last lines: how many changes and what to run next, or why nothing is planned."""
     obs = plan.observed
     n = sum(len(p.changes) for p in plan.phases)
@@ -226,25 +227,13 @@ def _closing(plan: Plan, s: _Style) -> list[str]:
         return [
             s(f"{n} change(s) in {len(plan.phases)} phase(s). Dry run: nothing was changed.",
               "bold"),
-            f"Next: pvefix apply {obs.vmid} --phase {plan.phases[0].number}"
-            + _p2p_flags(plan, plan.phases[0].number),
+            next_line(plan, 0, context or Context(), live=not obs.access.startswith("bundle")),
         ]
     if any(f.id == "devices.unknown-here" for f in plan.findings):
         return [s.wrap("Nothing planned, but not because all is right: some passed devices are"
                        " not in the facts read (see the findings).", "", "yellow")]
     return [s.wrap("Nothing to change: this VM and host already follow every rule.", "",
                    "green")]
-
-
-def _p2p_flags(plan: Plan, number: int) -> str:
-    """The flags an apply of phase 3 needs to re-derive it: none when the desired state or the
-    profile asks for P2P (apply reads them too), else --p2p (and the clique map) again."""
-    o = plan.options
-    if number != P2P_PHASE or not o.p2p or (o.p2p_from and not o.p2p_from.startswith("flag")):
-        return ""
-    flag_map = o.clique_map and (o.clique_map_from or "").startswith("flag")
-    return " --p2p" + (" --clique-map " + ",".join(f"{k}={v}" for k, v in o.clique_map.items())
-                       if flag_map or (o.clique_map and o.clique_map_from is None) else "")
 
 
 def _root_why(changes: list[Change]) -> str:

@@ -45,3 +45,20 @@ def test_help_still_lists_every_command() -> None:
     assert list(command.commands) == list(COMMANDS)
     assert all(command.commands[name].name == name for name in COMMANDS)
 
+
+
+def test_a_plan_does_not_import_the_plugin_scan_it_turns_off(tmp_path: Path) -> None:
+    """pydantic plugins are off (PYDANTIC_DISABLE_PLUGINS): their loader's entry-point scan, and
+    the importlib.metadata and email it imports (~13 ms), are not loaded; pydantic still asks
+    for the plugins and gets none."""
+    from pvefix.hosttree import materialize_scenario
+
+    bundle = tmp_path / "kpro6"
+    materialize_scenario("kpro6", bundle)
+    loaded = _modules_after(
+        "import contextlib, io\nfrom pvefix.main import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    assert main(['plan', '100', '--bundle', {str(bundle)!r}]) == 2\n"
+        "from pydantic.plugin._loader import get_plugins\nassert tuple(get_plugins()) == ()")
+    assert "pydantic.plugin._schema_validator" in loaded, "pydantic asked for its plugins"
+    assert not {"importlib.metadata", "email"} & loaded

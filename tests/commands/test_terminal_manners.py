@@ -67,7 +67,7 @@ def _free_lines(text: str) -> Iterator[str]:
             block = "steps"
         elif block == "steps" and not line.startswith("        "):
             block = ""
-        if not block and not line.startswith("Next: "):
+        if not block and not line.startswith(("Next: ", "Next, ")):
             yield line
 
 
@@ -111,7 +111,9 @@ def test_the_summary_comes_first_and_fits_one_screen(
     assert summary[0].startswith("  Phase 1: VM restart (cold start); 11 change(s): machine")
     assert any(line.startswith("  Phase 2: HOST REBOOT") for line in summary)
     assert "  - Highest risk: medium." in summary
-    assert summary[-1] == "Next: pvefix apply 100 --phase 1"
+    # Read from a bundle: the apply needs the live node, which the bundle's options do not reach.
+    assert summary[-1] == ("Next, against the live node (a bundle is read-only): "
+                           "pvefix apply 100 --phase 1 --restart")
     assert text.index("\nSummary\n") < text.index("\nFindings\n") < text.index("\nPhase 1:")
 
 

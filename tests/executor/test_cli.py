@@ -39,7 +39,7 @@ def test_apply_a_plan_file_then_list_and_roll_back(
     out = capsys.readouterr().out
     assert code == EXIT_OK, out
     assert "applied phase 2 to VM 100" in out
-    undo = out.split("to undo: ", 1)[1].strip()
+    undo = out.split("to undo: ", 1)[1].splitlines()[0]
     assert undo.startswith("pvefix rollback 100 --snapshot ")
     assert f"--state-dir {n.state_dir}" in undo and f"--connection {n.ready_file}" in undo
 

@@ -72,6 +72,8 @@ def test_apply_check_and_rollback_run_on_the_node_itself(
     assert "machine: q35" in after, "written through pvesh, with the digest, into the node"
     out = capsys.readouterr().out
     assert "pvefix rollback" in out
+    # What to run next stays on the node, and never asks it to reboot itself (refused below).
+    assert f"\nNext: pvefix apply 100 --phase 2 --local --state-dir {n.state_dir}\n" in out
     # Phase 2 edits /etc/kernel/cmdline directly and refreshes with the node's own tool.
     assert _cli(n, "apply", "100", "--phase", "2", "--yes") == EXIT_OK
     assert "iommu=pt" in (root / "etc/kernel/cmdline").read_text()
@@ -119,7 +121,7 @@ def test_a_task_longer_than_the_api_timeout_and_the_printed_undo_keep_local(
     before = conf.read_bytes()
     assert _cli(n, "apply", "100", "--phase", "1", "--yes", "--timeout", "2.5") == EXIT_OK
     assert "machine: q35" in conf.read_text()
-    undo = capsys.readouterr().out.split("to undo: ", 1)[1].strip()
+    undo = capsys.readouterr().out.split("to undo: ", 1)[1].splitlines()[0]
     assert "--local" in undo.split(), "the printed rollback reaches the same node the same way"
     assert run_app(build_command(), [*undo.split()[1:], "--yes"]) == EXIT_OK
     assert conf.read_bytes() == before

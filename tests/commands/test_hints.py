@@ -1,0 +1,90 @@
+"""The one builder of printed pvefix commands (pvefix/hints.py): the options a command was
+given come back, parsed by the CLI itself from the printed line (shlex.split), exactly as they
+were given, whatever their text; and the `Next:` line of a plan asks for the activation the
+phase needs."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pvefix.cli import build_command
+from pvefix.commands.guest_options import GuestOptions
+from pvefix.commands.options import ConnectionOptions, hint_context
+from pvefix.hints import Context, apply_words, next_line
+from pvefix.hosttree.scenarios import SCENARIOS_DIR as SCENARIOS
+from pvefix.planner import plan as make_plan
+from pvefix.planner.model import PlanOptions
+from pvefix.sources.bundle import read_bundle
+
+ROLLBACK = build_command().commands["rollback"]
+
+# Any text a shell word can hold (no NUL), spaces, quotes and leading dashes included.
+_text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"),
+                min_size=1, max_size=12)
+_path = _text.filter(lambda t: t.strip("/.") != "").map(Path)
+_port = st.integers(1, 65535)
+
+
+def _maybe(strategy: Any) -> Any:
+    return st.none() | strategy
+
+
+_connection = st.builds(
+    ConnectionOptions, connection=_maybe(_path), config=_maybe(_path), profile=_maybe(_text),
+    bundle=_maybe(_path), local=_maybe(st.just(True)), host=_maybe(_text), port=_maybe(_port),
+    node=_maybe(_text), user=_maybe(_text), token_id=_maybe(_text), auth=_maybe(_text),
+    insecure=_maybe(st.just(True)), ca_cert=_maybe(_path), fingerprint=_maybe(_text),
+    timeout=_maybe(st.floats(0.1, 1e4)), ssh=_maybe(st.booleans()), ssh_host=_maybe(_text),
+    ssh_port=_maybe(_port), ssh_user=_maybe(_text), ssh_key=_maybe(_path),
+    known_hosts=_maybe(_path), accept_new_host_key=_maybe(st.just(True)))
+_guest = st.builds(
+    GuestOptions, agent=_maybe(st.just(True)), ssh_host=_maybe(_text), ssh_port=_maybe(_port),
+    ssh_user=_maybe(_text), ssh_key=_maybe(_path), known_hosts=_maybe(_path),
+    accept_new_host_key=_maybe(st.just(True)), python=_maybe(_text))
+
+
+@given(_connection, _guest, _maybe(_path))
+def test_a_printed_command_gives_the_cli_the_same_options(
+    opts: ConnectionOptions, guest: GuestOptions, state_dir: Path | None
+) -> None:
+    line = hint_context(opts, state_dir, guest).command(["rollback", "100"])
+    argv = shlex.split(line)
+    assert argv[:3] == ["pvefix", "rollback", "100"]
+    params = ROLLBACK.make_context("rollback", argv[2:]).params
+    given_ = {**asdict(opts), "bundle": None}  # never --bundle: apply cannot write to one
+    assert {k: params[k] for k in given_} == given_
+    assert {k: params[f"guest_{k}"] for k in asdict(guest)} == asdict(guest)
+    assert params["state_dir"] == state_dir
+
+
+def test_no_option_is_a_secret() -> None:
+    """Passwords and token secrets come from the environment or a profile, never an option: a
+    printed command cannot carry one."""
+    names = [p.name for p in ROLLBACK.params]
+    assert not [n for n in names if "secret" in n or "password" in n], names
+
+
+@pytest.mark.parametrize(("scenario", "vmid", "first"), [
+    ("kpro6", 100, ["apply", "100", "--phase", "1", "--restart"]),  # running: a cold start
+    ("genoa-l40s-pool", 400, ["apply", "400", "--phase", "1"]),  # stopped: nothing to restart
+])
+def test_the_next_phase_asks_for_its_activation(scenario: str, vmid: int,
+                                                first: list[str]) -> None:
+    plan = make_plan(read_bundle(SCENARIOS / scenario, vmid), PlanOptions())
+    assert apply_words(plan, plan.phases[0].number) == first
+    host = next((p for p in plan.phases if p.disruption == "host-reboot"), None)
+    if host is not None:
+        assert "--reboot-host" in apply_words(plan, host.number)
+    last = plan.phases[-1].number
+    context = Context(("--connection", "my node.json"))
+    assert next_line(plan, last, context) == (
+        f"Next: pvefix check {vmid} --connection 'my node.json'")
+    assert next_line(plan, 0, context, live=False).startswith(
+        "Next, against the live node (a bundle is read-only): pvefix apply ")
