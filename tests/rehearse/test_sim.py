@@ -19,7 +19,7 @@ from pvefix.errors import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, EXIT_REFUSED
 from pvefix.main import main
 from pvefix.sim.serve import ReadyInfo, write_ready_file
 from tests.shared import FWLAB_EDK2 as EDK2
-from tests.shared import SHARED, fwlab_edk2_and_qemu, fwlab_module
+from tests.shared import NEEDS_SHARED, SHARED, fwlab_edk2_and_qemu, fwlab_module
 
 
 @pytest.fixture
@@ -134,3 +134,22 @@ def test_apply_rehearse_refuses_a_failing_phase_before_any_write_and_applies_a_g
     assert code == EXIT_OK, err
     assert "ALL PLACED: all 8 BARs" in out and "applied phase 1" in out + err
     assert vm.config.get()["digest"] != before["digest"]
+
+
+@pytest.mark.conformance
+def test_kvm_is_used_when_usable_and_the_verdict_says_so(
+        ready: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--accel auto on a node with a usable /dev/kvm runs QEMU with `-accel kvm` and says
+    KVM (VM 101: SeaBIOS, QEMU's own; its outcome is the node's, see docs/rehearse.md)."""
+    import os
+
+    fwlab_edk2_and_qemu()
+    if not os.access("/dev/kvm", os.R_OK | os.W_OK):
+        pytest.skip(f"{NEEDS_SHARED}: no usable /dev/kvm here (KVM)")
+    code, out, _ = _run(capsys, "101", "--connection", str(ready), "--boot-timeout", "60",
+                        "--format", "json", "--show-command")
+    verdict = json.loads(out)
+    assert verdict["accel"] == "kvm" and " -accel kvm " in verdict["command"]
+    assert code in (EXIT_OK, EXIT_CHANGES) and verdict["outcome"] != "error"
+    code, out, _ = _run(capsys, "101", "--connection", str(ready), "--boot-timeout", "60")
+    assert "(KVM)" in out.splitlines()[1]
