@@ -150,7 +150,7 @@ def check_command(
         report = check_live(conn, loaded, ids, all_vms=all_vms,
                             from_file=scoped_by_desired, workers=workers, progress=bar)
         if settings is not None:
-            from pvefix.check.rehearsal import rehearse_live_check
+            from pvefix.flow.check_rehearsal import rehearse_live_check
 
             report = rehearse_live_check(conn, report, settings,
                                          ProgressBar.for_terminal("rehearsing VMs"))

@@ -15,10 +15,10 @@ import jsonschema
 import pytest
 
 from pvefix.check.junit import render_junit
-from pvefix.check.rehearsal import rehearsal_item, rehearse_each
 from pvefix.check.render import github_annotations, render_json
 from pvefix.check.report import CheckItem, CheckReport
 from pvefix.errors import EXIT_CHANGES, EXIT_ERROR, EXIT_OK
+from pvefix.flow.check_rehearsal import rehearsal_item, rehearse_each
 from pvefix.main import main
 from pvefix.rehearse.build import RehearseRefused
 from pvefix.rehearse.verdict import BarVerdict, Verdict
