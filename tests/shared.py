@@ -51,3 +51,18 @@ def fwlab_module(check: bool = True) -> Any:
     if why:
         pytest.skip(f"{NEEDS_SHARED}: fw-lab: {why}")
     return fwlab
+
+
+FWLAB_EDK2 = SHARED / "fw-lab" / "firmware" / "edk2-2025.02"  # fw-lab's newest OVMF
+
+
+def fwlab_edk2_and_qemu() -> Path:
+    """fw-lab's edk2 2025.02 firmware folder, for a rehearsal with this machine's QEMU; or
+    skip the calling test saying which is absent."""
+    import shutil
+
+    if not FWLAB_EDK2.is_dir():
+        pytest.skip(f"{NEEDS_SHARED}: {FWLAB_EDK2} is absent")
+    if shutil.which("qemu-system-x86_64") is None and not Path("/usr/bin/kvm").exists():
+        pytest.skip(f"{NEEDS_SHARED}: QEMU is not installed here (fw-lab/install-deps.sh)")
+    return FWLAB_EDK2

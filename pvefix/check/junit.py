@@ -2,8 +2,8 @@
 
 The shape CI systems read (GitLab's `artifacts:reports:junit`, GitHub test reporters, Jenkins):
 `<testsuites>` with `tests`/`failures`/`errors`/`skipped` counts, `<testsuite name=...>`, and
-`<testcase classname=... name=...>` holding `<failure>` (drift), `<error>` (could not be
-checked) or `<skipped>`.
+`<testcase classname=... name=...>` holding `<failure>` (drift; `type="rehearsal"` for a failing
+`check --rehearse` verdict), `<error>` (could not be checked) or `<skipped>`.
 """
 
 from __future__ import annotations
@@ -50,7 +50,11 @@ def render_junit(report: CheckReport) -> str:
         for item in items:
             case = ET.SubElement(suite, "testcase", {"classname": classname,
                                                      "name": _clean(item.property), "time": "0"})
-            if item.status == "drift":
+            if item.status == "drift" and item.where == "rehearsal":
+                failure = ET.SubElement(case, "failure", {"message": _clean(item.actual),
+                                                          "type": "rehearsal"})
+                failure.text = _clean(item.detail + "\n")
+            elif item.status == "drift":
                 failure = ET.SubElement(case, "failure",
                                         {"message": _message(item), "type": "drift"})
                 failure.text = _clean(f"- {item.actual}\n+ {item.expected}\n")

@@ -31,7 +31,7 @@ def _diff(item: CheckItem) -> list[str]:
     elif item.status == "unknown" and item.expected:
         lines.append(f"          wanted: {item.expected}")
     if item.detail and item.status != "ok":
-        lines.append(f"          {item.detail}")
+        lines.extend(f"          {line}" for line in item.detail.splitlines())
     return lines
 
 
@@ -140,6 +140,8 @@ def rule_location(item: CheckItem) -> tuple[str | int, ...]:
     prop = item.property.split(" ", 1)[0]
     if prop.startswith("hostpci"):
         return (*base, "hostpci", *prop.split(".", 1))
+    if item.where == "rehearsal":  # the VM's own table: no rule of its own
+        return base
     if prop in ("machine", "closed", "guest_cmdline"):
         return (*base, prop)
     return (*base, "keys", prop)
@@ -175,8 +177,12 @@ def github_annotations(report: CheckReport,
         if item.status not in ("drift", "unknown"):
             continue
         kind = "drift" if item.status == "drift" else "not checked"
+        if item.where == "rehearsal" and item.status == "drift":
+            kind = "rehearsal failed"
         title = f"pvefix {kind}: {item.subject} {item.property}"
-        if item.status == "drift":
+        if item.where == "rehearsal" and item.status == "drift":
+            message = f"{item.actual}\n{item.detail}"
+        elif item.status == "drift":
             message = f"wanted {item.expected}, found {item.actual}"
         else:
             message = item.detail or "could not be read"

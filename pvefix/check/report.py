@@ -11,8 +11,9 @@ from pvefix.errors import EXIT_CHANGES, EXIT_ERROR, EXIT_OK
 
 Status = Literal["ok", "drift", "unknown", "skipped"]
 #: Where an item's `got` was read: the VM config, its [PENDING] section, the running QEMU, the
-#: node's configured or booted kernel cmdline, the guest's booted cmdline ("" when unread).
-Where = Literal["config", "pending", "running", "configured", "booted", "guest", ""]
+#: node's configured or booted kernel cmdline, the guest's booted cmdline, the rehearsal of the
+#: VM's next start on its node (`check --rehearse`) ("" when unread).
+Where = Literal["config", "pending", "running", "configured", "booted", "guest", "rehearsal", ""]
 #: `want` of a presence rule (`hostpciN` must be there, whatever its value).
 PRESENT = "(present)"
 REPORT_SCHEMA = "pvefix.check/v1"
@@ -64,6 +65,9 @@ class CheckReport(BaseModel):
     source: str = ""
     read_path: str | None = Field(
         default=None, description='how a live cluster was read: "bulk" or "per-vm"')
+    rehearsals: list[dict[str, Any]] | None = Field(
+        default=None, exclude_if=lambda v: v is None,  # in the document only with --rehearse
+        description="with --rehearse: each rehearsed VM's verdict (pvefix.rehearse/v1)")
 
     def count(self, status: Status) -> int:
         return sum(1 for item in self.items if item.status == status)
@@ -90,7 +94,8 @@ class CheckReport(BaseModel):
 
     def json_fields(self) -> dict[str, Any]:
         """Every field of the pvefix.check/v1 document but `items`, in the document's order
-        (`items` goes before `notes`; render_json writes the items, one line each)."""
+        (`items` goes before `notes`; render_json writes the items, one line each);
+        `rehearsals` only with --rehearse."""
         return {
             "schema": REPORT_SCHEMA,
             "source": self.source,
@@ -98,4 +103,5 @@ class CheckReport(BaseModel):
             "exit_code": self.exit_code,
             "summary": {s: self.count(s) for s in ("ok", "drift", "unknown", "skipped")},
             "notes": list(self.notes),
+            **({} if self.rehearsals is None else {"rehearsals": list(self.rehearsals)}),
         }

@@ -20,6 +20,7 @@ from pvefix.commands.options import (
     connection_options,
     resolve_connection_options,
 )
+from pvefix.commands.rehearse_options import RehearseAsk, rehearse_options
 from pvefix.commands.vmid import parse_vmid
 
 DEFAULT_WORKERS = 32
@@ -73,6 +74,7 @@ def _rule_files(desired: Path | None, state_dir: Path | None,
 
 
 @connection_options
+@rehearse_options
 def check_command(
     vmids: list[int] | None = typer.Argument(
         None, parser=parse_vmid, help="VMs to check (VMIDs). With --all: every VM.",
@@ -102,11 +104,15 @@ def check_command(
         False, "--verbose", "-v", help="List every property checked, not only the drifted."),
     *,
     opts: ConnectionOptions,
+    rehearsal: RehearseAsk,
 ) -> int:
-    """Compare VMs (and their nodes' kernel cmdlines) with the desired state.
+    """Compare VMs (and their nodes' kernel cmdlines) with the desired state. With
+    --rehearse, also boot each checked VM's next start's firmware on its node (pvefix
+    rehearse) and report a BAR not placed, a VM that would not boot or QEMU refusing it.
 
     Exit codes: 0 no drift, 2 drift (also when it only waits in [PENDING] or for a host
-    reboot), 1 error or something that could not be checked.
+    reboot; with --rehearse, a failing rehearsal), 1 error or something that could not be
+    checked (a rehearsal that could not run).
     """
     from pvefix.check.progress import ProgressBar
     from pvefix.check.render import github_annotations, render_json, render_text
@@ -116,6 +122,12 @@ def check_command(
     ids = list(vmids or [])
     if not ids and not all_vms:
         raise typer.BadParameter("name the VMs to check (VMID ...) or pass --all")
+    settings = rehearsal.settings()
+    if settings is not None and opts.bundle is not None:
+        from pvefix.errors import PvefixError
+
+        raise PvefixError("--rehearse boots the firmware on each VM's node: a bundle (--bundle)"
+                          " has no node; check the live cluster (API and SSH, or --local)")
     cluster = None if desired is not None else _cluster(opts)
     loaded = _desired(desired, state_dir, ids if not all_vms and not only_desired else [],
                       cluster)
@@ -134,8 +146,14 @@ def check_command(
                               from_file=scoped_by_desired)
     else:
         bar = ProgressBar.for_terminal("checking VMs")
-        report = check_live(resolve_connection_options(opts), loaded, ids, all_vms=all_vms,
+        conn = resolve_connection_options(opts)
+        report = check_live(conn, loaded, ids, all_vms=all_vms,
                             from_file=scoped_by_desired, workers=workers, progress=bar)
+        if settings is not None:
+            from pvefix.flow.check_rehearsal import rehearse_live_check
+
+            report = rehearse_live_check(conn, report, settings,
+                                         ProgressBar.for_terminal("rehearsing VMs"))
     text_on_stdout = output is not None or fmt is CheckFormat.text
     text = render_text(report, verbose=verbose) if text_on_stdout else ""
     if fmt is CheckFormat.text:

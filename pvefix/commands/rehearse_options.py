@@ -1,4 +1,4 @@
-"""`--rehearse` and its settings for plan and apply (docs/rehearse.md).
+"""`--rehearse` and its settings for plan, apply and check (docs/rehearse.md).
 
     @rehearse_options
     def plan(..., *, rehearsal: RehearseAsk) -> int: ...
@@ -44,9 +44,10 @@ class RehearseAsk:
 
 _OPTIONS: dict[str, tuple[str, Any, Any]] = {
     "rehearse": ("rehearse", bool | None, typer.Option(
-        None, "--rehearse", help="Also boot the planned config's firmware on the VM's node "
-        "with stand-ins of the GPUs' BARs (pvefix rehearse) and say whether every BAR is "
-        "placed.", show_default=False)),
+        None, "--rehearse", help="Also boot the firmware of the VM's config on its node "
+        "(plan, apply: the planned config; check: each VM's next start) with stand-ins of the "
+        "GPUs' BARs (pvefix rehearse) and say whether every BAR is placed.",
+        show_default=False)),
     "accel": ("rehearse_accel", str | None, typer.Option(
         None, "--rehearse-accel", help="With --rehearse: auto (KVM when /dev/kvm is usable, "
         "else TCG), kvm or tcg (default auto).", show_default=False)),

@@ -9,7 +9,7 @@ import dataclasses
 from pvefix.errors import RefusedError
 from pvefix.executor.remote import Remote
 from pvefix.planner.model import Plan
-from pvefix.rehearse.flow import Settings, planned_config, rehearse
+from pvefix.rehearse.flow import NEXT_START, Settings, next_start_config, planned_config, rehearse
 from pvefix.rehearse.verdict import Verdict
 from pvefix.state import HostState
 from pvefix.target.sessions import Sessions
@@ -21,6 +21,18 @@ def rehearse_live(conn: Connection, sessions: Sessions, state: HostState, plan: 
     """Rehearse today's config, phases 1..`phase` of `plan`, or its end, on the VM's node
     (SSH, or this host with --local); the verdict and the QEMU command."""
     config, label = planned_config(state, plan, phase)
+    return _on_node(conn, sessions, state, config, label, settings)
+
+
+def rehearse_next_start(conn: Connection, sessions: Sessions, state: HostState,
+                        settings: Settings) -> tuple[Verdict, str]:
+    """`check --rehearse`: rehearse the config the VM's next cold start runs ([PENDING]
+    applied: pvefix/vmconfig/nextstart.py) on its node."""
+    return _on_node(conn, sessions, state, next_start_config(state), NEXT_START, settings)
+
+
+def _on_node(conn: Connection, sessions: Sessions, state: HostState, config: dict[str, str],
+             label: str, settings: Settings) -> tuple[Verdict, str]:
     remote = Remote(conn, state.vm.node, sessions)
     shell = remote.local if remote.local is not None else remote.ssh()
     # a lost SSH connection closes the node script's stdin; locally it has none to watch

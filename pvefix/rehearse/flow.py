@@ -45,6 +45,14 @@ def sections(text: str, source: str) -> tuple[dict[str, str], dict[str, str]]:
     return cfg.main.as_dict(), started
 
 
+NEXT_START = "next start"  # the label of the config the VM's next cold start runs
+
+
+def next_start_config(state: HostState) -> dict[str, str]:
+    """The config the VM's next cold start runs: main with [PENDING] applied."""
+    return sections(state.vm.config_text, f"{state.vm.vmid}.conf")[1]
+
+
 def planned_config(state: HostState, plan: Plan | None,
                    phase: int | None) -> tuple[dict[str, str], str]:
     """The config to rehearse and its label: today's main section (no plan); with a plan and a

@@ -83,8 +83,15 @@ def check_schema() -> dict[str, Any]:
             },
             "items": {"type": "array", "items": {"$ref": "#/$defs/CheckItem"}},
             "notes": {"type": "array", "items": {"type": "string"}},
+            "rehearsals": {
+                "type": "array",
+                "description": "with --rehearse: the verdict of each rehearsed VM "
+                "(pvefix.rehearse/v1), in the order rehearsed",
+                "items": {"$ref": BASE_ID + "rehearse.schema.json"},
+            },
         },
-        "$defs": {**item.pop("$defs", {}), "CheckItem": item},
+        # Embedded with its own $id (a schema resource of its own), so this file stands alone.
+        "$defs": {**item.pop("$defs", {}), "CheckItem": item, "rehearse": rehearse_schema()},
     }
     return _finish(schema, "check", "pvefix.check/v1: a drift check report")
 

@@ -50,3 +50,39 @@ def test_devices_not_in_the_facts_are_refused_not_guessed() -> None:
     state = read_bundle(resolve_scenario("kpro6"), 100)
     with pytest.raises(RehearseRefused, match="hostpci0: cannot size its BARs"):
         bar_functions(state, {"hostpci0": "0000:fe:00.0,pcie=1", "machine": "q35"})
+
+
+def test_the_next_start_is_main_with_pending_applied() -> None:
+    """check --rehearse rehearses what the next cold start runs, [PENDING] included."""
+    from pvefix.rehearse.flow import next_start_config
+
+    state = read_bundle(resolve_scenario("kpro6"), 100)
+    text = state.vm.config_text + ("\n[PENDING]\nmachine: q35\ndelete: numa\n"
+                                   "cpu: x86-64-v2-AES,phys-bits=host\n")
+    pending = state.model_copy(update={"vm": state.vm.model_copy(update={"config_text": text})})
+    started = next_start_config(pending)
+    assert started["machine"] == "q35" and started["cpu"] == "x86-64-v2-AES,phys-bits=host"
+    assert "numa" not in started and started["memory"] == "1572864"
+    assert next_start_config(state) == planned_config(state, None, None)[0]  # no [PENDING]
+
+
+@pytest.mark.parametrize(("kvm", "wanted", "timeout", "accel"), [
+    (True, "auto", 120.0, "kvm"), (False, "auto", 120.0, "tcg"), (True, "tcg", 120.0, "tcg"),
+    (True, "auto", 5.0, "kvm"),  # KVM needs no TCG-sized time limit
+    (False, "kvm", 120.0, "refused: /dev/kvm is not usable"),
+    (False, "auto", 5.0, "refused: no KVM access"),
+])
+def test_kvm_when_usable_else_tcg_else_refused(kvm: bool, wanted: str, timeout: float,
+                                               accel: str) -> None:
+    from pvefix.rehearse.build import NodeFacts
+    from pvefix.rehearse.runner import choose_accel
+
+    node = NodeFacts(qemu="/usr/bin/kvm", kvm=kvm, mem_available=8 << 30)
+    if accel.startswith("refused: "):
+        with pytest.raises(RehearseRefused, match=accel.removeprefix("refused: ")):
+            choose_accel(node, wanted, timeout, "node x")
+    else:
+        assert choose_accel(node, wanted, timeout, "node x") == accel
+    with pytest.raises(RehearseRefused, match="MiB of memory available"):
+        choose_accel(NodeFacts(qemu="/usr/bin/kvm", kvm=kvm, mem_available=512 << 20),
+                     wanted, timeout, "node x")

@@ -18,9 +18,8 @@ import pytest
 from pvefix.errors import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, EXIT_REFUSED
 from pvefix.main import main
 from pvefix.sim.serve import ReadyInfo, write_ready_file
-from tests.shared import NEEDS_SHARED, SHARED, fwlab_module
-
-EDK2 = SHARED / "fw-lab" / "firmware" / "edk2-2025.02"
+from tests.shared import FWLAB_EDK2 as EDK2
+from tests.shared import NEEDS_SHARED, SHARED, fwlab_edk2_and_qemu, fwlab_module
 
 
 @pytest.fixture
@@ -36,13 +35,6 @@ def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]
     out, err = capsys.readouterr()
     assert "Traceback" not in err
     return code, out, err
-
-
-def _needs_qemu() -> None:
-    if not EDK2.is_dir():
-        pytest.skip(f"{NEEDS_SHARED}: {EDK2} is absent")
-    if shutil.which("qemu-system-x86_64") is None and not Path("/usr/bin/kvm").exists():
-        pytest.skip(f"{NEEDS_SHARED}: QEMU is not installed here (fw-lab/install-deps.sh)")
 
 
 def test_no_time_for_tcg_is_refused_with_the_reason(
@@ -66,7 +58,7 @@ def test_a_bundle_has_no_node_to_rehearse_on(capsys: pytest.CaptureFixture[str])
 @pytest.mark.conformance
 def test_story_vm_phase_1_places_all_eight_bars_where_the_firmware_does(
         ready: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    _needs_qemu()
+    fwlab_edk2_and_qemu()
     code, out, _ = _run(capsys, "100", "--phase", "1", "--connection", str(ready),
                         "--firmware-dir", str(EDK2), "--accel", "tcg", "--format", "json")
     verdict = json.loads(out)
@@ -90,7 +82,7 @@ def test_story_vm_phase_1_places_all_eight_bars_where_the_firmware_does(
 @pytest.mark.conformance
 def test_story_vm_today_qemu_refuses_its_ram_beyond_40_bits(
         ready: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    _needs_qemu()
+    fwlab_edk2_and_qemu()
     code, out, _ = _run(capsys, "100", "--connection", str(ready), "--firmware-dir", str(EDK2),
                         "--accel", "tcg")
     assert code == EXIT_CHANGES
@@ -104,7 +96,7 @@ def _fwlab() -> Any:
 @pytest.mark.conformance
 def test_plan_rehearse_shows_the_verdict_after_the_plan(
         ready: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    _needs_qemu()
+    fwlab_edk2_and_qemu()
     code = main(["plan", "100", "--connection", str(ready), "--rehearse", "--rehearse-accel",
                  "tcg", "--rehearse-firmware-dir", str(EDK2)])
     out = capsys.readouterr().out
@@ -117,7 +109,7 @@ def test_plan_rehearse_shows_the_verdict_after_the_plan(
 def test_apply_rehearse_refuses_a_failing_phase_before_any_write_and_applies_a_good_one(
         fresh_sim: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
-    _needs_qemu()
+    fwlab_edk2_and_qemu()
     from tests.simkit import api
 
     info = fresh_sim("kpro6")
@@ -142,3 +134,22 @@ def test_apply_rehearse_refuses_a_failing_phase_before_any_write_and_applies_a_g
     assert code == EXIT_OK, err
     assert "ALL PLACED: all 8 BARs" in out and "applied phase 1" in out + err
     assert vm.config.get()["digest"] != before["digest"]
+
+
+@pytest.mark.conformance
+def test_kvm_is_used_when_usable_and_the_verdict_says_so(
+        ready: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--accel auto on a node with a usable /dev/kvm runs QEMU with `-accel kvm` and says
+    KVM (VM 101: SeaBIOS, QEMU's own; its outcome is the node's, see docs/rehearse.md)."""
+    import os
+
+    fwlab_edk2_and_qemu()
+    if not os.access("/dev/kvm", os.R_OK | os.W_OK):
+        pytest.skip(f"{NEEDS_SHARED}: no usable /dev/kvm here (KVM)")
+    code, out, _ = _run(capsys, "101", "--connection", str(ready), "--boot-timeout", "60",
+                        "--format", "json", "--show-command")
+    verdict = json.loads(out)
+    assert verdict["accel"] == "kvm" and " -accel kvm " in verdict["command"]
+    assert code in (EXIT_OK, EXIT_CHANGES) and verdict["outcome"] != "error"
+    code, out, _ = _run(capsys, "101", "--connection", str(ready), "--boot-timeout", "60")
+    assert "(KVM)" in out.splitlines()[1]

@@ -1,0 +1,120 @@
+"""`pvefix check --rehearse`: rehearse each checked VM's next start on its node and keep the
+verdict in the report (docs/rehearse.md, docs/ci.md).
+
+One rehearsal per VM, one VM after another (each boots only the firmware: a few seconds under
+KVM or TCG, up to the boot timeout). The config is the one the VM's next cold start runs
+([PENDING] applied). Severity, as the check's exit codes have it: every BAR placed is `ok`; a
+BAR not placed or beyond the vCPU's reach, a firmware that does not finish, QEMU refusing the
+configuration is a finding (`drift`, exit 2: the VM's next start loses its GPUs or does not
+start); a rehearsal that cannot run (refused: no QEMU, no memory, no time for TCG) or fails is
+`unknown` (exit 1), never a pass.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from pvefix.check.compare import NO_DESIRED
+from pvefix.check.report import CheckItem, CheckReport
+from pvefix.errors import PvefixError
+from pvefix.rehearse.build import RehearseRefused
+from pvefix.rehearse.flow import NEXT_START, Settings
+from pvefix.rehearse.verdict import Verdict, bar_line
+from pvefix.target.settings import Connection
+
+PROPERTY = "rehearsal"
+WANT = "placed"
+EXPECTED = "every BAR placed, the firmware boots"
+FAILED = {"not-placed": "BARs not placed", "no-boot": "this VM would not boot",
+          "qemu-refused": "QEMU refuses this configuration"}
+
+
+def rehearsal_item(verdict: Verdict) -> CheckItem:
+    """The check finding of one verdict: ok, drift (a failing verdict) or unknown (error)."""
+    if verdict.outcome == "placed":
+        status = "ok"
+    elif verdict.outcome == "error":
+        status = "unknown"
+    else:
+        status = "drift"
+    head = FAILED.get(verdict.outcome, verdict.outcome)
+    lines = [f"{verdict.qemu} ({verdict.accel.upper()}), {verdict.firmware}, machine "
+             f"{verdict.machine}, -cpu {verdict.cpu}"]
+    lines += [bar_line(b) for b in verdict.bars if status == "ok" or b.status != "placed"]
+    if verdict.boot_s is not None:
+        lines.append(f"{verdict.boot_s:g} s, peak {verdict.peak_rss_mb} MiB")
+    return CheckItem(
+        target="vm", vmid=verdict.vmid, node=verdict.node, property=PROPERTY, status=status,
+        expected=EXPECTED, actual=f"{head}: {verdict.message}" if status != "ok" else
+        verdict.message, detail="\n".join(lines), key=PROPERTY, want=WANT,
+        got=verdict.outcome, where="rehearsal")
+
+
+def not_run_item(vmid: int, node: str, exc: PvefixError) -> CheckItem:
+    """A rehearsal that could not run: unknown (exit 1), and why."""
+    refused = isinstance(exc, RehearseRefused)
+    what = "rehearsal refused" if refused else "rehearsal did not run"
+    return CheckItem(
+        target="vm", vmid=vmid, node=node, property=PROPERTY, status="unknown",
+        expected=EXPECTED, actual=what, detail=f"{what}: {exc}", key=PROPERTY, want=WANT,
+        got="refused" if refused else "error", where="rehearsal")
+
+
+def rehearsal_targets(report: CheckReport) -> list[tuple[int, str]]:
+    """The VMs the check compared (read, with a desired state): (vmid, node), in order."""
+    out: dict[int, str] = {}
+    for item in report.items:
+        if (item.target == "vm" and item.vmid is not None and item.property != NO_DESIRED
+                and item.status in ("ok", "drift")):
+            out.setdefault(item.vmid, item.node)
+    return list(out.items())
+
+
+Rehearse = Callable[[int], Verdict]
+
+
+def rehearse_each(report: CheckReport, rehearse: Rehearse,
+                  progress: Callable[[int, int], None] | None = None) -> CheckReport:
+    """The report with one rehearsal item after each compared VM's items, its verdicts in
+    `rehearsals` and a note of the time it took."""
+    targets = rehearsal_targets(report)
+    found: dict[int, CheckItem] = {}
+    verdicts: list[Verdict] = []
+    start = time.monotonic()
+    for done, (vmid, node) in enumerate(targets, 1):
+        try:
+            verdict = rehearse(vmid)
+        except PvefixError as exc:
+            found[vmid] = not_run_item(vmid, node, exc)
+        else:
+            verdicts.append(verdict)
+            found[vmid] = rehearsal_item(verdict)
+        if progress is not None:
+            progress(done, len(targets))
+    items = list(report.items)
+    for vmid, item in found.items():
+        last = max(i for i, it in enumerate(items) if it.target == "vm" and it.vmid == vmid)
+        items.insert(last + 1, item)
+    accels = sorted({v.accel.upper() for v in verdicts})
+    note = (f"rehearsed the {NEXT_START} of {len(targets)} VM(s) in "
+            f"{time.monotonic() - start:.1f} s" + (f" ({', '.join(accels)})" if accels else ""))
+    return report.model_copy(update={
+        "items": items, "notes": [*report.notes, note],
+        "rehearsals": [v.to_json() for v in verdicts]})
+
+
+def rehearse_live_check(connection: Connection, report: CheckReport, settings: Settings,
+                        progress: Callable[[int, int], None] | None = None) -> CheckReport:
+    """`check --rehearse` on a live cluster: each compared VM read again with its node (its
+    PCI facts size the stand-ins) and rehearsed there, through one set of sessions."""
+    from pvefix.flow.rehearsal import rehearse_next_start
+    from pvefix.sources.live import read_live
+    from pvefix.target.sessions import Sessions
+
+    with Sessions(connection) as sessions:
+        def one(vmid: int) -> Verdict:
+            state = read_live(connection, vmid, sessions=sessions)
+            return rehearse_next_start(connection, sessions, state, settings)[0]
+
+        return rehearse_each(report, one, progress)

@@ -1,0 +1,213 @@
+"""`pvefix check --rehearse`: each checked VM's next start rehearsed on its node (the simulator's
+node runs the rehearsal for real on this machine, with its QEMU; tests with a firmware set are
+conformance tests and need ../shared/fw-lab). A failing verdict is drift (exit 2), a rehearsal
+that cannot run is UNKNOWN (exit 1), never a pass; in the text, JSON, JUnit and annotations."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from pvefix.check.junit import render_junit
+from pvefix.check.render import github_annotations, render_json
+from pvefix.check.report import CheckItem, CheckReport
+from pvefix.errors import EXIT_CHANGES, EXIT_ERROR, EXIT_OK
+from pvefix.flow.check_rehearsal import rehearsal_item, rehearse_each
+from pvefix.main import main
+from pvefix.rehearse.build import RehearseRefused
+from pvefix.rehearse.verdict import BarVerdict, Verdict
+from pvefix.schemas import shipped
+from pvefix.sim.serve import ReadyInfo, write_ready_file
+from tests.shared import fwlab_edk2_and_qemu, fwlab_module
+
+G = 1 << 30
+# fw-lab's options for the story VM's phase 1 (tests/rehearse/test_sim.py runs the same)
+STORY_PHASE_1 = {"firmware_set": "edk2-2025.02", "cpu": "x86-64-v2-AES", "phys_bits": "52",
+                 "pdpe1gb": True, "vendor": "amd", "ram": "1536G", "bars": "8x128G",
+                 "dev": "testdev"}
+SMALL_WINDOW = 524288  # MiB of X-PciMmio64Mb: 512 GiB, too small for eight 128 GiB BARs
+
+
+def _verdict(outcome: str, bars: list[BarVerdict] | None = None) -> Verdict:
+    return Verdict(vmid=100, node="kpro6", config="next start", outcome=outcome,  # type: ignore[arg-type]
+                   message=f"{outcome} message", accel="tcg", qemu="QEMU 7.2", machine="q35",
+                   cpu="qemu64", ram_mb=2048, firmware="ovmf", bars=bars or [], boot_s=2.5,
+                   peak_rss_mb=250)
+
+
+def _compared(vmid: int = 100) -> CheckReport:
+    return CheckReport(source="test", items=[
+        CheckItem(target="node", node="kpro6", property="cmdline iommu=pt (required)",
+                  status="ok"),
+        CheckItem(target="vm", vmid=vmid, node="kpro6", property="machine", status="ok"),
+        CheckItem(target="vm", vmid=vmid, node="kpro6", property="cpu", status="ok"),
+        CheckItem(target="vm", vmid=101, node="kpro6", property="desired state",
+                  status="unknown", detail="no desired state"),
+    ])
+
+
+@pytest.mark.parametrize(("outcome", "status", "exit_code"), [
+    ("placed", "ok", EXIT_OK), ("not-placed", "drift", EXIT_CHANGES),
+    ("no-boot", "drift", EXIT_CHANGES), ("qemu-refused", "drift", EXIT_CHANGES),
+    ("error", "unknown", EXIT_ERROR)])
+def test_each_verdict_is_a_finding_of_its_severity(outcome: str, status: str,
+                                                   exit_code: int) -> None:
+    item = rehearsal_item(_verdict(outcome))
+    assert (item.status, item.key, item.want, item.got, item.where) == (
+        status, "rehearsal", "placed", outcome, "rehearsal")
+    assert CheckReport(items=[item]).exit_code == exit_code
+
+
+def test_one_rehearsal_per_compared_vm_after_its_items_and_a_refusal_is_never_a_pass() -> None:
+    asked: list[int] = []
+
+    def refuse(vmid: int) -> Verdict:
+        asked.append(vmid)
+        raise RehearseRefused("node kpro6 has no QEMU")
+
+    report = rehearse_each(_compared(), refuse)
+    assert asked == [100]  # VM 101 was not compared (no desired state): not rehearsed
+    props = [(i.vmid, i.property) for i in report.items]
+    assert props[1:4] == [(100, "machine"), (100, "cpu"), (100, "rehearsal")]
+    item = report.items[3]
+    assert item.status == "unknown" and item.got == "refused" and "no QEMU" in item.detail
+    assert report.exit_code == EXIT_ERROR and report.rehearsals == []
+
+
+def test_a_failing_verdict_in_junit_annotations_and_the_json_schema() -> None:
+    bars = [BarVerdict("hostpci0", "0000:e1:00.0", 128 * G, "placed", 0x380000000000),
+            BarVerdict("hostpci1", "0000:e2:00.0", 128 * G, "not-placed")]
+    verdict = _verdict("not-placed", bars)
+    report = rehearse_each(_compared(), lambda vmid: verdict)
+    root = ET.fromstring(render_junit(report).encode("utf-8"))  # noqa: S314 (our own output)
+    failure = root.find(".//testcase[@name='rehearsal']/failure")
+    assert failure is not None and failure.get("type") == "rehearsal"
+    assert "hostpci1 (0000:e2:00.0, 128 GiB): NOT placed" in (failure.text or "")
+    assert "hostpci0" not in (failure.text or "")  # the failing BARs only
+    notes = github_annotations(report)
+    assert "title=pvefix rehearsal failed%3A VM 100 rehearsal::BARs not placed" in notes
+    data = json.loads(render_json(report))
+    jsonschema.Draft202012Validator(shipped("check")).validate(data)
+    assert data["summary"]["drift"] == 1 and data["rehearsals"][0]["outcome"] == "not-placed"
+    assert "rehearsals" not in json.loads(render_json(_compared()))  # only with --rehearse
+
+
+# -- against the simulator ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def ready(kpro6_sim: ReadyInfo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    path = tmp_path / "ready.json"
+    write_ready_file(kpro6_sim, path)
+    return path
+
+
+def _desired_now(ready: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                 *vmids: str) -> Path:
+    """A desired state of what holds now: the check alone finds no drift."""
+    path = tmp_path / "desired.toml"
+    assert main(["desired", *vmids, "--from", "current", "--connection", str(ready),
+                 "-o", str(path)]) == EXIT_OK
+    capsys.readouterr()
+    return path
+
+
+def _check(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict[str, Any]]:
+    code = main(["check", *args, "--format", "json"])
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err
+    data = json.loads(out)
+    jsonschema.Draft202012Validator(shipped("check")).validate(data)
+    return code, data
+
+
+def _rehearsals(data: dict[str, Any]) -> dict[int, dict[str, Any]]:
+    return {i["vmid"]: i for i in data["items"] if i["key"] == "rehearsal"}
+
+
+def test_off_by_default_and_a_rehearsal_that_cannot_run_fails_the_check(
+        ready: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    if shutil.which("timeout") is None:
+        pytest.skip("timeout(1) is not installed")
+    desired = _desired_now(ready, tmp_path, capsys, "100")
+    common = ["100", "--connection", str(ready), "--desired", str(desired)]
+    code, data = _check(capsys, *common)
+    assert code == EXIT_OK and not _rehearsals(data) and "rehearsals" not in data
+    code, data = _check(capsys, *common, "--rehearse", "--rehearse-accel", "tcg",
+                        "--rehearse-timeout", "5")
+    item = _rehearsals(data)[100]
+    assert code == EXIT_ERROR and item["status"] == "unknown" and item["got"] == "refused"
+    # a node without QEMU refuses first, and says so
+    assert "leaves no time for TCG" in item["detail"] or "has no QEMU" in item["detail"]
+
+
+def test_a_bundle_has_no_node_to_rehearse_on(capsys: pytest.CaptureFixture[str]) -> None:
+    from pvefix.hosttree import resolve_scenario
+
+    code = main(["check", "100", "--bundle", str(resolve_scenario("kpro6")), "--desired",
+                 "plans/desired-kpro6.toml", "--rehearse"])
+    assert code == EXIT_ERROR and "a bundle (--bundle) has no node" in capsys.readouterr().err
+
+
+@pytest.mark.conformance
+def test_today_qemu_refuses_the_story_vm_and_places_the_monitoring_vm(
+        ready: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    edk2 = fwlab_edk2_and_qemu()
+    desired = _desired_now(ready, tmp_path, capsys, "100", "101")
+    common = ["100", "101", "--connection", str(ready), "--desired", str(desired)]
+    assert _check(capsys, *common)[0] == EXIT_OK  # no drift: the rehearsal alone fails it
+    code, data = _check(capsys, *common, "--rehearse", "--rehearse-accel", "tcg",
+                        "--rehearse-firmware-dir", str(edk2))
+    items = _rehearsals(data)
+    assert code == EXIT_CHANGES
+    assert items[100]["status"] == "drift" and items[100]["got"] == "qemu-refused"
+    assert "phys-bits too low (40)" in items[100]["actual"]
+    assert items[101]["status"] == "ok" and items[101]["got"] == "placed"  # SeaBIOS, no GPU
+    assert [v["config"] for v in data["rehearsals"]] == ["next start", "next start"]
+    assert any(n.startswith("rehearsed the next start of 2 VM(s)") for n in data["notes"])
+
+
+@pytest.mark.conformance
+def test_the_next_start_in_pending_is_rehearsed_and_equals_the_firmware(
+        fresh_sim: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The running story VM with phase 1 in [PENDING] places all eight BARs; with a 512 GiB
+    X-PciMmio64Mb window added to [PENDING] it does not. Both are what fw-lab's firmware
+    does with the same configuration."""
+    edk2 = fwlab_edk2_and_qemu()
+    from tests.simkit import api
+
+    info = fresh_sim("kpro6")
+    path = tmp_path / "ready.json"
+    write_ready_file(info, path)
+    monkeypatch.setenv("PVEFIX_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    assert main(["apply", "100", "--phase", "1", "--yes", "--connection", str(path)]) == 0
+    capsys.readouterr()
+    common = ["100", "--connection", str(path), "--rehearse", "--rehearse-accel", "tcg",
+              "--rehearse-firmware-dir", str(edk2)]
+    lab = fwlab_module()
+    _, data = _check(capsys, *common)
+    assert _rehearsals(data)[100]["status"] == "ok"
+    verdict = data["rehearsals"][0]
+    want = lab.run(STORY_PHASE_1)
+    assert want["outcome"] == verdict["outcome"] == "placed"
+    assert sorted(b["address"] for b in verdict["bars"]) == sorted(want["bar_addrs"])
+
+    vm = api(info, "ticket").nodes(info.node).qemu(100).config
+    vm.put(args=f"-fw_cfg name=opt/ovmf/X-PciMmio64Mb,string={SMALL_WINDOW}",
+           digest=vm.get()["digest"])  # running: into [PENDING]
+    code, data = _check(capsys, *common)
+    item, verdict = _rehearsals(data)[100], data["rehearsals"][0]
+    assert code == EXIT_CHANGES and item["status"] == "drift" and item["got"] == "not-placed"
+    want = lab.run({**STORY_PHASE_1, "mmio64_mb": SMALL_WINDOW})
+    assert want["outcome"] == "not-placed"
+    placed = sorted(b["address"] for b in verdict["bars"] if b["status"] == "placed")
+    assert placed == sorted(a for a in want["bar_addrs"] if a) and 0 < len(placed) < 8
