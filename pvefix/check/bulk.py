@@ -150,11 +150,12 @@ def _fast_members(data: bytes) -> list[tuple[str, bytes]] | None:
     the two could differ, this one does not answer (tests/check/test_bulk_tar.py)."""
     found: list[tuple[str, bytes]] = []
     long_name: bytes | None = None
+    long_link = False  # a GNU long link target read, its member not yet
     offset, end = 0, len(data)
     while offset + _BLOCK <= end:
         header = data[offset:offset + _BLOCK]
         if header == _ZERO_BLOCK:  # the end of the archive
-            return found if long_name is None else None
+            return found if long_name is None and not long_link else None
         fields = _size_and_checksum(header)
         if fields is None or len(found) >= MAX_MEMBERS:
             return None
@@ -170,11 +171,13 @@ def _fast_members(data: bytes) -> list[tuple[str, bytes]] | None:
         if offset > end:
             return None
         if kind in (b"L", b"K"):  # GNU: the next member's long name, or long link target
-            if kind == b"L" and long_name is not None:
+            if (kind == b"L" and long_name is not None) or (kind == b"K" and long_link):
                 return None  # two in a row: tarfile's reading of that is its own
             if kind == b"L":
                 long_name = data[start:start + size].split(b"\0", 1)[0]
+            long_link = long_link or kind == b"K"
             continue
+        long_link = False
         prefix = header[345:500].split(b"\0", 1)[0]
         name = prefix + b"/" + short if prefix else short  # ustar's split name, as tarfile
         if long_name is not None:

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -22,6 +22,9 @@ from pvefix.commands.options import (
 )
 from pvefix.commands.rehearse_options import RehearseAsk, rehearse_options
 from pvefix.commands.vmid import parse_vmid
+
+if TYPE_CHECKING:
+    from pvefix.check.report import CheckItem, CheckReport
 
 DEFAULT_WORKERS = 32
 
@@ -115,7 +118,6 @@ def check_command(
     checked (a rehearsal that could not run).
     """
     from pvefix.check.progress import ProgressBar
-    from pvefix.check.render import github_annotations, render_json, render_text
     from pvefix.check.run import check_bundle, check_live
     from pvefix.desired.model import DesiredState
 
@@ -154,6 +156,16 @@ def check_command(
 
             report = rehearse_live_check(conn, report, settings,
                                          ProgressBar.for_terminal("rehearsing VMs"))
+    _write(report, fmt, output, verbose, _rule_files(desired, state_dir, cluster))
+    return report.exit_code
+
+
+def _write(report: CheckReport, fmt: CheckFormat, output: Path | None, verbose: bool,
+           files: Callable[[CheckItem], Path | None]) -> None:
+    """The report in `fmt` to stdout or `output` (the text view then to stdout), and the
+    GitHub annotations under GITHUB_ACTIONS=true."""
+    from pvefix.check.render import github_annotations, render_json, render_text
+
     text_on_stdout = output is not None or fmt is CheckFormat.text
     text = render_text(report, verbose=verbose) if text_on_stdout else ""
     if fmt is CheckFormat.text:
@@ -174,6 +186,5 @@ def check_command(
     if os.environ.get("GITHUB_ACTIONS") == "true":
         # Workflow commands are read from the log; keep machine output on stdout parseable.
         stream = sys.stdout if text_on_stdout else sys.stderr
-        stream.write(github_annotations(report, _rule_files(desired, state_dir, cluster)))
+        stream.write(github_annotations(report, files))
     sys.stdout.flush()
-    return report.exit_code

@@ -44,6 +44,7 @@ def rehearsal_item(verdict: Verdict) -> CheckItem:
     lines += [bar_line(b) for b in verdict.bars if status == "ok" or b.status != "placed"]
     if verdict.boot_s is not None:
         lines.append(f"{verdict.boot_s:g} s, peak {verdict.peak_rss_mb} MiB")
+    lines += [f"note: {n}" for n in verdict.notes]
     return CheckItem(
         target="vm", vmid=verdict.vmid, node=verdict.node, property=PROPERTY, status=status,
         expected=EXPECTED, actual=f"{head}: {verdict.message}" if status != "ok" else

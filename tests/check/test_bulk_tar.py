@@ -126,6 +126,17 @@ def test_hostile_headers_read_as_tarfile_reads_them(files: list[tuple[str, int, 
     assert _ours(damaged) == _standard(damaged)  # one answer, never a loop or a traceback
 
 
+def test_a_long_link_target_with_no_member_after_it_is_left_to_tarfile() -> None:
+    """Found by the test above: a GNU `K` header (a long link target) right before the end of
+    the archive is an error to tarfile; the fast reader does not answer it."""
+    for fmt in (tarfile.GNU_FORMAT, tarfile.USTAR_FORMAT):
+        stream = bytearray(_archive([("a0", 100, b"")], fmt, False))
+        stream[156:157] = b"K"
+        _fix_checksum(stream, 0)
+        assert _fast_members(bytes(stream)) is None
+        assert _ours(bytes(stream)) == _standard(bytes(stream)) == "error"
+
+
 @pytest.mark.parametrize("size", [b"-1000", b"-7777777777", b"77777777777",
                                   b"\xff" * 12, b"\x80" + b"\xff" * 11])
 @pytest.mark.parametrize("kind", [b"0", b"5", b"L"])

@@ -84,12 +84,14 @@ def test_a_failing_verdict_in_junit_annotations_and_the_json_schema() -> None:
     bars = [BarVerdict("hostpci0", "0000:e1:00.0", 128 * G, "placed", 0x380000000000),
             BarVerdict("hostpci1", "0000:e2:00.0", 128 * G, "not-placed")]
     verdict = _verdict("not-placed", bars)
+    verdict.notes.append("args: -foo left out")
     report = rehearse_each(_compared(), lambda vmid: verdict)
     root = ET.fromstring(render_junit(report).encode("utf-8"))  # noqa: S314 (our own output)
     failure = root.find(".//testcase[@name='rehearsal']/failure")
     assert failure is not None and failure.get("type") == "rehearsal"
     assert "hostpci1 (0000:e2:00.0, 128 GiB): NOT placed" in (failure.text or "")
     assert "hostpci0" not in (failure.text or "")  # the failing BARs only
+    assert "note: args: -foo left out" in (failure.text or "")
     notes = github_annotations(report)
     assert "title=pvefix rehearsal failed%3A VM 100 rehearsal::BARs not placed" in notes
     data = json.loads(render_json(report))

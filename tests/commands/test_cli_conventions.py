@@ -56,7 +56,7 @@ def _panels(text: str) -> dict[str, str]:
     ("plan", ["Arguments", "Options", "Rehearsal", "P2P", "Guest", "Connection"]),
     ("apply", ["Arguments", "Options", "Safety", "Rehearsal", "P2P", "Guest", "Connection"]),
     ("rollback", ["Arguments", "Options", "Safety", "Guest", "Connection"]),
-    ("check", ["Arguments", "Options", "Connection"]),
+    ("check", ["Arguments", "Options", "Rehearsal", "Connection"]),
 ])
 def test_help_groups_options_in_panels(path: str, panels: list[str],
                                        capsys: pytest.CaptureFixture[str]) -> None:
