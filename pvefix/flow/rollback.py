@@ -124,15 +124,28 @@ def _run_rollback(conn: Connection, snapshot: Snapshot, options: RollbackOptions
     question += f" and reboot host {meta.node} to run the restored cmdline" if reboot else ""
     if not options.yes and not console.confirm(f"Roll VM {meta.vmid} back to {meta.id}{question}?"):
         raise RefusedError("not confirmed: nothing was written (use --yes to confirm)")
+    return _restore_locked(conn, snapshot, live, options, console, guest, state_dir, sessions,
+                           nothing=nothing, forced=bool(moved),
+                           reboot=others if reboot else None)
+
+
+def _restore_locked(conn: Connection, snapshot: Snapshot, live: HostState,
+                    options: RollbackOptions, console: Console,
+                    guest: tuple[GuestChannel, dict[str, str | None]] | None, state_dir: Path,
+                    sessions: Sessions, *, nothing: bool, forced: bool,
+                    reboot: list[NodeVm] | None) -> RollbackResult:
+    """Under the VM lock: restore what differs (nothing: only the reboot is left), then, when
+    `reboot` (the other VMs to stop first) is given, reboot the node to run it."""
+    meta = snapshot.meta
     remote = Remote(conn, meta.node, sessions)
     remote.on_warning = console.progress
     try:
         with vm_lock(state_dir, remote, meta.vmid, "rollback", console.progress):
             result = RollbackResult(snapshot_id=meta.id, vmid=meta.vmid, restored=[],
                                     notes=[]) if nothing else restore_snapshot(
-                remote, snapshot, live, options, console.progress, guest, forced=bool(moved))
-            if reboot:
-                result = _activate(remote, snapshot, result, others, options, state_dir,
+                remote, snapshot, live, options, console.progress, guest, forced=forced)
+            if reboot is not None:
+                result = _activate(remote, snapshot, result, reboot, options, state_dir,
                                    console)
             return result
     finally:
