@@ -227,7 +227,8 @@ def _closing(plan: Plan, s: _Style) -> list[str]:
             s(f"{n} change(s) in {len(plan.phases)} phase(s). Dry run: nothing was changed.",
               "bold"),
             f"Next: pvefix apply {obs.vmid} --phase {plan.phases[0].number}"
-            + _p2p_flags(plan, plan.phases[0].number),
+            + _p2p_flags(plan, plan.phases[0].number)
+            + (" --reboot-host" if plan.phases[0].activation_only else ""),
         ]
     if any(f.id == "devices.unknown-here" for f in plan.findings):
         return [s.wrap("Nothing planned, but not because all is right: some passed devices are"

@@ -48,6 +48,7 @@ def test_plan_shows_a_configured_not_booted_cmdline_as_a_phase_and_check_agrees(
     assert "already follow every rule" not in out
     assert "host.cmdline.activate" in out or "configured, not yet booted" in out
     assert "--phase 2 --reboot-host" in out
+    assert "Next: pvefix apply 100 --phase 2 --reboot-host" in out  # it would do nothing without
 
 
 def test_apply_phase_2_reboot_host_later_activates_it_and_writes_nothing(
