@@ -38,7 +38,7 @@ from pvefix.flow.guards import (
     refuse_missing_privileges,
 )
 from pvefix.flow.guest_verify import probe_after, probe_before
-from pvefix.flow.reviewed import stale_after_own_applies
+from pvefix.flow.reviewed import activates_saved_phase, stale_after_own_applies
 from pvefix.flow.rollback import run_rollback
 from pvefix.hints import next_line
 from pvefix.paths import GRUB_DEFAULT
@@ -197,6 +197,10 @@ def _apply_phase(
         # A plan file is data, never authority: what runs is derived here from the live
         # target, and the file must say exactly that.
         differs = checks.plan_differences(plan, fresh, options.phase)
+        if differs and activates_saved_phase(plan, fresh, options.phase, live,
+                                             options.state_dir, _identity(conn, sessions),
+                                             console):
+            differs = []
         if differs:
             raise RefusedError(
                 "the saved plan does not match what pvefix derives from the target now:\n  "

@@ -48,8 +48,11 @@ def run_rollback(conn: Connection, state_dir: Path, vmid: int | None, snapshot_i
     with Sessions(conn) as sessions:
         # The API backend asks through the command's session; --local asks pvesh itself.
         api = sessions.api() if conn.backend == "api" and conn.host else None
+        cluster = cluster_identity(conn, api)
+        if options.reboot_host and snapshot_id is None and vmid is not None:
+            snapshot_id = rolled_back_not_rebooted(state_dir, vmid, cluster)
         try:
-            snapshot = find_snapshot(state_dir, snapshot_id, vmid, cluster_identity(conn, api))
+            snapshot = find_snapshot(state_dir, snapshot_id, vmid, cluster)
         except PvefixError as exc:
             # No snapshot: say whether a pvefix holds the VM now, or one ended (kill -9) before
             # its first write, rather than only "nothing to roll back".
@@ -124,19 +127,50 @@ def _run_rollback(conn: Connection, snapshot: Snapshot, options: RollbackOptions
     question += f" and reboot host {meta.node} to run the restored cmdline" if reboot else ""
     if not options.yes and not console.confirm(f"Roll VM {meta.vmid} back to {meta.id}{question}?"):
         raise RefusedError("not confirmed: nothing was written (use --yes to confirm)")
+    return _restore_locked(conn, snapshot, live, options, console, guest, state_dir, sessions,
+                           nothing=nothing, forced=bool(moved),
+                           reboot=others if reboot else None)
+
+
+def _restore_locked(conn: Connection, snapshot: Snapshot, live: HostState,
+                    options: RollbackOptions, console: Console,
+                    guest: tuple[GuestChannel, dict[str, str | None]] | None, state_dir: Path,
+                    sessions: Sessions, *, nothing: bool, forced: bool,
+                    reboot: list[NodeVm] | None) -> RollbackResult:
+    """Under the VM lock: restore what differs (nothing: only the reboot is left), then, when
+    `reboot` (the other VMs to stop first) is given, reboot the node to run it."""
+    meta = snapshot.meta
     remote = Remote(conn, meta.node, sessions)
     remote.on_warning = console.progress
     try:
         with vm_lock(state_dir, remote, meta.vmid, "rollback", console.progress):
             result = RollbackResult(snapshot_id=meta.id, vmid=meta.vmid, restored=[],
                                     notes=[]) if nothing else restore_snapshot(
-                remote, snapshot, live, options, console.progress, guest, forced=bool(moved))
-            if reboot:
-                result = _activate(remote, snapshot, result, others, options, state_dir,
+                remote, snapshot, live, options, console.progress, guest, forced=forced)
+            if reboot is not None:
+                result = _activate(remote, snapshot, result, reboot, options, state_dir,
                                    console)
             return result
     finally:
         remote.close()
+
+
+def rolled_back_not_rebooted(state_dir: Path, vmid: int, cluster: str | None) -> str | None:
+    """`rollback VMID --reboot-host` right after a rollback without it: the newest snapshot of
+    the VM, when it is rolled back, restored host files and no reboot followed that rollback
+    (its id; else None: the newest snapshot not rolled back yet, as always)."""
+    snaps = list_snapshots(state_dir, vmid, cluster)
+    if not snaps or snaps[-1].status() != "rolled-back":
+        return None
+    newest = snaps[-1]
+    records = newest.records()
+    if not written_by_apply(records)[1]:
+        return None
+    last = max((i for i, r in enumerate(records) if r.get("event") == "rollback-end"),
+               default=0)
+    rebooted = any(r.get("event") == "activation-end" and r.get("rollback")
+                   for r in records[last:])
+    return None if rebooted else newest.id
 
 
 def _activation_note(snapshot: Snapshot, state_dir: Path) -> list[str]:

@@ -48,6 +48,7 @@ def test_plan_shows_a_configured_not_booted_cmdline_as_a_phase_and_check_agrees(
     assert "already follow every rule" not in out
     assert "host.cmdline.activate" in out or "configured, not yet booted" in out
     assert "--phase 2 --reboot-host" in out
+    assert "Next: pvefix apply 100 --phase 2 --reboot-host" in out  # it would do nothing without
 
 
 def test_apply_phase_2_reboot_host_later_activates_it_and_writes_nothing(
@@ -142,3 +143,30 @@ def test_rollback_reboot_host_later_activates_files_restored_earlier(
     # Once the old line runs, there is nothing to activate: no reboot, said so.
     assert run_app(app, [*later.split()[1:], "--yes", *_target(n)]) == EXIT_OK
     assert "nothing to activate" in capsys.readouterr().out
+
+
+def test_rollback_reboot_host_right_after_a_rollback_reboots_for_that_one_only(
+    node: Callable[..., Node], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`pvefix rollback 100 --reboot-host` after `pvefix rollback 100` (phase 2 restored, not
+    rebooted) reboots for that rollback: it does not roll phase 1 back too."""
+    n = node("kpro6", reboot_seconds=0.3)
+    assert run_app(app, ["apply", "100", "--phase", "1", "--restart", "--yes",
+                         *_target(n)]) == EXIT_OK
+    assert run_app(app, ["apply", "100", "--phase", "2", "--reboot-host", "--yes",
+                         *_target(n)]) == EXIT_OK
+    assert run_app(app, ["rollback", "100", "--yes", *_target(n)]) == EXIT_OK
+    conf = n.conf(100)
+    assert "iommu=pt" in _booted(n)
+    capsys.readouterr()
+    assert run_app(app, ["rollback", "100", "--reboot-host", "--yes", *_target(n)]) == EXIT_OK
+    said = capsys.readouterr().out
+    assert "iommu=pt" not in _booted(n), said
+    assert n.conf(100) == conf, "phase 1 stays"
+    assert "q35" in n.conf(100).decode()
+    phase1, phase2 = list_snapshots(n.state_dir)
+    assert (phase1.status(), phase2.status()) == ("applied", "rolled-back")
+    # Rebooted once for it: the next one is phase 1's rollback again, as always.
+    capsys.readouterr()
+    assert run_app(app, ["rollback", "100", "--reboot-host", *_target(n)]) == EXIT_REFUSED
+    assert phase1.id in capsys.readouterr().out

@@ -49,6 +49,25 @@ def test_phases_1_2_3_apply_from_one_reviewed_plan_file(
     assert run_app(app, ["plan", "100", "--p2p", *_target(n)]) == EXIT_OK
 
 
+def test_a_reviewed_phase_2_applied_without_its_reboot_is_activated_from_the_same_file(
+    node: Callable[..., Node], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Items 1 and 2 together: `apply FILE --phase 2`, later `apply FILE --phase 2
+    --reboot-host` (what is left of the reviewed phase is its activation), then phase 3."""
+    n = node("kpro6", reboot_seconds=0.3)
+    path = _saved_plan(n, tmp_path, capsys)
+    steps = (("1", ["--restart"]), ("2", []), ("2", ["--reboot-host"]),
+             ("3", ["--restart", "--qm-set"]))
+    for phase, extra in steps:
+        code = run_app(app, ["apply", path, "--phase", phase, *extra, "--yes", *_target(n)])
+        out, err = capsys.readouterr()
+        assert code == EXIT_OK, f"phase {phase} {extra}: {out}{err}"
+        if extra == ["--reboot-host"]:
+            assert "waits for its host reboot: activating it" in err, err
+    assert "iommu=pt" in (n.host_file("/proc/cmdline") or b"").decode().split()
+    assert "x-nv-gpudirect-clique" in n.conf(100).decode()
+
+
 def test_an_admins_change_between_phases_is_still_refused_as_stale(
     node: Callable[..., Node], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
