@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pvefix.cmdline import Cmdline, GrubDefaultFile, KernelCmdlineFile, ProcCmdline
+from pvefix.cmdline import Cmdline, KernelCmdlineFile, ProcCmdline
+from pvefix.cmdline.grubd import GrubConfig, is_dropin
 from pvefix.digest import sha1_text
 from pvefix.hostfacts import BootLoader, BootToolFacts
 from pvefix.paths import GRUB_DEFAULT, KERNEL_CMDLINE, PROC_CMDLINE
@@ -110,7 +111,8 @@ def node_from_files(
     name: str, boot_tool: BootToolFacts, files: Mapping[str, str | None], *,
     unreadable: str | None = None,
 ) -> ObservedNode:
-    """A node from its boot loader facts and host files (None: absent or not read)."""
+    """A node from its boot loader facts and host files (None: absent or not read), GRUB's
+    drop-ins (/etc/default/grub.d/*.cfg) among them."""
     proc = files.get(PROC_CMDLINE)
     running = ProcCmdline.parse(proc).config_cmdline.render().strip() if proc else None
     if unreadable is not None:
@@ -131,12 +133,18 @@ def node_from_files(
         )
     if path == KERNEL_CMDLINE:
         configured = KernelCmdlineFile.parse(text, path).cmdline.render().strip()
-    else:
-        configured = GrubDefaultFile.parse(text, path).cmdline.render().strip()
-    return ObservedNode(
-        name=name, loader=loader, configured=configured, configured_source=path,
-        running=running,
-    )
+        return ObservedNode(name=name, loader=loader, configured=configured,
+                            configured_source=path, running=running)
+    # update-grub's line: /etc/default/grub, then each drop-in of grub.d (as the planner reads it)
+    grub = GrubConfig({p: t for p, t in files.items()
+                       if t is not None and (p == GRUB_DEFAULT or is_dropin(p))})
+    source = ", ".join(grub.paths)
+    if grub.unknown:
+        return ObservedNode(name=name, loader=loader, running=running, configured_source=source,
+                            problem="the configured GRUB line cannot be evaluated: "
+                            + "; ".join(grub.unknown))
+    return ObservedNode(name=name, loader=loader, configured=grub.cmdline.render().strip(),
+                        configured_source=source, running=running)
 
 
 def node_from_state(state: HostState) -> ObservedNode:

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from pvefix.check.bulk import BULK_COMMAND, RawConfig, parse_bulk
 from pvefix.errors import PvefixError
-from pvefix.hostfacts import boot_tool_facts, file_fact
+from pvefix.hostfacts import GRUB_D_LIST, boot_tool_facts, dropin_paths, file_fact
 from pvefix.observed import (
     ObservedNode,
     ObservedVm,
@@ -45,6 +45,7 @@ HOST_COMMANDS: tuple[tuple[str, ...], ...] = (
     ("cat", GRUB_DEFAULT),
     ("cat", PROC_CMDLINE),
     ("proxmox-boot-tool", "status"),
+    GRUB_D_LIST,
 )
 
 
@@ -90,15 +91,17 @@ class ClusterRead:
 
 
 def node_from_commands(results: Sequence[CommandResult]) -> tuple[str, ObservedNode]:
-    """The node an SSH session reaches, from the HOST_COMMANDS results (in that order)."""
+    """The node an SSH session reaches, from the HOST_COMMANDS results and the `cat` of each
+    GRUB drop-in they listed (found by their argv: other results may be among them)."""
     by_argv = {r.argv: r for r in results}
     host = by_argv[("hostname",)]
     if not host.ok or not host.stdout.strip():
         raise PvefixError("`hostname` failed over SSH: cannot tell which node SSH reaches")
     name = host.stdout.strip().split(".")[0]
+    dropins = dropin_paths(by_argv.get(GRUB_D_LIST))
     files = {
         path: file_fact(path, by_argv.get(("cat", path))).text
-        for path in (KERNEL_CMDLINE, GRUB_DEFAULT, PROC_CMDLINE)
+        for path in (KERNEL_CMDLINE, GRUB_DEFAULT, PROC_CMDLINE, *dropins)
     }
     boot = boot_tool_facts(by_argv.get(("proxmox-boot-tool", "status")))
     return name, node_from_files(name, boot, files)
@@ -191,7 +194,7 @@ def read_cluster(
             progress(len(todo), len(todo))
         if host_results is not None:
             try:
-                name, node = node_from_commands(host_results[:len(HOST_COMMANDS)])
+                name, node = node_from_commands(host_results)
                 out.ssh_node = name
                 out.nodes[name] = node
             except PvefixError as exc:
@@ -280,16 +283,24 @@ def _host_facts(shell_factory: Callable[[], Shell], commands: Sequence[Sequence[
     shell = shell_factory()
     try:
         if not bulk:
-            return shell.run_batch(commands)
+            return _with_dropins(shell, shell.run_batch(commands))
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="pvefix-bulk") as pool:
             tar = pool.submit(shell.run_many, [BULK_COMMAND])
-            facts = shell.run_batch(commands)
+            facts = _with_dropins(shell, shell.run_batch(commands))
             try:
                 return [*facts, *tar.result()]
             except PvefixError as exc:  # past --timeout, too much output: the host facts stay
                 return [*facts, CommandResult(BULK_COMMAND, None, "", exc.message)]
     finally:
         shell.close()
+
+
+def _with_dropins(shell: Shell, facts: list[CommandResult]) -> list[CommandResult]:
+    """`facts` and the text of each GRUB drop-in they listed: one more round trip, on the
+    hosts that have drop-ins only."""
+    listing = next((r for r in facts if r.argv == GRUB_D_LIST), None)
+    dropins = dropin_paths(listing)
+    return [*facts, *shell.run_batch([("cat", d) for d in dropins])] if dropins else facts
 
 
 def shell_factory_for(connection: Connection) -> Callable[[], Shell] | None:

@@ -68,7 +68,8 @@ def check_bundle(
     local = tree.meta.node
     boot = tree.meta.proxmox_boot_tool
     here = node_from_files(local, BootToolFacts(exit_code=boot.exit_code, output=boot.output),
-                           {p: tree.read_text(p) for p in HOST_FILES})
+                           {**{p: tree.read_text(p) for p in HOST_FILES},
+                            **tree.grub_dropins()})
     nodes = {
         name: here if name == local else ObservedNode(
             name=name, problem=f"the bundle holds the host files of node {local} only")

@@ -27,14 +27,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-from pvefix.cmdline.grubd import is_dropin
 from pvefix.errors import PvefixError
-from pvefix.hostfacts import boot_tool_facts, file_fact
+from pvefix.hostfacts import GRUB_D_LIST, boot_tool_facts, dropin_paths, file_fact
 from pvefix.hosttree.mapping import PciMapping, PciMappingFile
 from pvefix.hosttree.sysfs import PciDevice
 from pvefix.paths import (
     CPU_MODELS,
-    GRUB_D,
     GRUB_DEFAULT,
     KERNEL_CMDLINE,
     MAPPING_FILE,
@@ -231,7 +229,7 @@ def host_commands() -> list[list[str]]:
         ["uname", "-r"],
         ["cat", MAPPING_FILE],
         ["lspci", "-D", "-vv"],
-        GRUB_D_LIST,
+        list(GRUB_D_LIST),
         ADDRESS_SIZES,
         ["cat", CPU_MODELS],
         PACKAGES,
@@ -342,14 +340,6 @@ def address_bits(result: CommandResult | None) -> int | None:
     return int(m.group(1)) if m else None
 
 
-# update-grub sources /etc/default/grub.d/*.cfg: list them (no shell glob), then read each.
-GRUB_D_LIST = ["find", GRUB_D, "-maxdepth", "1", "-name", "*.cfg", "-type", "f"]
-
-
-def _dropin_paths(result: CommandResult | None) -> list[str]:
-    if result is None or not result.ok:
-        return []
-    return sorted(p for p in result.stdout.splitlines() if is_dropin(p))
 def _wave_one(reader: _Reader, api: ApiReader, node: str, vmid: int) -> dict[str, Future[Any]]:
     """The VM's and its node's API reads, all at once (errors stay in the futures)."""
     return {**_vm_wave(reader, api, node, vmid), **_node_wave(reader, api, node)}
@@ -394,7 +384,7 @@ def _assemble(
     dev_paths = [f"{SYSFS_PCI}/{a}" for a in addresses]
     readlink_cmds = _chunks(["readlink", "-m"], dev_paths) if shell is not None else []
     round_b = [] if shell is None or ("cat", conf_path) in results else [["cat", conf_path]]
-    dropins = _dropin_paths(results.get(tuple(GRUB_D_LIST)))
+    dropins = dropin_paths(results.get(GRUB_D_LIST))
     round_b += [["cat", d] for d in dropins]
     # Another VM of the same node may have asked already (read_targets): asked once.
     to_run = [c for c in [*round_b, *readlink_cmds] if tuple(c) not in results]

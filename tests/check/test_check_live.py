@@ -25,7 +25,7 @@ from pvefix.main import main
 from pvefix.sim.serve import ReadyInfo, write_ready_file
 from pvefix.sources.live import read_live
 from pvefix.target.settings import Connection, resolve_connection
-from tests.simkit import api, run, ssh, ssh_when_back
+from tests.simkit import api, grant, run, ssh, ssh_when_back
 
 Sim = Callable[..., ReadyInfo]
 
@@ -140,6 +140,31 @@ def test_a_host_configured_but_not_rebooted_is_drift_labelled_for_the_reboot(
                       str(tmp_path / "d.toml"))
     assert code == 2
     assert "(configured, not booted yet: takes effect at the next host reboot)" in out
+
+
+@pytest.mark.parametrize("source", ["ssh", "bundle"])
+def test_a_grub_drop_in_is_part_of_the_configured_line_as_the_planner_reads_it(
+    source: str, fresh_sim: Sim, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """grub-dropin's iommu=pt is in /etc/default/grub.d/iommu.cfg, which update-grub sources
+    after /etc/default/grub: check read the main file only and called the configured line
+    drift (configured: absent) where the plan saw nothing to do. Then the drop-in goes and the
+    host is not rebooted: the configuration drifts, the booted kernel still complies."""
+    info = fresh_sim("grub-dropin")
+    grant(info.root, info.token_id)  # its token is privilege-separated
+    _, ready = connection(info, tmp_path)
+    (tmp_path / "d.toml").write_text(
+        'schema = "pvefix.desired/v1"\n[nodes.xeon7.cmdline]\nrequired = ["iommu=pt"]\n'
+        "forbidden = []\n[vms.210]\n")
+    where = (["--connection", str(ready)] if source == "ssh"
+             else ["--bundle", str(info.root)])
+    args = ("210", *where, "--desired", str(tmp_path / "d.toml"))
+    code, out = check(capsys, *args)
+    assert code == 0 and "node xeon7: no drift" in out, out
+    (Path(info.root) / "etc/default/grub.d/iommu.cfg").unlink()
+    code, out = check(capsys, *args)
+    assert code == 2, out
+    assert "- configured: absent; booted: iommu=pt" in out, out
 
 
 def test_all_vms_of_a_multi_node_cluster_in_one_pass(
