@@ -166,7 +166,7 @@ def apply_steps(remote: Remote, conn: Connection, live: HostState, plan: Plan, p
     writer: VmWriter = QmVmWriter(remote, vmid) if use_qm else ApiVmWriter(
         remote, vmid, options.task_timeout)
     ctx = StepContext(remote=remote, vmid=vmid, writer=writer, vm_digest=live.vm.digest,
-                      backup_suffix=backup_stamp(), node=NodeFiles(remote),
+                      backup_suffix=backup_stamp(), node=NodeFiles(remote.host),
                       guest=None if channel is None else GuestFiles(channel))
     steps = build_steps(plan, phase, snapshot, guest=channel is not None,
                         one_vm_write=not remote.has_ssh)

@@ -156,7 +156,7 @@ def rollback_context(remote: Remote, snapshot: Snapshot, writer: VmWriter, vm_di
     through, and a fresh backup stamp for the copies of what is replaced."""
     return StepContext(remote=remote, vmid=snapshot.meta.vmid, writer=writer,
                        vm_digest=vm_digest, backup_suffix=backup_stamp(),
-                       node=NodeFiles(remote),
+                       node=NodeFiles(remote.host),
                        guest=None if guest is None else GuestFiles(guest))
 
 

@@ -219,7 +219,7 @@ def _apply_phase(
     reboots = options.reboot_host and wants_host
     starts = options.start or (options.restart and live.vm.status == "running" and any(
         c.target == "vm-config" for c in phase.changes))
-    if reboots and conn.backend == "local":
+    if reboots and conn.on_this_host:
         raise RefusedError(
             "--reboot-host with --local would reboot the host pvefix runs on, in the middle of"
             " its own run; nothing was written. Apply without --reboot-host, reboot the node"

@@ -21,11 +21,10 @@ def rehearse_live(conn: Connection, sessions: Sessions, state: HostState, plan: 
     """Rehearse today's config, phases 1..`phase` of `plan`, or its end, on the VM's node
     (SSH, or this host with --local); the verdict and the QEMU command."""
     config, label = planned_config(state, plan, phase)
-    remote = Remote(conn, state.vm.node, sessions)
-    shell = remote.local if remote.local is not None else remote.ssh()
+    node = Remote(conn, state.vm.node, sessions).host()
     # a lost SSH connection closes the node script's stdin; locally it has none to watch
-    settings = dataclasses.replace(settings, watch_stdin=remote.local is None)
-    return rehearse(shell, state, config, label, settings)
+    settings = dataclasses.replace(settings, watch_stdin=node.watch_stdin)
+    return rehearse(node.session, state, config, label, settings)
 
 
 def refuse_failed(verdict: Verdict, phase: int) -> None:

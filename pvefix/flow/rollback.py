@@ -39,13 +39,9 @@ def run_rollback(conn: Connection, state_dir: Path, vmid: int | None, snapshot_i
                  guest: GuestAccess | None = None) -> RollbackResult:
     """`pvefix rollback`: pick the snapshot, refuse if the target moved, confirm, restore.
     One API session, one SSH session to the node and one guest channel serve it all."""
-    from pvefix.target.nodes import cluster_identity
-
     with Sessions(conn) as sessions:
-        # The API backend asks through the command's session; --local asks pvesh itself.
-        api = sessions.api() if conn.backend == "api" and conn.host else None
         try:
-            snapshot = find_snapshot(state_dir, snapshot_id, vmid, cluster_identity(conn, api))
+            snapshot = find_snapshot(state_dir, snapshot_id, vmid, sessions.cluster_identity())
         except PvefixError as exc:
             # No snapshot: say whether a pvefix holds the VM now, or one ended (kill -9) before
             # its first write, rather than only "nothing to roll back".
