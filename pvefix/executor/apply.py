@@ -37,13 +37,8 @@ from pvefix.executor.filetarget import GuestFiles, NodeFiles
 from pvefix.executor.journal import Hook, Journal
 from pvefix.executor.neighbours import NodeVm, startup_sorted
 from pvefix.executor.remote import Remote
-from pvefix.executor.rollback import (
-    backup_stamp,
-    restart_outlook,
-    restore_files,
-    restore_vm_config,
-    rollback_context,
-)
+from pvefix.executor.restore import backup_stamp, restore
+from pvefix.executor.rollback import restart_outlook
 from pvefix.executor.snapshot import Snapshot, take_snapshot
 from pvefix.executor.steps import ManualStep, StepContext, build_steps
 from pvefix.executor.transaction import ApplyFailed, transaction
@@ -208,8 +203,11 @@ def apply_steps(remote: Remote, conn: Connection, live: HostState, plan: Plan, p
                      machine=machine)
         except StartFailed as exc:
             journal.record("activation-failed", kind="restart", error=exc.exitstatus)
+            # The guest is down with its VM: the target is read without it.
+            host_reader: StateReader = reader if channel is None else (
+                lambda c, v: _read_host_only(remote, c, v))
             _after_start_failure(remote, conn, snapshot, journal, options, console, exc,
-                                 reader, rollback_cmd)
+                                 host_reader, rollback_cmd)
         journal.record("activation-end", kind="restart")
         activated.append(f"VM {vmid} restarted")
     if options.reboot_host and any(c.target == "host-cmdline" for c in phase.changes):
@@ -317,9 +315,11 @@ def _after_start_failure(remote: Remote, conn: Connection, snapshot: Snapshot,
     live = reader(conn, vmid)
     writer = ApiVmWriter(remote, vmid, options.task_timeout)
     journal.record("rollback-begin", automatic=True)
-    restored = [r for r in [restore_vm_config(remote, snapshot, live, journal, writer)] if r]
-    restored += restore_files(rollback_context(remote, snapshot, writer, live.vm.digest),
-                              snapshot, live, journal)
+    # The start failed: the VM is stopped, so nothing reaches its guest now.
+    undo = rollback_command(vmid, snapshot.id, options, False)
+    done = restore(remote, snapshot, live, journal, writer, None,
+                   unreachable=f"the guest is down (its start failed); once it runs: {undo}")
+    restored = list(done.restored)
     outlook = restart_outlook(snapshot)
     if snapshot.meta.vm.status == "running" and outlook.cannot_start:
         restored.append(outlook.held_back(running=False))
@@ -327,8 +327,9 @@ def _after_start_failure(remote: Remote, conn: Connection, snapshot: Snapshot,
         start_vm(remote, vmid, task_timeout=options.task_timeout, say=console.progress,
                  machine=NextStart.from_text(snapshot.vm_config_text()).value("machine"))
         restored.append(f"VM {vmid} started again on the old config")
-    journal.record("rollback-end", restored=restored, automatic=True)
-    raise ApplyFailed(f"{exc}\nrolled back (--auto-rollback): " + "; ".join(restored))
+    journal.record("rollback-end", restored=restored, skipped=done.skipped, automatic=True)
+    raise ApplyFailed(f"{exc}\nrolled back (--auto-rollback): " + "; ".join(restored)
+                      + "".join(f"\nNOT restored: {line}" for line in done.skipped))
 
 
 def _pending_text(phase: Phase, after: HostState, restarted: bool,

@@ -14,11 +14,11 @@ from pvefix.executor.console import Console
 from pvefix.executor.filetarget import GuestFiles
 from pvefix.executor.locks import local_lock_note, vm_lock
 from pvefix.executor.remote import Remote
+from pvefix.executor.restore import guest_changes
 from pvefix.executor.rollback import (
     RestartOutlook,
     RollbackOptions,
     RollbackResult,
-    guest_changes,
     guest_for,
     guest_moved,
     restart_outlook,
