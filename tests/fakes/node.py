@@ -1,7 +1,7 @@
 """An in-memory Node (pvefix.target.node.Node) for fast tests of the apply's stages: files
-in a dict, commands answered from a script (argv -> CommandResult, or a function of the
-files), every call recorded. Nothing here knows Proxmox: what a command does to the files is
-what the test scripts."""
+in a dict (`rm -f` and `cp -p` act on it), other commands answered from a script (argv ->
+CommandResult, or a function of the call), every call recorded with the time it was given.
+Nothing here knows Proxmox: what a command does is what the test scripts."""
 
 from __future__ import annotations
 
@@ -39,6 +39,9 @@ class FakeNode:
             for path in args[2:]:
                 self.files.pop(path, None)
             return CommandResult(args, 0, "", "")
+        if args[:2] == ("cp", "-p") and len(args) == 4 and args[2] in self.files:
+            self.files[args[3]] = self.files[args[2]]
+            return CommandResult(args, 0, "", "")
         answer = self.answers.get(args)
         if answer is None:
             return CommandResult(args, 127, "", f"{args[0]}: not scripted in this test\n")
@@ -54,12 +57,15 @@ class FakeNode:
         return [argv for argv, _ in self.calls]
 
 
-def takes(seconds: float, stdout: str = "") -> Answer:
-    """A command that needs `seconds`: timed out when the caller gave it less."""
+def takes(*seconds: float) -> Answer:
+    """A command that needs `seconds` (the next value on each call, the last one after):
+    timed out when the caller gave it less, else exit 0."""
+    left = list(seconds)
 
     def answer(node: FakeNode, argv: tuple[str, ...], timeout: float | None) -> CommandResult:
-        if timeout is not None and timeout < seconds:
+        need = left.pop(0) if len(left) > 1 else left[0]
+        if timeout is not None and timeout < need:
             return CommandResult(argv, None, "", "", timed_out=True)
-        return CommandResult(argv, 0, stdout, "")
+        return CommandResult(argv, 0, "", "")
 
     return answer
