@@ -41,6 +41,7 @@ from pvefix.flow.guards import refuse_ha_restart, refuse_missing_privileges
 from pvefix.flow.guest_verify import probe_after, probe_before
 from pvefix.flow.neighbours import node_vms
 from pvefix.flow.prepare import Asked, Prepared, prepare
+from pvefix.flow.prepare import NothingToDo as NothingToDo  # where callers found it before
 from pvefix.flow.rollback import run_rollback
 from pvefix.flow.verify_phase import verify_phase
 from pvefix.planner.model import Phase, Plan
