@@ -26,3 +26,8 @@ def sha256_text(text: str) -> str:
 def text_of(data: bytes) -> str:
     """Any bytes as text that `raw_bytes` turns back into exactly those bytes."""
     return data.decode("utf-8", "surrogateescape")
+
+
+def short_sha(sha: str | None) -> str:
+    """A hash as messages show it: its first 12 digits, or "(absent)" for a missing file."""
+    return sha[:12] if sha else "(absent)"

@@ -303,23 +303,12 @@ def _with_dropins(shell: Shell, facts: list[CommandResult]) -> list[CommandResul
     return [*facts, *shell.run_batch([("cat", d) for d in dropins])] if dropins else facts
 
 
-def shell_factory_for(connection: Connection) -> Callable[[], Shell] | None:
-    """How to reach the node's shell (SSH, or the local files), or None when SSH is off."""
-    from pvefix.target.open import open_cluster_ssh, open_local
-
-    if connection.backend == "local":
-        return lambda: open_local(connection)
-    if not connection.ssh:
-        return None
-    return lambda: open_cluster_ssh(connection)
-
-
 def node_shells_for(connection: Connection, api: ApiReader,
                     nodes: Sequence[str]) -> NodeShells | None:
     """How to reach each of `nodes` through its own SSH session (the profile's ssh.nodes, else
     the address /cluster/status gives); None when SSH is off or the backend is local. A node
     whose address is the connection's own SSH host is left to that session."""
-    if connection.backend != "api" or not connection.ssh or not nodes:
+    if connection.on_this_host or not connection.ssh or not nodes:
         return None
 
     def shells() -> dict[str, Callable[[], Shell]]:
@@ -358,13 +347,13 @@ def read_live_cluster(
 ) -> ClusterRead:
     """`read_cluster` over a connection (API + SSH, or the local backend); `nodes`: the nodes
     whose host facts are wanted (each read through its own SSH session, in parallel)."""
-    from pvefix.target.open import open_api
+    from pvefix.target.open import cluster_shell_opener, open_api
 
     api = open_api(connection, workers=workers)
     try:
         # The local backend's shell reads files under its root as text: the per-VM path.
-        return read_cluster(api, shell_factory_for(connection), vmids, workers=workers,
-                            progress=progress, bulk=bulk and connection.backend == "api",
+        return read_cluster(api, cluster_shell_opener(connection), vmids, workers=workers,
+                            progress=progress, bulk=bulk and not connection.on_this_host,
                             node_shells=node_shells_for(connection, api, nodes))
     finally:
         api.close()

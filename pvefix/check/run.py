@@ -111,7 +111,7 @@ def check_live(
                 problem=f"the host cmdline has no API and {reach}; check node {name} with "
                 "--ssh-host pointing at it",
             )
-    where = connection.host if connection.backend == "api" else "local node"
+    where = connection.label
     notes = list(read.notes)
     notes.append(read.path_note())
     notes.append(f"read {len(read.vms)} VM(s) in {read.elapsed_s:.2f} s")

@@ -99,8 +99,9 @@ def apply_command(
     from pvefix.commands.options import hint_context, resolve_connection_options
     from pvefix.executor.apply import ApplyOptions
     from pvefix.executor.console import Console
-    from pvefix.flow.apply import NothingToDo, apply_phase
+    from pvefix.flow.apply import apply_phase
     from pvefix.flow.planfile import load_plan_file
+    from pvefix.flow.prepare import NothingToDo
     from pvefix.store.statedir import resolve_state_dir
 
     if opts.bundle is not None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pvefix.console.progress import waiting
@@ -163,18 +163,3 @@ def reboot_host(remote: Remote, *, timeout: float, say: Say) -> float:
     say(f"host {remote.node}: back after {elapsed:.1f} s")
     remote.reconnect()
     return elapsed
-
-
-def cmdline_problems(proc: str, changes: Iterable[tuple[str | None, str | None]]) -> list[str]:
-    """What /proc/cmdline lacks (or still has) for these (before, after) cmdline changes."""
-    running = set(proc.split())
-    problems = []
-    for before, after in changes:
-        old, new = set((before or "").split()), set((after or "").split())
-        missing = sorted(new - old - running)
-        stale = sorted((old - new) & running)
-        if missing:
-            problems.append("/proc/cmdline lacks " + " ".join(missing))
-        if stale:
-            problems.append("/proc/cmdline still has " + " ".join(stale))
-    return problems

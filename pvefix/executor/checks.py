@@ -1,92 +1,20 @@
-"""The checks apply and rollback make before and after writing: a stale plan, prerequisites
-in effect, permissions, verification of the result, and whether the live state has moved in
-ways pvefix did not make. Pure functions over HostState, Plan and the journal."""
+"""The checks apply and rollback make after writing and before restoring: verification of the
+result, and whether the live state has moved in ways pvefix did not make. Pure functions over
+HostState, Plan and the journal. (The refusals before anything is written are the prepare
+stage's: pvefix.flow.prepare.)"""
 
 from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
 
+from pvefix.digest import short_sha
 from pvefix.executor.journal import Record
 from pvefix.executor.snapshot import Snapshot
-from pvefix.paths import PROC_CMDLINE
-from pvefix.planner.model import HOST_BOOT_TARGETS, Change, Phase, Plan
+from pvefix.planner.model import Phase, Plan
 from pvefix.state import HostState
 from pvefix.vmconfig.config import VMConfig
 from pvefix.vmconfig.nextstart import NextStart
-
-
-def stale_reasons(plan: Plan, live: HostState, phase: Phase | None = None) -> list[str]:
-    """What moved since the plan was made that `phase` (or, without one, the whole plan)
-    relies on: the VM digest and run state for VM changes, the hash of each file it edits."""
-    reasons: list[str] = []
-    obs = plan.observed
-    if obs.vmid != live.vm.vmid or obs.node != live.vm.node:
-        reasons.append(f"the plan is for VM {obs.vmid} on {obs.node}, not VM {live.vm.vmid} on "
-                       f"{live.vm.node}")
-    changes = phase.changes if phase is not None else [c for p in plan.phases for c in p.changes]
-    touches_vm = phase is None or any(c.target not in HOST_BOOT_TARGETS for c in changes)
-    files = (
-        set(obs.files)
-        if phase is None
-        else {c.file for c in changes if c.target in HOST_BOOT_TARGETS and c.file}
-    )
-    if any(c.target == "host-boot" for c in changes):
-        files.add(PROC_CMDLINE)  # an activation relies on what is booted too
-    if touches_vm and obs.vm_digest != live.vm.digest:
-        reasons.append(f"VM {obs.vmid} config digest {obs.vm_digest[:12]} -> "
-                       f"{live.vm.digest[:12]}")
-    if touches_vm and obs.vm_status != live.vm.status:
-        reasons.append(f"VM {obs.vmid} was {obs.vm_status}, is now {live.vm.status}")
-    for path, sha in sorted(obs.files.items()):
-        now = live.file(path).sha256
-        if path in files and path in live.files and now != sha:
-            reasons.append(f"{path} sha256 {_short(sha)} -> {_short(now)}")
-    for change in changes:
-        # The guest's running cmdline is what its change was planned from.
-        if change.target == "guest-cmdline" and live.guest is not None and (
-            live.guest.cmdline != change.before
-        ):
-            reasons.append(f"the guest's /proc/cmdline {change.before!r} -> "
-                           f"{live.guest.cmdline!r}")
-    return reasons
-
-
-def _short(sha: str | None) -> str:
-    return sha[:12] if sha else "(absent)"
-
-
-def change_in_effect(change: Change, live: HostState) -> bool:
-    """Is this (earlier phase's) change really active on the target?"""
-    if change.target == "vm-config":
-        ns = NextStart.from_text(live.vm.config_text, "live")
-        return ns.current.get(change.key) == change.after and not ns.is_staged(change.key)
-    if change.target in HOST_BOOT_TARGETS:
-        proc = live.file(PROC_CMDLINE).text or ""
-        from pvefix.executor.activation import cmdline_problems
-
-        return not cmdline_problems(proc, [(change.before, change.after)])
-    return True  # manual and guest steps: pvefix cannot tell; the admin was told
-
-
-def missing_prerequisites(plan: Plan, phase: Phase, live: HostState) -> list[str]:
-    """Changes of other phases this phase requires that are not in effect on the target."""
-    here = {c.id for c in phase.changes}
-    by_id = {c.id: (p.number, c) for p in plan.phases for c in p.changes}
-    missing: list[str] = []
-    for change in phase.changes:
-        for req in change.requires:
-            if req in here or req not in by_id:
-                continue  # same phase (ordered), or not planned: already in effect
-            number, needed = by_id[req]
-            if not change_in_effect(needed, live):
-                missing.append(f"{change.id} requires {req} (phase {number}), which is not in "
-                               "effect")
-    return missing
-
-
-def root_only(phase: Phase) -> list[Change]:
-    return [c for c in phase.changes if c.needs_root_pam and c.target == "vm-config"]
 
 
 def verify_live(phase: Phase, plan: Plan, live: HostState, *, restarted: bool) -> list[str]:
@@ -179,49 +107,9 @@ def moved_since(snapshot: Snapshot, live: HostState) -> list[str]:
             continue
         if record.path in files and now in files[record.path]:
             continue
-        moved.append(f"{record.path} sha256 {_short(record.sha256)} -> {_short(now)}")
+        moved.append(f"{record.path} sha256 {short_sha(record.sha256)} -> {short_sha(now)}")
     return moved
 
 
 # What a change says it will do: the fields apply acts on. Everything else (reason, risk,
 # evidence) is words, shown but not executed.
-_ACTED_ON = ("target", "key", "before", "after", "file", "refresh_command", "needs_root_pam",
-             "commands", "disruption", "requires")
-
-
-def plan_differences(saved: Plan, fresh: Plan, number: int) -> list[str]:
-    """How phase `number` of a saved plan differs from what the planner derives now from the
-    live target. A plan file is data: apply runs what it derives, and only if the file says
-    the same."""
-    old, new = saved.phase(number), fresh.phase(number)
-    if new is None:
-        return [f"phase {number} is not in the plan derived from the target now"]
-    if old is None:
-        return [f"phase {number} is not in the saved plan"]
-    out: list[str] = []
-    old_changes = {c.id: c for c in old.changes}
-    new_changes = {c.id: c for c in new.changes}
-    for cid in sorted(old_changes.keys() - new_changes.keys()):
-        out.append(f"{cid}: in the saved plan, not derived now")
-    for cid in sorted(new_changes.keys() - old_changes.keys()):
-        out.append(f"{cid}: derived now, not in the saved plan")
-    # A change of an earlier phase that is in effect now is planned no more: requiring it
-    # is no difference (apply checks the prerequisites in effect anyway).
-    planned_now = {c.id for p in fresh.phases for c in p.changes}
-    for cid in sorted(old_changes.keys() & new_changes.keys()):
-        a, b = old_changes[cid], new_changes[cid]
-        a = a.model_copy(update={"requires": [r for r in a.requires if r in planned_now]})
-        for name in _ACTED_ON:
-            if getattr(a, name) != getattr(b, name):
-                out.append(f"{cid}: {name} is {getattr(a, name)!r} in the saved plan,"
-                           f" {getattr(b, name)!r} derived now")
-    files = {c.file for c in new.changes if c.file and c.target == "host-cmdline"}
-    for path in sorted(files):
-        if saved.host_files_after.get(path) != fresh.host_files_after.get(path):
-            out.append(f"{path}: the saved plan writes other text than derived now")
-    # A plan file from before guest file texts has none: nothing it says can differ.
-    guest = {c.file for c in new.changes if c.target == "guest-cmdline"}
-    for path in sorted(guest & saved.guest_files_after.keys()):
-        if saved.guest_files_after[path] != fresh.guest_files_after.get(path):
-            out.append(f"guest {path}: the saved plan writes other text than derived now")
-    return out

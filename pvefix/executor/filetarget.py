@@ -2,19 +2,20 @@
 
 `FileTarget` is what FileStep and RefreshStep (pvefix.executor.steps) need of either side:
 read a file (None when absent), replace one (a temporary file beside it, then a rename, the
-mode kept), run an argument list. `NodeFiles` and `GuestFiles` are thin adapters over today's
-node remote and guest channel (each guest channel reads and replaces files its own way);
+mode kept), run an argument list within a time. `NodeFiles` and `GuestFiles` are thin
+adapters over a node (pvefix.target.node.Node) and a guest channel (each guest channel reads
+and replaces files its own way);
 `check` (pvefix.target.guest.channel) is the one "run, and raise with its stderr unless it
 exits 0" for both.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Literal, Protocol
 
-from pvefix.executor.remote import Remote
 from pvefix.target.guest.channel import FILE_TIMEOUT_S, REFRESH_TIMEOUT_S, GuestChannel, check
+from pvefix.target.node import Node, replace_file
 from pvefix.target.result import CommandResult
 
 __all__ = ["FILE_TIMEOUT_S", "REFRESH_TIMEOUT_S", "FileTarget", "GuestFiles", "NodeFiles",
@@ -41,29 +42,26 @@ class FileTarget(Protocol):
 
 
 class NodeFiles:
-    """A node over SSH (pvefix.executor.remote.Remote). Its commands run under the SSH
-    session's own timeout."""
+    """A node (pvefix.target.node.Node: SSH, or this host with --local). Its commands run
+    within the time the step asks for (a boot loader refresh: REFRESH_TIMEOUT_S)."""
 
     side: Side = "host"
 
-    def __init__(self, remote: Remote) -> None:
-        self.remote = remote
+    def __init__(self, node: Callable[[], Node]) -> None:
+        self.node = node  # asked on each use: a session that dropped is opened again
 
     @property
     def where(self) -> str:
-        remote = self.remote
-        return f"{remote.conn.ssh_user}@{remote.node} ({remote.address()})"
+        return self.node().where
 
     def read_file(self, path: str) -> str | None:
-        return self.remote.read_file(path)
+        return self.node().read_file(path)
 
     def replace_file(self, path: str, text: str) -> None:
-        self.remote.write_file(path, text)
+        replace_file(self.node, path, text)
 
     def run(self, argv: Sequence[str], timeout: float) -> CommandResult:
-        result = self.remote.run(argv)
-        return CommandResult(argv=result.argv, exit_code=result.exit_code, stdout=result.stdout,
-                          stderr=result.stderr)
+        return self.node().run(argv, timeout)
 
 
 class GuestFiles:

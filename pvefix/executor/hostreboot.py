@@ -5,10 +5,13 @@ parameters, pvefix/cmdline/relevant.py), journaled in the snapshot as apply's ac
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pvefix.cmdline.relevant import relevant_differ, relevant_parameters
 from pvefix.errors import PvefixError
+from pvefix.executor.activate import _start_again, _stop_others
 from pvefix.executor.activation import reboot_host, vm_run
-from pvefix.executor.apply import ApplyOptions, _start_again, _stop_others
+from pvefix.executor.apply import ApplyOptions
 from pvefix.executor.console import Console
 from pvefix.executor.neighbours import NodeVm
 from pvefix.executor.remote import Remote
@@ -26,11 +29,11 @@ def boot_pending(live: HostState) -> bool:
 
 
 def reboot_to_activate(remote: Remote, snapshot: Snapshot, others: list[NodeVm],
-                       options: ApplyOptions, console: Console) -> list[str]:
-    """Reboot the VM's node and start again what ran; returns what the report says of each.
-    Raises when the booted cmdline is not the configured one afterwards."""
-    from pvefix.sources.live import read_live
-
+                       options: ApplyOptions, console: Console,
+                       reread: Callable[[], HostState]) -> list[str]:
+    """Reboot the VM's node and start again what ran (`reread`: the target read afresh after
+    it); returns what the report says of each. Raises when the booted cmdline is not the
+    configured one afterwards."""
     vmid = snapshot.meta.vmid
     journal = snapshot.journal()
     journal.record("activation-begin", kind="reboot-host", rollback=True)
@@ -42,7 +45,7 @@ def reboot_to_activate(remote: Remote, snapshot: Snapshot, others: list[NodeVm],
     activated = [f"host {remote.node} rebooted ({seconds:.1f} s)"]
     ran_before = [*stopped, *([vmid] if target_ran else [])]
     activated += _start_again(remote, ran_before, others, options, console, journal)
-    node = node_from_state(read_live(remote.conn, vmid, sessions=remote.sessions))
+    node = node_from_state(reread())
     configured, running = node.configured_cmdline(), node.running_cmdline()
     if configured is not None and running is not None and relevant_differ(configured,
                                                                            running):

@@ -16,15 +16,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
 
-from pvefix.errors import PvefixError, RefusedError
-from pvefix.executor.remote import Remote
-from pvefix.hosttree.mapping import PciMapping
-from pvefix.sources.common import vm_device_addresses
-from pvefix.sources.remote_facts import mappings_from_api
-from pvefix.vmconfig.config import VMConfig
-from pvefix.vmconfig.hostpci import HOSTPCI_KEY
+from pvefix.errors import RefusedError
 
 NEVER_STOP_LOCKS = frozenset({"backup", "migrate"})
 
@@ -55,45 +48,9 @@ class NodeVm:
         return ", ".join(parts)
 
 
-def _order(startup: str | None) -> int | None:
+def startup_order(startup: str | None) -> int | None:
     m = re.search(r"(?:^|,)order=(\d+)", startup or "")
     return int(m.group(1)) if m else None
-
-
-def node_vms(remote: Remote) -> list[NodeVm]:
-    """The VMs of the node, from the API (list, HA state, each config)."""
-    items = remote.get(f"/nodes/{remote.node}/qemu", {"full": "1"}) or []
-    ha: dict[int, str] = {}
-    try:
-        for item in remote.get("/cluster/resources", {"type": "vm"}) or []:
-            if item.get("hastate"):
-                ha[int(item["vmid"])] = str(item["hastate"])
-    except PvefixError:
-        pass
-    try:
-        mappings = mappings_from_api(remote.get("/cluster/mapping/pci") or [])
-    except PvefixError:
-        mappings = []
-    out: list[NodeVm] = []
-    for item in sorted(items, key=lambda i: int(i.get("vmid", 0))):
-        vmid = int(item["vmid"])
-        cfg = remote.get(f"/nodes/{remote.node}/qemu/{vmid}/config") or {}
-        gpus = [f"{k}: {v}" for k, v in sorted(cfg.items()) if HOSTPCI_KEY.match(str(k))]
-        out.append(NodeVm(
-            vmid=vmid, name=str(cfg.get("name") or item.get("name") or ""),
-            status=str(item.get("status", "unknown")),
-            lock=str(cfg["lock"]) if cfg.get("lock") else (
-                str(item["lock"]) if item.get("lock") else None),
-            hastate=ha.get(vmid), onboot=str(cfg.get("onboot", "0")) == "1",
-            order=_order(cfg.get("startup")), gpus=gpus,
-            devices=_devices(cfg, remote.node, mappings),
-        ))
-    return out
-
-
-def _devices(cfg: dict[str, Any], node: str, mappings: list[PciMapping]) -> tuple[str, ...]:
-    values = {str(k): str(v) for k, v in cfg.items() if HOSTPCI_KEY.match(str(k))}
-    return tuple(vm_device_addresses(VMConfig.from_dicts(values), node, mappings, []))
 
 
 def gpu_conflicts(starting: list[NodeVm], running: list[NodeVm]) -> list[str]:

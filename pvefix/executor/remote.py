@@ -7,7 +7,6 @@ module only adds what writing needs.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import re
 import sys
@@ -17,13 +16,13 @@ from typing import Any
 
 from pvefix.errors import PvefixError
 from pvefix.target.api import ApiClient, ApiError
-from pvefix.target.files import ReplaceFailed
-from pvefix.target.local import LocalApi, LocalShell
-from pvefix.target.nodes import ClusterView, NodeAddress, node_address
+from pvefix.target.local import LocalApi
+from pvefix.target.node import Node, replace_file, run_or_raise
+from pvefix.target.nodes import ClusterView, NodeAddress, address_of
 from pvefix.target.privileges import permission_hint
+from pvefix.target.result import CommandResult
 from pvefix.target.sessions import Sessions
 from pvefix.target.settings import Connection
-from pvefix.target.ssh import CommandResult, SshShell
 
 TASK_POLL_S = 0.05
 
@@ -98,11 +97,8 @@ class Remote:
         self.node = node
         self.sessions = sessions if sessions is not None else Sessions(conn)
         self._owns = sessions is None  # a command's sessions are closed by the command
-        self.local: LocalShell | None = None
-        if conn.backend == "local":
-            # pvefix runs on the node itself: the API through pvesh (as root@pam), files and
-            # commands directly (under local_root: "/" on a real node, a host tree in tests).
-            self.local = self.sessions.local(node)  # on a real node: this host must be `node`
+        # pvefix on the node itself (--local): this host must be `node`, checked now.
+        self.sessions.claim(node)
         self._cluster: ClusterView | None = None
         self._identity: str | None = None
         self.on_warning: Callable[[str], None] = _stderr  # where task warnings are shown
@@ -120,9 +116,7 @@ class Remote:
 
     def address(self) -> NodeAddress:
         """Where this node's SSH is (pvefix.target.nodes); with --local, this host."""
-        if self.local is not None:
-            return NodeAddress(self.node, "this host", 0, "--local")
-        return node_address(self.conn, self.node, self.cluster())
+        return address_of(self.conn, self.node, self.cluster)
 
     def identity(self) -> str:
         """The cluster's identity (or this node's, standalone), with its CA's key: the key of
@@ -142,10 +136,8 @@ class Remote:
               timeout: float | None = None) -> Any:
         """POST or PUT; ApiError carries Proxmox's message (never the request's values).
         `timeout`: a task's time, for pvesh (--local), which runs the task before it answers."""
-        if isinstance(self.api, LocalApi):
-            return self.api.write(method, path, data, timeout)
         try:
-            return self.api.request(method, path, data)
+            return self.api.write(method, path, data, timeout)
         except ApiError as exc:
             hint = unreachable_hint(exc.status, self.node)
             if not hint:
@@ -211,26 +203,23 @@ class Remote:
     @property
     def has_ssh(self) -> bool:
         """Host files and commands are reachable (SSH, or this host with --local)."""
-        return self.local is not None or self.conn.ssh
+        return self.conn.reaches_node
 
     @property
     def api(self) -> ApiClient | LocalApi:
         """The command's API session (opened on first use)."""
         return self.sessions.api()
 
-    def ssh(self) -> SshShell:
-        """The node's SSH session. One that dropped (network, sshd restart) is opened again,
-        so that undo and rollback can still reach the host."""
-        if not self.conn.ssh:
-            raise PvefixError("this needs SSH to the node (it is off: --no-ssh)")
-        return self.sessions.node(self.node, self.address)
+    def host(self) -> Node:
+        """The node's files and commands (pvefix.target.node: SSH, or this host with
+        --local). An SSH session that dropped (network, sshd restart) is opened again, so
+        that undo and rollback can still reach the host."""
+        return self.sessions.host(self.node, self.address)
 
-    def run(self, argv: Sequence[str]) -> CommandResult:
-        """Run one command on the node: an argument list, quoted with shlex.join over SSH,
-        or as a subprocess (file commands under the root) with --local."""
-        if self.local is not None:
-            return self.local.run(argv)
-        return self.ssh().run(argv)
+    def run(self, argv: Sequence[str], timeout: float | None = None) -> CommandResult:
+        """Run one command on the node (an argument list) within `timeout` seconds (default:
+        --timeout); one that outlasts it is a PvefixError."""
+        return run_or_raise(self.host(), argv, timeout, self.conn.timeout)
 
     def check(self, argv: Sequence[str]) -> CommandResult:
         """Run a command and raise, with its stderr, unless it exits 0."""
@@ -244,23 +233,14 @@ class Remote:
             )
         return result
 
-    def shell(self) -> SshShell | LocalShell:
-        """The node's files and commands: this host with --local, else its SSH session."""
-        return self.local if self.local is not None else self.ssh()
-
     def read_file(self, path: str) -> str | None:
         """A host file's text (None when it does not exist)."""
-        return self.shell().read_file(path)
+        return self.host().read_file(path)
 
     def write_file(self, path: str, text: str) -> None:
         """Replace a host file atomically: a temporary file beside it, then a rename (the
         mode of the old file is kept). A reader never sees half a file."""
-        try:
-            self.shell().replace_file(path, text)
-        except ReplaceFailed as exc:
-            with contextlib.suppress(Exception):  # on a new connection if that one broke
-                self.run(["rm", "-f", exc.tmp])
-            raise
+        replace_file(self.host, path, text)
 
     def reconnect(self) -> None:
         """New API and SSH sessions (after a host reboot dropped the old ones)."""

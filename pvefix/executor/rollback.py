@@ -1,28 +1,24 @@
 """Roll a snapshot back (the executor's half; pvefix.flow.rollback picks, checks and confirms):
-the VM config (byte for byte over SSH, with the same digest as
-before; else every key and the description through the API, with the digest), the host files, and
-the boot loader refresh run again, and the guest's files the apply changed (through the guest
-channel: --guest-agent / --guest-ssh-host, or the agent when the apply used it). Refuses,
-showing the diff, when the target has moved in ways the apply did not make, unless forced."""
+the restore stage (pvefix.executor.restore: the VM config, the host files and their refresh,
+the guest's files the apply changed, through the guest channel: --guest-agent /
+--guest-ssh-host, or the agent when the apply used it), then (--restart) the VM stopped and
+started again, unless the restored config cannot start. The flow refuses, showing the diff,
+when the target has moved in ways the apply did not make, unless forced."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 
 from pydantic import BaseModel, ConfigDict
 
-from pvefix.digest import sha1_text, sha256_text
-from pvefix.errors import PvefixError, RefusedError
+from pvefix.digest import sha256_text
+from pvefix.errors import PvefixError
 from pvefix.executor.activation import shutdown_vm, start_vm
-from pvefix.executor.filetarget import GuestFiles, NodeFiles
-from pvefix.executor.journal import Journal
 from pvefix.executor.remote import Remote
+from pvefix.executor.restore import GuestSide, guest_changes, restore
 from pvefix.executor.snapshot import Snapshot
-from pvefix.executor.steps import FileStep, RefreshStep, StepContext
-from pvefix.executor.vmwrite import ApiVmWriter, VmWriter, digest_of, read_vm
-from pvefix.paths import vm_config
+from pvefix.executor.vmwrite import ApiVmWriter
 from pvefix.state import HostState
 from pvefix.target.guest.access import GuestAccess
 from pvefix.target.guest.channel import GuestChannel
@@ -56,166 +52,6 @@ class RollbackResult(BaseModel):
     already: bool = False
 
 
-# The only boot loader refreshes pvefix ever runs (host and guest). A journal naming anything
-# else was not written by pvefix: rollback refuses it rather than run it.
-REFRESH_COMMANDS = (["proxmox-boot-tool", "refresh"], ["update-grub"])
-
-
-def _known_refresh(argv: list[str], snapshot: Snapshot) -> list[str]:
-    if argv not in REFRESH_COMMANDS:
-        raise RefusedError(
-            f"the snapshot's journal names a refresh command pvefix never runs ({argv[0]!r});"
-            " nothing was run. Restore the files by hand from the snapshot folder",
-            source=str(snapshot.path),
-        )
-    return argv
-
-
-# Compare-and-swap for rollback too: a target that moved after it was read (and shown for
-# confirmation) is left as it is.
-MOVED_WHILE_ROLLING_BACK = ("changed while pvefix was rolling back (after it was read and "
-                            "shown); left as it is: look, then run the rollback again")
-
-
-def refresh_commands(snapshot: Snapshot) -> list[list[str]]:
-    """The boot loader commands the apply started (from its journal), in order, once each."""
-    seen: list[list[str]] = []
-    for record in snapshot.records():
-        if record.get("event") == "step-begin" and record.get("kind") == "refresh":
-            argv = [str(a) for a in record.get("argv", [])]
-            if argv and argv not in seen:
-                seen.append(_known_refresh(argv, snapshot))
-    return seen
-
-
-def restore_vm_config(remote: Remote, snapshot: Snapshot, live: HostState, journal: Journal,
-                      writer: VmWriter) -> str | None:
-    """Put the VM config back; returns what was done (None: it already was)."""
-    meta = snapshot.meta
-    text = snapshot.vm_config_text()
-    if live.vm.config_text == text and live.vm.digest == meta.vm.digest:
-        return None
-    if remote.has_ssh and meta.vm.config_source == "file":
-        path = vm_config(meta.node, meta.vmid)
-        raw = remote.read_file(path)
-        if raw is None:
-            raise PvefixError("the VM config file is gone", source=path)
-        if sha1_text(raw) != live.vm.digest:
-            raise RefusedError("the VM config changed while pvefix was rolling back",
-                               source=path)
-        journal.record("restore-begin", kind="vm-config", method="file", path=path,
-                       digest=meta.vm.digest)
-        remote.write_file(path, text)
-        now = remote.read_file(path)
-        if now is None or sha1_text(now) != meta.vm.digest:
-            raise PvefixError("the restored config reads back with another digest", source=path)
-        journal.record("restore-end", kind="vm-config", digest=meta.vm.digest)
-        return f"VM {meta.vmid} config restored byte for byte (digest {meta.vm.digest})"
-    return _restore_via_api(remote, snapshot, journal, writer, live.vm.digest)
-
-
-def _restore_via_api(remote: Remote, snapshot: Snapshot, journal: Journal,
-                     writer: VmWriter, expected_digest: str) -> str:
-    """The snapshot's next start back through the API: every key and the description, each
-    write guarded by the digest (the API has no byte-for-byte write)."""
-    meta = snapshot.meta
-    saved = NextStart.from_text(snapshot.vm_config_text(), "snapshot")
-    view = read_vm(remote, meta.vmid)
-    if view.digest != expected_digest:
-        raise RefusedError(MOVED_WHILE_ROLLING_BACK, source=f"VM {meta.vmid}")
-    journal.record("restore-begin", kind="vm-config", method="api", digest=view.digest)
-    revert = sorted(k for k in set(view.pending) | set(view.deletes)
-                    if view.pending.get(k) != saved.pending.get(k)
-                    or (k in view.deletes) != (k in saved.deletes))
-    if revert:
-        writer.write({"revert": ",".join(revert)}, digest_of(view))
-        expected = NextStart(view.current, {k: v for k, v in view.pending.items()
-                                            if k not in revert},
-                             {k: f for k, f in view.deletes.items() if k not in revert})
-        view = read_vm(remote, meta.vmid)
-        if view.values != expected.values:  # another writer came in between: not adopted
-            raise RefusedError(MOVED_WHILE_ROLLING_BACK, source=f"VM {meta.vmid}")
-    wanted = saved.values
-    params = {k: v for k, v in wanted.items() if view.value(k) != v}
-    deletes = sorted(k for k in view.values if k not in wanted)
-    if deletes:
-        params["delete"] = ",".join(deletes)
-    if params:
-        writer.write(params, digest_of(view))
-        view = read_vm(remote, meta.vmid)
-    if view.values != wanted:
-        differ = sorted(k for k in set(wanted) | set(view.values)
-                        if wanted.get(k) != view.value(k))
-        raise PvefixError("after the rollback through the API, the VM config still differs: "
-                          + ", ".join(differ), source=f"VM {meta.vmid}")
-    journal.record("restore-end", kind="vm-config", digest=view.digest)
-    return (f"VM {meta.vmid} config restored through the API (every key and the description; "
-            f"digest now {view.digest})")
-
-
-def rollback_context(remote: Remote, snapshot: Snapshot, writer: VmWriter, vm_digest: str,
-                     guest: GuestChannel | None = None) -> StepContext:
-    """The steps' context for a rollback: the same node and guest targets apply writes
-    through, and a fresh backup stamp for the copies of what is replaced."""
-    return StepContext(remote=remote, vmid=snapshot.meta.vmid, writer=writer,
-                       vm_digest=vm_digest, backup_suffix=backup_stamp(),
-                       node=NodeFiles(remote),
-                       guest=None if guest is None else GuestFiles(guest))
-
-
-def _restore(ctx: StepContext, journal: Journal, step: FileStep, sha256: str | None) -> str:
-    """One file back through FileStep: refused when it moved since it was read and shown,
-    the current text kept beside it as a dated copy."""
-    journal.record("restore-begin", kind=step.kind, path=step.path, sha256=sha256)
-    step.do(ctx)
-    journal.record("restore-end", kind=step.kind, path=step.path)
-    return f"{step.label} restored"
-
-
-def _refresh_again(ctx: StepContext, journal: Journal, step: RefreshStep) -> str:
-    journal.record("restore-begin", kind=step.kind, argv=step.argv)
-    step.do(ctx)
-    journal.record("restore-end", kind=step.kind, argv=step.argv)
-    where = "boot loader" if step.side == "host" else "guest boot loader"
-    return f"{where} refreshed again: {' '.join(step.argv)}"
-
-
-def restore_files(ctx: StepContext, snapshot: Snapshot, live: HostState,
-                  journal: Journal) -> list[str]:
-    """Host files back as the snapshot holds them (the current one kept as a dated copy),
-    then the boot loader refresh the apply ran, again: through FileStep and RefreshStep."""
-    done: list[str] = []
-    for record in snapshot.meta.files if live.host_files_read else []:
-        if not record.restorable or record.path not in live.files:
-            continue
-        if live.file(record.path).sha256 == record.sha256:
-            continue
-        step = FileStep("host", record.path, live.file(record.path).text,
-                        snapshot.file_text(record.path), [], moved=MOVED_WHILE_ROLLING_BACK)
-        done.append(_restore(ctx, journal, step, record.sha256))
-    for argv in refresh_commands(snapshot):
-        done.append(_refresh_again(ctx, journal, RefreshStep("host", argv, [])))
-    return done
-
-
-def guest_changes(snapshot: Snapshot) -> tuple[dict[str, set[str | None]], list[list[str]]]:
-    """From the journal: guest files the apply began to write (with the hashes it may have
-    left them with) and the guest refresh commands it began, in order."""
-    files: dict[str, set[str | None]] = {}
-    refresh: list[list[str]] = []
-    for record in snapshot.records():
-        if record.get("event") != "step-begin":
-            continue
-        if record.get("kind") == "guest-file":
-            files.setdefault(str(record["path"]), set()).update(
-                {record.get("sha_before"), record.get("sha_after")})
-        elif record.get("kind") == "guest-refresh":
-            argv = [str(a) for a in record.get("argv", [])]
-            if argv and argv not in refresh:
-                refresh.append(_known_refresh(argv, snapshot))
-    return files, refresh
-
-
 def guest_for(snapshot: Snapshot, guest: GuestAccess | None) -> GuestAccess:
     """The way into the guest for a rollback: the one given, else the agent if the apply used
     it (it needs no secret); SSH needs its settings again."""
@@ -242,24 +78,6 @@ def guest_moved(snapshot: Snapshot, current: dict[str, str | None]) -> list[str]
     return moved
 
 
-def restore_guest_files(ctx: StepContext, snapshot: Snapshot,
-                        current: dict[str, str | None], journal: Journal) -> list[str]:
-    """The guest files back as the snapshot holds them (the current text kept as a dated copy
-    in the guest), then the guest refresh the apply ran, again: through FileStep and
-    RefreshStep."""
-    _, refresh = guest_changes(snapshot)
-    done: list[str] = []
-    for path, text in current.items():
-        before = snapshot.guest_file_text(path)
-        if text == before or before is None:
-            continue
-        step = FileStep("guest", path, text, before, [], moved=MOVED_WHILE_ROLLING_BACK)
-        done.append(_restore(ctx, journal, step, sha256_text(before)))
-    for argv in refresh:
-        done.append(_refresh_again(ctx, journal, RefreshStep("guest", argv, [])))
-    return done
-
-
 @dataclass
 class Differs:
     """What differs between the target and a snapshot: the VM config, and which host files."""
@@ -276,10 +94,6 @@ def what_differs(snapshot: Snapshot, live: HostState) -> Differs:
         live.vm.config_text != snapshot.vm_config_text()
     )
     return Differs(vm, files)
-
-
-def backup_stamp() -> str:
-    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
 
 
 @dataclass(frozen=True)
@@ -345,24 +159,17 @@ def restore_snapshot(remote: Remote, snapshot: Snapshot, live: HostState,
     VM stopped and started again. Returns what was restored and notes for the admin."""
     meta = snapshot.meta
     differs = what_differs(snapshot, live)
-    guest_differs = [] if guest is None else [
-        p for p, text in guest[1].items() if text != snapshot.guest_file_text(p)]
     journal = snapshot.journal()
     notes: list[str] = []
     journal.record("rollback-begin", forced=forced)
     writer = ApiVmWriter(remote, meta.vmid, options.task_timeout)
-    ctx = rollback_context(remote, snapshot, writer, live.vm.digest,
-                           None if guest is None else guest[0])
-    restored: list[str] = []
-    vm_done = restore_vm_config(remote, snapshot, live, journal, writer)
-    if vm_done:
-        restored.append(vm_done)
-    restored += restore_files(ctx, snapshot, live, journal)
-    if guest is not None and guest_differs:
-        restored += restore_guest_files(ctx, snapshot, guest[1], journal)
+    done = restore(remote, snapshot, live, journal, writer,
+                   None if guest is None else GuestSide(*guest))
+    restored = list(done.restored)
+    notes += done.skipped
     if options.restart:
         _restart(remote, snapshot, options, say, restored, notes)
-    elif live.vm.status == "running" and vm_done:
+    elif live.vm.status == "running" and done.vm_config:
         notes.append(f"VM {meta.vmid} runs on: the restored config takes effect at its next "
                      "cold start (shut down and start it, or re-run with --restart)")
     if differs.files and not options.reboot_host:

@@ -12,7 +12,7 @@
 Undo reads the target first and does nothing when it is already as before, so undoing a step
 that failed half-way (or never wrote) is safe; it puts back only what pvefix wrote
 (compare-and-swap: UndoConflict otherwise). Rollback restores files and runs the refresh
-again through these same steps (pvefix.executor.rollback).
+again through these same steps (pvefix.executor.restore, the restore stage).
 
 A new kind of write is a Step here, built in `build_steps` (whose dispatch mypy checks is
 exhaustive over the plan's change kinds).

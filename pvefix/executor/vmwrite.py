@@ -4,7 +4,6 @@ root over SSH (for changes only root@pam may make when the connection is an API 
 
 from __future__ import annotations
 
-import shlex
 from dataclasses import replace
 from typing import Protocol
 
@@ -13,6 +12,7 @@ from pvefix.errors import PvefixError, RefusedError
 from pvefix.executor.remote import Remote, TaskFailed
 from pvefix.target.api import ApiError
 from pvefix.vmconfig.nextstart import NextStart
+from pvefix.vmconfig.qmset import qm_set_argv
 
 DIGEST_MISMATCH = "checksum mismatch"
 
@@ -71,21 +71,6 @@ class ApiVmWriter:
         except TaskFailed as exc:
             _refuse_if_moved(exc.exitstatus, self.vmid)
             raise
-
-
-def qm_set_argv(vmid: int, params: dict[str, str], digest: str | None) -> list[str]:
-    """`qm set VMID --key value ... --digest D` as an argument list."""
-    argv = ["qm", "set", str(vmid)]
-    for key, value in params.items():
-        argv += [f"--{key}", value]
-    if digest:
-        argv += ["--digest", digest]
-    return argv
-
-
-def qm_set_command(vmid: int, params: dict[str, str], digest: str | None = None) -> str:
-    """The same command as one shell line, every argument quoted."""
-    return shlex.join(qm_set_argv(vmid, params, digest))
 
 
 class QmVmWriter:

@@ -16,32 +16,35 @@ from pydantic import BaseModel, ConfigDict
 from pvefix.desired import record as record_desired
 from pvefix.desired.derive import p2p_rule
 from pvefix.errors import PvefixError, RefusedError
-from pvefix.executor import checks
-from pvefix.executor.apply import ApplyOptions, StateReader, apply_steps, wants_guest
+from pvefix.executor.activate import activate
+from pvefix.executor.apply import (
+    ApplyOptions,
+    PhaseReached,
+    StateReader,
+    pending_text,
+    wants_guest,
+)
 from pvefix.executor.console import Console
 from pvefix.executor.journal import Hook
 from pvefix.executor.locks import vm_lock
 from pvefix.executor.neighbours import (
     NodeVm,
-    check_after_boot,
-    check_host_reboot,
     check_start,
-    node_vms,
 )
 from pvefix.executor.remote import Remote
 from pvefix.executor.rollback import RollbackOptions
 from pvefix.executor.transaction import ApplyFailed
-from pvefix.executor.vmwrite import qm_set_command
-from pvefix.flow.guards import (
-    refuse_activation_without_reboot,
-    refuse_ha_restart,
-    refuse_missing_privileges,
-)
+from pvefix.executor.write import write
+from pvefix.flow.guards import refuse_ha_restart, refuse_missing_privileges
 from pvefix.flow.guest_verify import probe_after, probe_before
+from pvefix.flow.hostreboot import guard_host_reboot
+from pvefix.flow.neighbours import node_vms
+from pvefix.flow.prepare import Asked, Prepared, Reviewed, prepare
+from pvefix.flow.prepare import NothingToDo as NothingToDo  # where callers found it before
 from pvefix.flow.reviewed import activates_saved_phase, stale_after_own_applies
 from pvefix.flow.rollback import run_rollback
+from pvefix.flow.verify_phase import verify_phase
 from pvefix.hints import next_line
-from pvefix.paths import GRUB_DEFAULT
 from pvefix.planner.model import Phase, Plan
 from pvefix.probe.report import Report
 from pvefix.rehearse.flow import Settings
@@ -51,13 +54,6 @@ from pvefix.target.sessions import Sessions
 from pvefix.target.settings import Connection
 from pvefix.verify.p2p_verdict import judge as judge_p2p
 from pvefix.vmconfig.args import clique_map
-
-
-class NothingToDo(PvefixError):
-    """The plan is empty: there is no phase to apply (exit 0)."""
-
-    exit_code = 0
-
 
 
 class ApplyResult(BaseModel):
@@ -78,6 +74,7 @@ class ApplyResult(BaseModel):
     not_running: list[str] = []  # VMs that ran before a host reboot and are not up again
     verify_worse: bool | None = None  # --verify: P2P got worse (None: not verified)
     verify_reports: list[str] = []  # --verify: the kept reports, before then after
+
 
 
 def render_phase(plan: Plan, phase: Phase) -> list[str]:
@@ -109,30 +106,6 @@ def render_phase(plan: Plan, phase: Phase) -> list[str]:
     return lines
 
 
-def _refuse_root_only(phase: Phase, live: HostState, options: ApplyOptions) -> bool:
-    """True when `qm set` over SSH is to be used; raises before any write when nothing can."""
-    needing = checks.root_only(phase)
-    access = live.access
-    if not needing or access.method != "api" or access.is_root_pam_ticket:
-        return False
-    if options.qm_set and access.ssh:
-        return True
-    commands = [qm_set_command(live.vm.vmid, {c.key: c.after} if c.after else
-                               {"delete": c.key}) for c in needing]
-    paths = ["log in as root@pam with a password (a ticket): --user root@pam --auth password"]
-    if access.ssh:
-        paths.append("or let pvefix run `qm set` as root over SSH: --qm-set; it runs:\n    "
-                     + "\n    ".join(commands))
-    else:
-        paths.append("or, as root on the node:\n    " + "\n    ".join(commands))
-    raise RefusedError(
-        f"{', '.join(c.key for c in needing)}: only root@pam with a password ticket may make"
-        " these changes (qemu-server keeps raw host devices, `romfile` and `args` to root@pam),"
-        f" and this connection is {access.user} ({access.auth}); nothing was written. Ways"
-        " that work: " + "; ".join(paths),
-        source=f"VM {live.vm.vmid}",
-    )
-
 
 def apply_phase(
     conn: Connection,
@@ -163,108 +136,18 @@ def _apply_phase(
     hook: Hook | None, read: StateReader | None, guest: GuestAccess | None,
     sessions: Sessions, rehearse: Settings | None = None,
 ) -> ApplyResult:
-    from pvefix.planner import plan as make_plan
+    """The stages: read, prepare (pure refusals), the node's refusals, (rehearse), show and
+    confirm, then write, activate and verify under the VM lock; (--verify: probe around)."""
     from pvefix.sources.live import read_live
 
     reader: StateReader = read or (
         lambda c, v: read_live(c, v, guest=guest, sessions=sessions))
     live = reader(conn, vmid)
     conn = conn.model_copy(update={"node": live.vm.node})
-    planned_with = plan
-    if plan is not None:
-        stale = checks.stale_reasons(plan, live, plan.phase(options.phase))
-        if stale:
-            stale = stale_after_own_applies(plan, live, options.phase, stale,
-                                            options.state_dir, _identity(conn, sessions),
-                                            console)
-        if stale and not options.replan:
-            raise RefusedError(
-                "the plan is stale: the target changed since it was made:\n  "
-                + "\n  ".join(stale)
-                + "\nnothing was written; re-run with --replan to plan afresh (and review it)",
-                source=f"VM {vmid}",
-            )
-        if stale:
-            console.progress("the plan was stale (" + "; ".join(stale) + "): planning afresh")
-            plan = None
-    asked = planned_with.options if planned_with is not None else options.plan_options
-    fresh = make_plan(live, asked)
-    saved_phase = plan.phase(options.phase) if plan is not None else None
-    if saved_phase is not None:
-        # A guest change needs the way into the guest it was planned with: say that first.
-        _refuse_guest_without_access(saved_phase, live, guest)
-    if plan is not None:
-        # A plan file is data, never authority: what runs is derived here from the live
-        # target, and the file must say exactly that.
-        differs = checks.plan_differences(plan, fresh, options.phase)
-        if differs and activates_saved_phase(plan, fresh, options.phase, live,
-                                             options.state_dir, _identity(conn, sessions),
-                                             console):
-            differs = []
-        if differs:
-            raise RefusedError(
-                "the saved plan does not match what pvefix derives from the target now:\n  "
-                + "\n  ".join(differs)
-                + "\nnothing was written; plan again (pvefix plan) and review it",
-                source=f"VM {vmid}",
-            )
-    plan = fresh
-    if not plan.has_changes:
-        raise NothingToDo(f"VM {vmid}: the plan has nothing to change; nothing was written")
-    phase = plan.phase(options.phase)
-    if phase is None:
-        have = ", ".join(str(p.number) for p in plan.phases) or "none"
-        raise PvefixError(f"the plan has no phase {options.phase} (phases: {have})",
-                          source=f"VM {vmid}")
-    missing = checks.missing_prerequisites(plan, phase, live)
-    if missing:
-        raise RefusedError(
-            "a prerequisite phase is not in effect:\n  " + "\n  ".join(missing)
-            + "\napply (and activate) the earlier phase first; nothing was written",
-            source=f"VM {vmid}",
-        )
-    use_qm = _refuse_root_only(phase, live, options)
-    if live.vm.lock:
-        raise RefusedError(f"VM {vmid} is locked ({live.vm.lock}); nothing was written")
-    refuse_activation_without_reboot(phase, options.reboot_host, vmid)
-    wants_host = phase.reboot_activates
-    if wants_host and not live.access.ssh:
-        raise RefusedError("this phase changes host files, which needs SSH to the node")
-    _refuse_guest_without_access(phase, live, guest)
-    others: list[NodeVm] = []
-    reboots = options.reboot_host and wants_host
-    starts = options.start or (options.restart and live.vm.status == "running" and any(
-        c.target == "vm-config" for c in phase.changes))
-    if reboots and conn.backend == "local":
-        raise RefusedError(
-            "--reboot-host with --local would reboot the host pvefix runs on, in the middle of"
-            " its own run; nothing was written. Apply without --reboot-host, reboot the node"
-            " yourself, then check it: " + options.context.command(
-                ["check", str(vmid), *(["--local"] if "--local" not in options.context.target
-                                       else [])], guest=False),
-            source=f"node {live.vm.node}",
-        )
-    if reboots or starts:
-        refuse_ha_restart(live, "a host reboot" if reboots else "--restart/--start")
-        if starts:
-            refuse_missing_privileges(sessions.api().get, live,
-                                      {f"/vms/{vmid}": ["VM.PowerMgmt"]}, "--restart/--start")
-        probe = Remote(conn, live.vm.node, sessions)
-        try:
-            vms = node_vms(probe)
-        finally:
-            probe.close()
-        if starts:
-            check_start(vms, vmid)
-    if reboots:
-        console.say(f"A host reboot stops every VM on {live.vm.node}:")
-        for v in vms:
-            console.say(f"  {v.describe()}")
-        others = check_host_reboot(vms, vmid, options.stop_others)
-        back = [v.vmid for v in others]
-        if live.vm.status == "running" or options.start:
-            back.append(vmid)
-        check_after_boot(vms, back)
+    prepared = prepare(live, plan, _asked(options, guest, conn), console.progress,
+                       _reviewed(options, sessions, console))
+    plan, phase = prepared.plan, prepared.phase
+    others = _refuse_for_activation(conn, sessions, live, prepared, options, console)
     if rehearse is not None:
         _rehearse_phase(conn, sessions, live, plan, phase, rehearse, console)
     for line in render_phase(plan, phase):
@@ -276,22 +159,8 @@ def _apply_phase(
     if options.verify and guest is not None:
         baseline = probe_before(conn, guest, vmid, options.state_dir, options.verify_quick,
                                 console)
-    remote = Remote(conn, live.vm.node, sessions)
-    remote.on_warning = console.progress
-    channel = sessions.guest(guest, vmid, live.vm.node) if guest is not None and wants_guest(
-        phase) else None
-    try:
-        with vm_lock(options.state_dir, remote, vmid, f"apply phase {phase.number}",
-                     console.progress):
-            reached = apply_steps(remote, conn, live, plan, phase, options, console, hook,
-                                  reader, use_qm, channel, guest, others)
-            desired = record_desired(options.state_dir, reached.after,
-                                     note=f"apply phase {phase.number}",
-                                     cluster=remote.identity(),
-                                     p2p=p2p_rule(plan.options))
-            console.progress(f"desired state recorded in {desired} (pvefix check {vmid} uses it)")
-    finally:
-        remote.close()
+    reached, desired = _stages(conn, live, prepared, options, console, hook, reader, guest,
+                               sessions, others)
     result = ApplyResult(
         vmid=vmid, phase=phase.number, snapshot_id=reached.snapshot_id, done=reached.done,
         manual=reached.manual, activated=reached.activated, pending=reached.pending,
@@ -312,12 +181,34 @@ def _apply_phase(
                                      "verify_reports": [baseline[0], Path(outcome.stored).stem]})
 
 
-def _identity(conn: Connection, sessions: Sessions) -> str | None:
-    """The cluster identity pvefix's snapshots of this target are kept under."""
-    from pvefix.target.nodes import cluster_identity
+def _asked(options: ApplyOptions, guest: GuestAccess | None, conn: Connection) -> Asked:
+    return Asked(phase=options.phase, replan=options.replan, qm_set=options.qm_set,
+                 restart=options.restart, start=options.start, reboot_host=options.reboot_host,
+                 plan_options=options.plan_options, guest=guest is not None,
+                 on_this_host=conn.on_this_host, context=options.context)
 
-    return cluster_identity(conn, sessions.api() if conn.backend == "api" and conn.host
-                            else None)
+
+def _refuse_for_activation(conn: Connection, sessions: Sessions, live: HostState,
+                           prepared: Prepared, options: ApplyOptions,
+                           console: Console) -> list[NodeVm]:
+    """What the activation would hurt, refused before anything is written (HA, the power
+    privilege, the node's other VMs); returns the VMs a host reboot shuts down first."""
+    vmid = live.vm.vmid
+    reboots, starts = prepared.reboots, prepared.starts
+    if not (reboots or starts):
+        return []
+    refuse_ha_restart(live, "a host reboot" if reboots else "--restart/--start")
+    if starts:
+        refuse_missing_privileges(sessions.api().get, live,
+                                  {f"/vms/{vmid}": ["VM.PowerMgmt"]}, "--restart/--start")
+    vms = node_vms(sessions.api().get, live.vm.node)
+    if starts:
+        check_start(vms, vmid)
+    if not reboots:
+        return []
+    return guard_host_reboot(conn, sessions, live, stop_others=options.stop_others,
+                             start=options.start, console=console,
+                             command=f"apply --phase {prepared.phase.number}", vms=vms)
 
 
 def _confirm(console: Console, question: str, node: str, others: list[NodeVm]) -> None:
@@ -341,25 +232,55 @@ def _confirm(console: Console, question: str, node: str, others: list[NodeVm]) -
                            "was written (dry run; --yes to apply)", source=f"node {node}")
 
 
-def _refuse_guest_without_access(phase: Phase, live: HostState,
-                                 guest: GuestAccess | None) -> None:
-    """A guest-cmdline change is applied through the guest channel: refuse, before any write,
-    when there is none or the guest has no GRUB defaults file to edit."""
-    ids = ", ".join(c.id for c in phase.changes if c.target == "guest-cmdline")
-    if not ids:
-        return
-    if guest is None:
-        raise RefusedError(
-            f"phase {phase.number} changes the guest's kernel cmdline ({ids}), which pvefix "
-            "does through a way into the guest: give --guest-agent or --guest-ssh-host HOST "
-            "(the plan was made with one), or plan again without guest access to get the "
-            "steps to run by hand; nothing was written", source=f"VM {live.vm.vmid}")
-    grub = live.guest.files.get(GRUB_DEFAULT) if live.guest is not None else None
-    if grub is None or grub.text is None:
-        raise RefusedError(
-            f"the guest has no {GRUB_DEFAULT}, so pvefix cannot change its kernel cmdline "
-            f"({ids}); plan again without guest access to get the steps to run by hand; "
-            "nothing was written", source=f"VM {live.vm.vmid}")
+def _reviewed(options: ApplyOptions, sessions: Sessions, console: Console) -> Reviewed:
+    """How prepare tells pvefix's own earlier applies of a saved plan (their journals in the
+    state directory) from anyone else's change (pvefix.flow.reviewed)."""
+    cluster = sessions.cluster_identity()
+    return Reviewed(
+        explain_stale=lambda saved, live, number, stale: stale_after_own_applies(
+            saved, live, number, stale, options.state_dir, cluster, console),
+        activates=lambda saved, fresh, number, live: activates_saved_phase(
+            saved, fresh, number, live, options.state_dir, cluster, console))
+
+
+def _stages(conn: Connection, live: HostState, prepared: Prepared, options: ApplyOptions,
+            console: Console, hook: Hook | None, reader: StateReader,
+            guest: GuestAccess | None, sessions: Sessions,
+            others: list[NodeVm]) -> tuple[PhaseReached, Path]:
+    """Write, activate, verify under the VM lock; record the desired state reached."""
+    from pvefix.sources.live import read_live
+
+    vmid, plan, phase = live.vm.vmid, prepared.plan, prepared.phase
+    remote = Remote(conn, live.vm.node, sessions)
+    remote.on_warning = console.progress
+    channel = sessions.guest(guest, vmid, live.vm.node) if guest is not None and wants_guest(
+        phase) else None
+    # The guest's files were verified before activation; a guest down with its VM, or
+    # restarted and not answering yet, is left out of the reads after it.
+    host_only: StateReader = reader if channel is None else (
+        lambda c, v: read_live(c, v, sessions=sessions))
+    try:
+        with vm_lock(options.state_dir, remote, vmid, f"apply phase {phase.number}",
+                     console.progress):
+            written = write(remote, conn, live, plan, phase, options, console, hook=hook,
+                            use_qm=prepared.use_qm, channel=channel, guest=guest,
+                            reread=lambda: reader(conn, vmid))
+            activated = activate(remote, written, phase, options, console,
+                                 was_running=live.vm.status == "running", others=others,
+                                 reread=lambda: host_only(conn, vmid))
+            after = verify_phase(remote, written, activated, plan, phase, options, console,
+                                 reread=lambda: host_only(conn, vmid))
+            reached = PhaseReached(
+                snapshot_id=written.snapshot.id, done=written.done, manual=written.manual,
+                activated=activated.activated, rollback_command=written.rollback_command,
+                pending=pending_text(phase, after, activated.restarted, options.reboot_host),
+                after=after)
+            desired = record_desired(options.state_dir, after, note=f"apply phase {phase.number}",
+                                     cluster=remote.identity(), p2p=p2p_rule(plan.options))
+            console.progress(f"desired state recorded in {desired} (pvefix check {vmid} uses it)")
+    finally:
+        remote.close()
+    return reached, desired
 
 
 def _p2p_verdict(conn: Connection, vmid: int, options: ApplyOptions, console: Console,
@@ -385,6 +306,8 @@ def _p2p_verdict(conn: Connection, vmid: int, options: ApplyOptions, console: Co
                                           task_timeout=options.task_timeout), console)
     raise ApplyFailed(f"the P2P phase failed in the guest:\n  {why}\nrolled back "
                       f"(--auto-rollback): " + "; ".join(undone.restored))
+
+
 
 
 def _rehearse_phase(conn: Connection, sessions: Sessions, live: HostState, plan: Plan,

@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from pvefix.errors import PvefixError, RefusedError
-from pvefix.planner.model import Phase
+from pvefix.errors import RefusedError
 from pvefix.state import HostState
 from pvefix.target.privileges import missing_privileges
 
@@ -42,16 +41,3 @@ def refuse_missing_privileges(get: Callable[..., Any], live: HostState,
         raise RefusedError(
             f"{what} needs privileges this token lacks:\n  " + "\n  ".join(lacking)
             + "\nnothing was written", source=f"VM {live.vm.vmid}")
-
-
-def refuse_activation_without_reboot(phase: Phase, reboot_host: bool, vmid: int) -> None:
-    """A phase that only activates what is configured (host-boot: the host cmdline is right in
-    its file, not yet booted) writes nothing; without --reboot-host it would do nothing."""
-    if not phase.activation_only or reboot_host:
-        return
-    names = ", ".join(c.file or c.key for c in phase.changes)
-    raise PvefixError(
-        f"phase {phase.number} has nothing to write: {names} is configured, not yet booted;"
-        f" a host reboot activates it: pvefix apply {vmid} --phase {phase.number}"
-        " --reboot-host (the same checks of the node's other VMs apply); nothing was written",
-        source=f"VM {vmid}")

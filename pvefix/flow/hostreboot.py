@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from pvefix.errors import RefusedError
 from pvefix.executor.console import Console
-from pvefix.executor.neighbours import NodeVm, check_after_boot, check_host_reboot, node_vms
-from pvefix.executor.remote import Remote
+from pvefix.executor.neighbours import NodeVm, check_after_boot, check_host_reboot
 from pvefix.flow.guards import refuse_ha_restart
+from pvefix.flow.neighbours import node_vms
 from pvefix.state import HostState
 from pvefix.target.sessions import Sessions
 from pvefix.target.settings import Connection
@@ -18,22 +18,20 @@ from pvefix.target.settings import Connection
 
 def guard_host_reboot(conn: Connection, sessions: Sessions, live: HostState, *,
                       stop_others: bool, start: bool, console: Console,
-                      command: str) -> list[NodeVm]:
+                      command: str, vms: list[NodeVm] | None = None) -> list[NodeVm]:
     """Refuse a host reboot that would hurt (RefusedError, nothing written); list the node's
-    VMs; return the other running VMs pvefix stops first (--stop-others) and starts again."""
+    VMs (`vms`: already read); return the other running VMs pvefix stops first
+    (--stop-others) and starts again."""
     vmid, node = live.vm.vmid, live.vm.node
-    if conn.backend == "local":
+    if conn.on_this_host:
         raise RefusedError(
             "--reboot-host with --local would reboot the host pvefix runs on, in the middle of"
             f" its own run; nothing was written. Run {command} without --reboot-host, reboot"
             f" the node yourself, then check it: pvefix check {vmid} --local",
             source=f"node {node}")
     refuse_ha_restart(live, "a host reboot")
-    probe = Remote(conn, node, sessions)
-    try:
-        vms = node_vms(probe)
-    finally:
-        probe.close()
+    if vms is None:
+        vms = node_vms(sessions.api().get, node)
     console.say(f"A host reboot stops every VM on {node}:")
     for v in vms:
         console.say(f"  {v.describe()}")

@@ -33,11 +33,10 @@ def rehearse_next_start(conn: Connection, sessions: Sessions, state: HostState,
 
 def _on_node(conn: Connection, sessions: Sessions, state: HostState, config: dict[str, str],
              label: str, settings: Settings) -> tuple[Verdict, str]:
-    remote = Remote(conn, state.vm.node, sessions)
-    shell = remote.local if remote.local is not None else remote.ssh()
+    node = Remote(conn, state.vm.node, sessions).host()
     # a lost SSH connection closes the node script's stdin; locally it has none to watch
-    settings = dataclasses.replace(settings, watch_stdin=remote.local is None)
-    return rehearse(shell, state, config, label, settings)
+    settings = dataclasses.replace(settings, watch_stdin=node.watch_stdin)
+    return rehearse(node.session, state, config, label, settings)
 
 
 def refuse_failed(verdict: Verdict, phase: int) -> None:

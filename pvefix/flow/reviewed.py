@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pvefix.executor import checks
 from pvefix.executor.console import Console
 from pvefix.executor.reached import Reached, last_reached
 from pvefix.executor.snapshot import Snapshot, list_snapshots
+from pvefix.flow.prepare import plan_differences, stale_reasons
 from pvefix.planner.model import Phase, Plan
 from pvefix.state import HostState
 
@@ -50,7 +50,7 @@ def _same_phase(saved: Plan, snap: Snapshot, number: int) -> bool:
     """The snapshot's apply ran the saved plan's phase `number`: to the letter, or as its
     activation (the phase's host files as the saved plan writes them, then the reboot)."""
     followed = snap.plan()
-    if not checks.plan_differences(saved, followed, number):
+    if not plan_differences(saved, followed, number):
         return True
     phase = followed.phase(number)
     return phase is not None and phase.activation_only and _activates(
@@ -106,7 +106,7 @@ def stale_after_own_applies(saved: Plan, live: HostState, number: int, stale: li
     if reached is None:
         return stale
     phases = ", ".join(f"phase {s.meta.phase} ({s.id})" for s in chain)
-    left = checks.stale_reasons(rebased(saved, reached), live, saved.phase(number))
+    left = stale_reasons(rebased(saved, reached), live, saved.phase(number))
     if not left:
         console.progress(f"the target moved since the plan was made, by pvefix's own apply of"
                          f" this plan's {phases} (its journal): the saved phase {number}"

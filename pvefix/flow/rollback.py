@@ -17,11 +17,11 @@ from pvefix.executor.hostreboot import boot_pending, reboot_to_activate
 from pvefix.executor.locks import local_lock_note, vm_lock
 from pvefix.executor.neighbours import NodeVm
 from pvefix.executor.remote import Remote
+from pvefix.executor.restore import guest_changes
 from pvefix.executor.rollback import (
     RestartOutlook,
     RollbackOptions,
     RollbackResult,
-    guest_changes,
     guest_for,
     guest_moved,
     restart_outlook,
@@ -43,12 +43,8 @@ def run_rollback(conn: Connection, state_dir: Path, vmid: int | None, snapshot_i
                  guest: GuestAccess | None = None) -> RollbackResult:
     """`pvefix rollback`: pick the snapshot, refuse if the target moved, confirm, restore.
     One API session, one SSH session to the node and one guest channel serve it all."""
-    from pvefix.target.nodes import cluster_identity
-
     with Sessions(conn) as sessions:
-        # The API backend asks through the command's session; --local asks pvesh itself.
-        api = sessions.api() if conn.backend == "api" and conn.host else None
-        cluster = cluster_identity(conn, api)
+        cluster = sessions.cluster_identity()
         if options.reboot_host and snapshot_id is None and vmid is not None:
             snapshot_id = rolled_back_not_rebooted(state_dir, vmid, cluster)
         try:
@@ -208,7 +204,12 @@ def _activate(remote: Remote, snapshot: Snapshot, result: RollbackResult,
                          shutdown_timeout=options.shutdown_timeout,
                          task_timeout=options.task_timeout,
                          reboot_timeout=options.reboot_timeout)
-    activated = reboot_to_activate(remote, snapshot, others, steps, console)
+    from pvefix.sources.live import read_live
+
+    vmid = snapshot.meta.vmid
+    activated = reboot_to_activate(
+        remote, snapshot, others, steps, console,
+        reread=lambda: read_live(remote.conn, vmid, sessions=remote.sessions))
     return result.model_copy(update={"restored": [*result.restored, *activated]})
 
 

@@ -56,10 +56,10 @@ from pvefix.state import (
 )
 from pvefix.target.api import ApiClient, ApiError
 from pvefix.target.guest.access import GuestAccess
-from pvefix.target.nodes import ClusterView, node_address
-from pvefix.target.open import open_api, open_local, open_node, vm_node
+from pvefix.target.nodes import ClusterView
+from pvefix.target.open import open_api, vm_node
 from pvefix.target.reading import ApiReader
-from pvefix.target.sessions import Borrowed, Sessions
+from pvefix.target.sessions import Sessions, node_shells, reader_access
 from pvefix.target.settings import Connection
 from pvefix.target.ssh import CommandResult
 from pvefix.vmconfig.config import VMConfig
@@ -612,67 +612,19 @@ def _open(
 ) -> tuple[ApiReader, ShellFactory | None, AccessFacts]:
     """The API session, the way to open a node's SSH session, and what access they give
     (borrowed from `sessions` when given: the reader's close leaves them open)."""
+    method = guest.method if guest else None
+    access = AccessFacts(**reader_access(connection), guest=method)
+    shell_factory: ShellFactory | None = node_shells(connection, vmid_on, sessions)
     if sessions is not None:
-        return _borrow(connection, vmid_on, guest, sessions)
-    if connection.backend == "local":
-        # pvesh and qm run as root@pam on the node: the same rights as a root@pam ticket.
-        access = AccessFacts(method="local", user="root@pam", auth="ticket", ssh=True,
-                             guest=guest.method if guest else None)
-
-        def local_shell(node: str, cluster: ClusterView) -> Shell:
-            # On a real node: this host must be the VM's node.
-            return open_local(connection, node, vmid_on(node))
-
-        return open_api(connection), local_shell, access
+        return sessions.api(), shell_factory, access
     client = open_api(connection, record=trace.record_api)
-    assert isinstance(client, ApiClient)  # the API backend
-    trace.api = client
-    shell_factory: ShellFactory | None = None
-    if connection.ssh:
-
-        def shell_factory(node: str, cluster: ClusterView) -> Shell:
-            address = node_address(connection, node, cluster)
-            return open_node(connection, address, vmid_on(node))
-
-    access = AccessFacts(
-        method="api",
-        user=connection.api_user,
-        auth="token" if connection.auth_method == "token" else "ticket",
-        ssh=connection.ssh,
-        guest=guest.method if guest else None,
-    )
+    if isinstance(client, ApiClient):  # the API backend
+        trace.api = client
     return client, shell_factory, access
 
 
-def _borrow(
-    connection: Connection, vmid_on: Callable[[str], int | None], guest: GuestAccess | None,
-    sessions: Sessions,
-) -> tuple[ApiReader, ShellFactory | None, AccessFacts]:
-    """`_open` over a command's sessions."""
-    method = guest.method if guest else None
-    if connection.backend == "local":
-
-        def local_shell(node: str, cluster: ClusterView) -> Shell:
-            return Borrowed(sessions.local(node, vmid_on(node)))
-
-        access = AccessFacts(method="local", user="root@pam", auth="ticket", ssh=True,
-                             guest=method)
-        return sessions.api(), local_shell, access
-    shell_factory: ShellFactory | None = None
-    if connection.ssh:
-
-        def shell_factory(node: str, cluster: ClusterView) -> Shell:
-            return Borrowed(sessions.node(
-                node, lambda: node_address(connection, node, cluster), vmid_on(node)))
-
-    access = AccessFacts(method="api", user=connection.api_user,
-                         auth="token" if connection.auth_method == "token" else "ticket",
-                         ssh=connection.ssh, guest=method)
-    return sessions.api(), shell_factory, access
-
-
 def _not_on_node(connection: Connection, vmid: int, exc: ApiError) -> Exception:
-    if (connection.backend != "local" and connection.node and exc.status == 500
+    if (not connection.on_this_host and connection.node and exc.status == 500
             and "does not exist" in exc.message):
         return PvefixError(
             f"no VM {vmid} on node {connection.node}; nodes looked at: {connection.node} "

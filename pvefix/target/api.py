@@ -249,6 +249,12 @@ class ApiClient:
         """GET an API path ("/nodes/kpro6/status"); ApiError names the path on failure."""
         return self.request("GET", path, params)
 
+    def write(self, method: str, path: str, data: Mapping[str, str],
+              timeout: float | None = None) -> Any:
+        """POST or PUT (LocalApi's face: `timeout` is a task's time, which pvesh needs and
+        the HTTPS API does not: it answers with the task's UPID at once)."""
+        return self.request(method, path, data)
+
     def request(self, method: str, path: str, data: Mapping[str, Any] | None = None, *,
                 what: str | None = None) -> Any:
         """GET, POST or PUT an API path: the one place a proxmoxer or requests failure

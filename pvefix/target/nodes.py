@@ -9,7 +9,7 @@ the far side's `hostname` must be that node: a session that lands elsewhere is r
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -92,6 +92,15 @@ def node_address(conn: Connection, node: str, cluster: ClusterView | None) -> No
         raise PvefixError(f"no SSH address for node {node}: set ssh.nodes in the profile or "
                           "--ssh-host")
     return NodeAddress(node, own, conn.ssh_port, "the connection's SSH host")
+
+
+def address_of(conn: Connection, node: str,
+               cluster: Callable[[], ClusterView | None]) -> NodeAddress:
+    """Where `node`'s files and commands are: this host with --local, else its SSH address
+    (`node_address`; `cluster` is asked only then)."""
+    if conn.backend == "local":
+        return NodeAddress(node, "this host", 0, "--local")
+    return node_address(conn, node, cluster())
 
 
 def node_connection(conn: Connection, address: NodeAddress) -> Connection:

@@ -17,7 +17,7 @@ else in pvefix.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -80,6 +80,16 @@ def open_cluster_ssh(conn: Connection) -> SshShell:
     from pvefix.target.ssh import SshShell
 
     return SshShell(conn)
+
+
+def cluster_shell_opener(conn: Connection) -> Callable[[], SshShell | LocalShell] | None:
+    """How to reach the node's shell for cluster-wide reads (this host's files with --local,
+    else the connection's SSH host), or None when SSH is off."""
+    if conn.backend == "local":
+        return lambda: open_local(conn)
+    if not conn.ssh:
+        return None
+    return lambda: open_cluster_ssh(conn)
 
 
 def open_local(conn: Connection, node: str | None = None, vmid: int | None = None) -> LocalShell:

@@ -19,9 +19,10 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from pvefix.target.nodes import NodeAddress
+from pvefix.errors import PvefixError
+from pvefix.target.nodes import ClusterView, NodeAddress
 from pvefix.target.open import open_api, open_guest, open_local, open_node
 from pvefix.target.settings import Connection
 
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from pvefix.target.guest.access import GuestAccess
     from pvefix.target.guest.channel import GuestChannel
     from pvefix.target.local import LocalApi, LocalShell
+    from pvefix.target.node import Node
     from pvefix.target.ssh import CommandResult, SshShell
 
 
@@ -82,6 +84,35 @@ class Sessions:
                 self._shells[node] = shell
                 self.opened["ssh"] += 1
             return shell
+
+    def host(self, node: str, address: Callable[[], NodeAddress],
+             vmid: int | None = None) -> Node:
+        """`node`'s files and commands (pvefix.target.node): this host with --local, else
+        its SSH session; `address` says where it is (asked when needed)."""
+        from pvefix.target.node import LocalNode, SshNode
+
+        if self.conn.backend == "local":
+            return LocalNode(self.local(node, vmid), self._where(node, address))
+        if not self.conn.ssh:
+            raise PvefixError("this needs SSH to the node (it is off: --no-ssh)")
+        return SshNode(self.node(node, address, vmid), self._where(node, address))
+
+    def claim(self, node: str) -> None:
+        """With --local, check now that this host is `node` (over SSH the session's own
+        `hostname` check does it when it opens)."""
+        if self.conn.backend == "local":
+            self.local(node)
+
+    def cluster_identity(self) -> str | None:
+        """The identity pvefix keeps its state under (pvefix.target.nodes), asked through
+        this command's API session (with --local, pvesh is asked directly)."""
+        from pvefix.target.nodes import cluster_identity
+
+        api = self.api() if self.conn.backend == "api" and self.conn.host else None
+        return cluster_identity(self.conn, api)
+
+    def _where(self, node: str, address: Callable[[], NodeAddress]) -> str:
+        return f"{self.conn.ssh_user}@{node} ({address()})"
 
     def local(self, node: str | None = None, vmid: int | None = None) -> LocalShell:
         """This host's files and commands (--local), its hostname checked against `node`."""
@@ -164,3 +195,33 @@ class Borrowed:
 
 def _alive(shell: SshShell) -> bool:
     return bool(shell.transport.is_active())
+
+
+def node_shells(conn: Connection, vmid_on: Callable[[str], int | None],
+                sessions: Sessions | None
+                ) -> Callable[[str, ClusterView], SshShell | LocalShell | Borrowed] | None:
+    """How a reader opens node `node`'s shell (its hostname checked; `vmid_on` names the VM
+    a refusal is about): this host with --local, else SSH to the node's address; None when
+    SSH is off. Through `sessions` when given (borrowed: the reader's close leaves it open)."""
+    from pvefix.target.nodes import node_address
+
+    if conn.backend == "local":
+        if sessions is not None:
+            return lambda node, cluster: Borrowed(sessions.local(node, vmid_on(node)))
+        return lambda node, cluster: open_local(conn, node, vmid_on(node))
+    if not conn.ssh:
+        return None
+    if sessions is not None:
+        return lambda node, cluster: Borrowed(sessions.node(
+            node, lambda: node_address(conn, node, cluster), vmid_on(node)))
+    return lambda node, cluster: open_node(conn, node_address(conn, node, cluster),
+                                           vmid_on(node))
+
+
+def reader_access(conn: Connection) -> dict[str, Any]:
+    """How a reader reaches the target, as pvefix.state.AccessFacts' fields (pvesh and qm
+    run as root@pam on the node: the same rights as a root@pam ticket)."""
+    if conn.backend == "local":
+        return {"method": "local", "user": "root@pam", "auth": "ticket", "ssh": True}
+    return {"method": "api", "user": conn.api_user,
+            "auth": "token" if conn.auth_method == "token" else "ticket", "ssh": conn.ssh}

@@ -164,6 +164,21 @@ class Connection(BaseModel):
     def effective_ssh_host(self) -> str | None:
         return self.ssh_host or self.host
 
+    @property
+    def reaches_node(self) -> bool:
+        """Host files and commands are reachable: this host with --local, else SSH."""
+        return self.backend == "local" or self.ssh
+
+    @property
+    def on_this_host(self) -> bool:
+        """pvefix runs on the node it reads and changes (--local)."""
+        return self.backend == "local"
+
+    @property
+    def label(self) -> str:
+        """The target, for reports: the API host, or "local node" with --local."""
+        return (self.host or "") if self.backend == "api" else "local node"
+
     def for_node(self, node: str) -> Connection:
         """The settings for SSH to `node`: its address (and port) from `ssh_nodes` when one
         is given."""

@@ -103,3 +103,23 @@ def test_the_planner_imports_no_io_package() -> None:
 
 def test_the_checker_finds_a_cycle_when_there_is_one() -> None:
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def _module_imports(rel: str) -> set[str]:
+    return _imports(PACKAGE / rel)
+
+
+def test_the_executor_imports_no_reader_verifier_or_flow() -> None:
+    # The stages of apply: the executor writes, activates and restores; reading the target
+    # (sources), proving it (verify) and composing the stages (flow) come from above it.
+    found = {
+        path.relative_to(PACKAGE).as_posix(): bad
+        for path in sorted((PACKAGE / "executor").rglob("*.py"))
+        if (bad := _imports(path) & {"sources", "verify", "flow"})
+    }
+    assert found == {}
+
+
+def test_the_prepare_stage_imports_no_io_package() -> None:
+    # prepare is pure, like the planner: every refusal before a write is a fast test.
+    assert _module_imports("flow/prepare.py") & (IO_PACKAGES | {"flow"}) == set()

@@ -151,6 +151,9 @@ def main() -> int:
     if name == "hostname":
         print(_ready()["node"])
         return 0
+    slow = os.environ.get("PVEFIX_FAKE_SLOW_REFRESH")
+    if slow and [name, *sys.argv[1:2]] in (["proxmox-boot-tool", "refresh"], ["update-grub"]):
+        time.sleep(float(slow))  # a boot loader refresh that scans many kernels
     return over_ssh([name, *sys.argv[1:]])
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pvefix.executor.activation import cmdline_problems
+from pvefix.cmdline.running import cmdline_problems
 from pvefix.executor.checks import same_content
 from pvefix.executor.journal import Journal, read_journal
 

@@ -87,6 +87,21 @@ def test_apply_check_and_rollback_run_on_the_node_itself(
     assert "machine" in capsys.readouterr().out
 
 
+def test_a_refresh_longer_than_timeout_runs_to_its_end_on_the_node_itself(
+    node: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # The refresh asks for its own time (300 s), not --timeout's: it was killed at --timeout
+    # and reported as "exited with 124".
+    n = node("kpro6")  # type: ignore[operator]
+    root = _on_the_node(n, tmp_path, monkeypatch)
+    assert _cli(n, "apply", "100", "--phase", "1", "--yes") == EXIT_OK
+    monkeypatch.setenv("PVEFIX_FAKE_SLOW_REFRESH", "6")
+    assert _cli(n, "apply", "100", "--phase", "2", "--yes", "--timeout", "5") == EXIT_OK
+    assert "iommu=pt" in (root / "etc/kernel/cmdline").read_text()
+    assert "124" not in capsys.readouterr().err
+
+
 def test_a_host_reboot_from_the_node_itself_is_refused(
     node: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],

@@ -32,7 +32,7 @@ def ctx(own_node: Callable[..., Node]) -> Iterator[tuple[Node, StepContext]]:
     try:
         yield node, StepContext(remote=remote, vmid=VMID,
                                 writer=ApiVmWriter(remote, VMID, 10), vm_digest="",
-                                backup_suffix="20260101T000000Z", node=NodeFiles(remote),
+                                backup_suffix="20260101T000000Z", node=NodeFiles(remote.host),
                                 guest=GuestFiles(channel))
     finally:
         channel.close()

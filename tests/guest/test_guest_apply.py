@@ -197,3 +197,26 @@ def test_apply_verify_keeps_two_reports_and_prints_the_comparison(
     assert "P2P: no regression" in captured.out
     # After the cold start the guest booted the new line.
     assert "pci=realloc" in (guest_root(node) / "proc/cmdline").read_text()
+
+
+def test_auto_rollback_after_a_failed_start_says_the_guest_files_it_could_not_restore(
+    own_node: Callable[..., Node],
+) -> None:
+    # The one restore body: the failed start left the VM down, so its guest is out of reach;
+    # the auto-rollback restores the config and says which guest files it left, and how.
+    guest_node = own_node()
+    before = guest_files(guest_node)
+    conf_before = guest_node.conf(VMID)
+    guest_node.sim.state.faults.update(fail_start={VMID: "start failed: QEMU exited with 1"})
+    with pytest.raises(ApplyFailed) as failed:
+        apply(guest_node, restart=True, auto_rollback=True)
+    message = str(failed.value)
+    assert "rolled back (--auto-rollback)" in message
+    assert guest_node.conf(VMID) == conf_before
+    line = next(x for x in message.splitlines() if x.startswith("NOT restored: "))
+    assert "/etc/default/grub" in line and "pvefix rollback 100 --snapshot" in line
+    assert b"pci=realloc" in guest_files(guest_node)["etc/default/grub"]
+    snapshot_id = line.split("--snapshot ", 1)[1].split()[0]
+    run_rollback(guest_node.conn(), guest_node.state_dir, VMID, snapshot_id,
+                 RollbackOptions(yes=True, task_timeout=10), Captured().console(), AGENT)
+    assert guest_files(guest_node)["etc/default/grub"] == before["etc/default/grub"]

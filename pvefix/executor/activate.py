@@ -1,0 +1,151 @@
+"""The activate stage of `pvefix apply`: what makes a written phase take effect, under the VM
+lock the caller holds. A restart starts the VM the write stage shut down (its running machine
+checked); a VM that fails to start is put back by the restore stage with --auto-rollback
+(pvefix.executor.restore), else the exact rollback command is given. A host reboot shuts the
+other running VMs down first (--stop-others), reboots the node, waits for its API and SSH, and
+starts every VM that ran before, in startup order. What it returns (`Activated`) is what the
+report says of each, and whether the VM was restarted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pvefix.errors import PvefixError
+from pvefix.executor.activation import StartFailed, reboot_host, shutdown_vm, start_vm, vm_run
+from pvefix.executor.apply import ApplyOptions, rollback_command
+from pvefix.executor.console import Console
+from pvefix.executor.journal import Journal
+from pvefix.executor.neighbours import NodeVm, startup_sorted
+from pvefix.executor.remote import Remote
+from pvefix.executor.restore import restore
+from pvefix.executor.rollback import restart_outlook
+from pvefix.executor.transaction import ApplyFailed
+from pvefix.executor.vmwrite import ApiVmWriter, read_vm
+from pvefix.executor.write import Written
+from pvefix.planner.model import Phase
+from pvefix.state import HostState
+from pvefix.vmconfig.nextstart import NextStart
+
+
+@dataclass(frozen=True)
+class Activated:
+    """What activation did: a line for each VM and the host, and whether the VM restarted."""
+
+    activated: list[str]
+    restarted: bool
+
+
+def activate(remote: Remote, written: Written, phase: Phase, options: ApplyOptions,
+             console: Console, *, was_running: bool, others: list[NodeVm],
+             reread: Callable[[], HostState]) -> Activated:
+    """Start the VM the write stage shut down (--restart), reboot the host (--reboot-host);
+    `reread`: the target read again for an --auto-rollback (the host only: a guest is down
+    with its VM)."""
+    vmid = written.snapshot.meta.vmid
+    journal = written.journal
+    restarting = written.restarting
+    activated: list[str] = []
+    if restarting and not was_running and not options.start:
+        console.progress(f"VM {vmid} was stopped: the config is applied and it stays stopped"
+                         " (add --start to start it)")
+        restarting = False
+    elif restarting:
+        try:
+            start_vm(remote, vmid, task_timeout=options.task_timeout, say=console.progress,
+                     machine=_machine_now(remote, vmid))
+        except StartFailed as exc:
+            journal.record("activation-failed", kind="restart", error=exc.exitstatus)
+            _after_start_failure(remote, written, options, console, exc, reread)
+        journal.record("activation-end", kind="restart")
+        activated.append(f"VM {vmid} restarted")
+    if options.reboot_host and phase.reboot_activates:
+        journal.record("activation-begin", kind="reboot-host")
+        stopped = _stop_others(remote, others, options, console, journal)
+        target_ran = vm_run(remote, vmid).status == "running"
+        seconds = reboot_host(remote, timeout=options.reboot_timeout, say=console.progress)
+        journal.record("activation-end", kind="reboot-host", seconds=round(seconds, 2))
+        activated.append(f"host {remote.node} rebooted ({seconds:.1f} s)")
+        ran_before = [*stopped, *([vmid] if target_ran else [])]
+        activated += _start_again(remote, ran_before, others, options, console, journal)
+    return Activated(activated=activated, restarted=restarting)
+
+
+def _stop_others(remote: Remote, others: list[NodeVm], options: ApplyOptions,
+                 console: Console, journal: Journal) -> list[int]:
+    """Shut the other running VMs down cleanly, in reverse startup order, each waited for."""
+    stopped: list[int] = []
+    for v in reversed(startup_sorted(others)):
+        journal.record("activation-begin", kind="stop-other", vmid=v.vmid)
+        if shutdown_vm(remote, v.vmid, timeout=options.shutdown_timeout,
+                       force_stop=options.force_stop, task_timeout=options.task_timeout,
+                       say=console.progress):
+            stopped.append(v.vmid)
+        journal.record("activation-end", kind="stop-other", vmid=v.vmid)
+    return stopped
+
+
+def _start_again(remote: Remote, ran_before: list[int], others: list[NodeVm],
+                 options: ApplyOptions, console: Console, journal: Journal) -> list[str]:
+    """Every VM that ran before the reboot runs again (onboot ones may already), in startup
+    order, each checked; returns what the report says of each."""
+    order = {v.vmid: v for v in others}
+    wanted = sorted(ran_before, key=lambda i: (
+        order[i].order is None if i in order else True,
+        (order[i].order or 0) if i in order else 0, i))
+    report: list[str] = []
+    for vmid in wanted:
+        run = vm_run(remote, vmid)
+        if run.status == "running":
+            report.append(f"VM {vmid} up ({run.running_machine or 'running'})")
+            continue
+        journal.record("activation-begin", kind="start-again", vmid=vmid)
+        try:
+            machine = _machine_now(remote, vmid)
+            run = start_vm(remote, vmid, task_timeout=options.task_timeout,
+                           say=console.progress, machine=machine)
+            report.append(f"VM {vmid} up again ({run.running_machine})")
+        except PvefixError as exc:
+            report.append(f"VM {vmid} NOT up: {exc}")
+        journal.record("activation-end", kind="start-again", vmid=vmid)
+    return report
+
+
+def _machine_now(remote: Remote, vmid: int) -> str | None:
+    return read_vm(remote, vmid).value("machine")
+
+
+
+def _after_start_failure(remote: Remote, written: Written, options: ApplyOptions,
+                         console: Console, exc: StartFailed,
+                         reread: Callable[[], HostState]) -> None:
+    """--auto-rollback: the restore stage, then the VM started again on the old config when
+    it ran and can; else the exact rollback command. Always raises ApplyFailed."""
+    snapshot, journal, rollback_cmd = written.snapshot, written.journal, written.rollback_command
+    vmid = snapshot.meta.vmid
+    if not options.auto_rollback:
+        journal.record("apply-end", status="start-failed", error=exc.exitstatus)
+        raise ApplyFailed(
+            f"{exc}\nthe changes are in place and the VM is stopped. To put the old config back "
+            f"and start it: {rollback_cmd}"
+        )
+    console.progress(f"{exc}; rolling back to snapshot {snapshot.id} (--auto-rollback)")
+    live = reread()
+    writer = ApiVmWriter(remote, vmid, options.task_timeout)
+    journal.record("rollback-begin", automatic=True)
+    # The start failed: the VM is stopped, so nothing reaches its guest now.
+    undo = rollback_command(vmid, snapshot.id, options, False)
+    done = restore(remote, snapshot, live, journal, writer, None,
+                   unreachable=f"the guest is down (its start failed); once it runs: {undo}")
+    restored = list(done.restored)
+    outlook = restart_outlook(snapshot)
+    if snapshot.meta.vm.status == "running" and outlook.cannot_start:
+        restored.append(outlook.held_back(running=False))
+    elif snapshot.meta.vm.status == "running":
+        start_vm(remote, vmid, task_timeout=options.task_timeout, say=console.progress,
+                 machine=NextStart.from_text(snapshot.vm_config_text()).value("machine"))
+        restored.append(f"VM {vmid} started again on the old config")
+    journal.record("rollback-end", restored=restored, skipped=done.skipped, automatic=True)
+    raise ApplyFailed(f"{exc}\nrolled back (--auto-rollback): " + "; ".join(restored)
+                      + "".join(f"\nNOT restored: {line}" for line in done.skipped))

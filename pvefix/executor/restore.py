@@ -1,0 +1,254 @@
+"""The restore stage of apply and rollback: the ONE body that puts a snapshot back, used by
+`pvefix rollback` (pvefix.executor.rollback.restore_snapshot), the executor's --auto-rollback
+after a failed start (pvefix.executor.activate) and the P2P phase's rollback (through
+`pvefix rollback`'s flow).
+
+In order: the VM config (byte for byte over SSH, with the same digest as before; else every key
+and the description through the API, each write guarded by the digest), the host files and the
+boot loader refresh run again, then the guest's files the apply changed and the guest's refresh
+(through the guest channel). Files go back through FileStep and RefreshStep
+(pvefix.executor.steps), so a target that moved after it was read is left as it is. One report
+(`Restored`) says what was restored and what was not, and why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from pvefix.digest import sha1_text, sha256_text
+from pvefix.errors import PvefixError, RefusedError
+from pvefix.executor.filetarget import GuestFiles, NodeFiles
+from pvefix.executor.journal import Journal
+from pvefix.executor.remote import Remote
+from pvefix.executor.snapshot import Snapshot
+from pvefix.executor.steps import FileStep, RefreshStep, StepContext
+from pvefix.executor.vmwrite import VmWriter, digest_of, read_vm
+from pvefix.paths import vm_config
+from pvefix.state import HostState
+from pvefix.target.guest.channel import GuestChannel
+from pvefix.vmconfig.nextstart import NextStart
+
+
+@dataclass(frozen=True)
+class GuestSide:
+    """The way into the guest for a restore, and the guest files as read (path -> text)."""
+
+    channel: GuestChannel
+    current: dict[str, str | None]
+
+
+@dataclass(frozen=True)
+class Restored:
+    """What the restore stage did: what it restored, in order, and what it did not (why)."""
+
+    restored: list[str]
+    skipped: list[str]
+    vm_config: bool  # the VM config was written
+
+
+def restore(remote: Remote, snapshot: Snapshot, live: HostState, journal: Journal,
+            writer: VmWriter, guest: GuestSide | None, unreachable: str = "") -> Restored:
+    """Put `snapshot` back over the target as `live` read it: the VM config, the host files
+    and their refresh, the guest's files and their refresh (`guest`). Guest files the apply
+    changed with no way into the guest are not restored and said so (`unreachable`: why)."""
+    ctx = rollback_context(remote, snapshot, writer, live.vm.digest,
+                           None if guest is None else guest.channel)
+    restored: list[str] = []
+    vm_done = restore_vm_config(remote, snapshot, live, journal, writer)
+    if vm_done:
+        restored.append(vm_done)
+    restored += restore_files(ctx, snapshot, live, journal)
+    skipped: list[str] = []
+    touched, _ = guest_changes(snapshot)
+    if guest is not None:
+        if any(text != snapshot.guest_file_text(p) for p, text in guest.current.items()):
+            restored += restore_guest_files(ctx, snapshot, guest.current, journal)
+    elif touched:
+        skipped.append(f"the guest's {', '.join(sorted(touched))} (changed by the apply) "
+                       f"not restored: {unreachable or 'no way into the guest'}")
+    return Restored(restored=restored, skipped=skipped, vm_config=vm_done is not None)
+
+
+# The only boot loader refreshes pvefix ever runs (host and guest). A journal naming anything
+# else was not written by pvefix: rollback refuses it rather than run it.
+REFRESH_COMMANDS = (["proxmox-boot-tool", "refresh"], ["update-grub"])
+
+
+def _known_refresh(argv: list[str], snapshot: Snapshot) -> list[str]:
+    if argv not in REFRESH_COMMANDS:
+        raise RefusedError(
+            f"the snapshot's journal names a refresh command pvefix never runs ({argv[0]!r});"
+            " nothing was run. Restore the files by hand from the snapshot folder",
+            source=str(snapshot.path),
+        )
+    return argv
+
+
+# Compare-and-swap for rollback too: a target that moved after it was read (and shown for
+# confirmation) is left as it is.
+MOVED_WHILE_ROLLING_BACK = ("changed while pvefix was rolling back (after it was read and "
+                            "shown); left as it is: look, then run the rollback again")
+
+
+def refresh_commands(snapshot: Snapshot) -> list[list[str]]:
+    """The boot loader commands the apply started (from its journal), in order, once each."""
+    seen: list[list[str]] = []
+    for record in snapshot.records():
+        if record.get("event") == "step-begin" and record.get("kind") == "refresh":
+            argv = [str(a) for a in record.get("argv", [])]
+            if argv and argv not in seen:
+                seen.append(_known_refresh(argv, snapshot))
+    return seen
+
+
+def restore_vm_config(remote: Remote, snapshot: Snapshot, live: HostState, journal: Journal,
+                      writer: VmWriter) -> str | None:
+    """Put the VM config back; returns what was done (None: it already was)."""
+    meta = snapshot.meta
+    text = snapshot.vm_config_text()
+    if live.vm.config_text == text and live.vm.digest == meta.vm.digest:
+        return None
+    if remote.has_ssh and meta.vm.config_source == "file":
+        path = vm_config(meta.node, meta.vmid)
+        raw = remote.read_file(path)
+        if raw is None:
+            raise PvefixError("the VM config file is gone", source=path)
+        if sha1_text(raw) != live.vm.digest:
+            raise RefusedError("the VM config changed while pvefix was rolling back",
+                               source=path)
+        journal.record("restore-begin", kind="vm-config", method="file", path=path,
+                       digest=meta.vm.digest)
+        remote.write_file(path, text)
+        now = remote.read_file(path)
+        if now is None or sha1_text(now) != meta.vm.digest:
+            raise PvefixError("the restored config reads back with another digest", source=path)
+        journal.record("restore-end", kind="vm-config", digest=meta.vm.digest)
+        return f"VM {meta.vmid} config restored byte for byte (digest {meta.vm.digest})"
+    return _restore_via_api(remote, snapshot, journal, writer, live.vm.digest)
+
+
+def _restore_via_api(remote: Remote, snapshot: Snapshot, journal: Journal,
+                     writer: VmWriter, expected_digest: str) -> str:
+    """The snapshot's next start back through the API: every key and the description, each
+    write guarded by the digest (the API has no byte-for-byte write)."""
+    meta = snapshot.meta
+    saved = NextStart.from_text(snapshot.vm_config_text(), "snapshot")
+    view = read_vm(remote, meta.vmid)
+    if view.digest != expected_digest:
+        raise RefusedError(MOVED_WHILE_ROLLING_BACK, source=f"VM {meta.vmid}")
+    journal.record("restore-begin", kind="vm-config", method="api", digest=view.digest)
+    revert = sorted(k for k in set(view.pending) | set(view.deletes)
+                    if view.pending.get(k) != saved.pending.get(k)
+                    or (k in view.deletes) != (k in saved.deletes))
+    if revert:
+        writer.write({"revert": ",".join(revert)}, digest_of(view))
+        expected = NextStart(view.current, {k: v for k, v in view.pending.items()
+                                            if k not in revert},
+                             {k: f for k, f in view.deletes.items() if k not in revert})
+        view = read_vm(remote, meta.vmid)
+        if view.values != expected.values:  # another writer came in between: not adopted
+            raise RefusedError(MOVED_WHILE_ROLLING_BACK, source=f"VM {meta.vmid}")
+    wanted = saved.values
+    params = {k: v for k, v in wanted.items() if view.value(k) != v}
+    deletes = sorted(k for k in view.values if k not in wanted)
+    if deletes:
+        params["delete"] = ",".join(deletes)
+    if params:
+        writer.write(params, digest_of(view))
+        view = read_vm(remote, meta.vmid)
+    if view.values != wanted:
+        differ = sorted(k for k in set(wanted) | set(view.values)
+                        if wanted.get(k) != view.value(k))
+        raise PvefixError("after the rollback through the API, the VM config still differs: "
+                          + ", ".join(differ), source=f"VM {meta.vmid}")
+    journal.record("restore-end", kind="vm-config", digest=view.digest)
+    return (f"VM {meta.vmid} config restored through the API (every key and the description; "
+            f"digest now {view.digest})")
+
+
+def rollback_context(remote: Remote, snapshot: Snapshot, writer: VmWriter, vm_digest: str,
+                     guest: GuestChannel | None = None) -> StepContext:
+    """The steps' context for a rollback: the same node and guest targets apply writes
+    through, and a fresh backup stamp for the copies of what is replaced."""
+    return StepContext(remote=remote, vmid=snapshot.meta.vmid, writer=writer,
+                       vm_digest=vm_digest, backup_suffix=backup_stamp(),
+                       node=NodeFiles(remote.host),
+                       guest=None if guest is None else GuestFiles(guest))
+
+
+def _restore(ctx: StepContext, journal: Journal, step: FileStep, sha256: str | None) -> str:
+    """One file back through FileStep: refused when it moved since it was read and shown,
+    the current text kept beside it as a dated copy."""
+    journal.record("restore-begin", kind=step.kind, path=step.path, sha256=sha256)
+    step.do(ctx)
+    journal.record("restore-end", kind=step.kind, path=step.path)
+    return f"{step.label} restored"
+
+
+def _refresh_again(ctx: StepContext, journal: Journal, step: RefreshStep) -> str:
+    journal.record("restore-begin", kind=step.kind, argv=step.argv)
+    step.do(ctx)
+    journal.record("restore-end", kind=step.kind, argv=step.argv)
+    where = "boot loader" if step.side == "host" else "guest boot loader"
+    return f"{where} refreshed again: {' '.join(step.argv)}"
+
+
+def restore_files(ctx: StepContext, snapshot: Snapshot, live: HostState,
+                  journal: Journal) -> list[str]:
+    """Host files back as the snapshot holds them (the current one kept as a dated copy),
+    then the boot loader refresh the apply ran, again: through FileStep and RefreshStep."""
+    done: list[str] = []
+    for record in snapshot.meta.files if live.host_files_read else []:
+        if not record.restorable or record.path not in live.files:
+            continue
+        if live.file(record.path).sha256 == record.sha256:
+            continue
+        step = FileStep("host", record.path, live.file(record.path).text,
+                        snapshot.file_text(record.path), [], moved=MOVED_WHILE_ROLLING_BACK)
+        done.append(_restore(ctx, journal, step, record.sha256))
+    for argv in refresh_commands(snapshot):
+        done.append(_refresh_again(ctx, journal, RefreshStep("host", argv, [])))
+    return done
+
+
+def guest_changes(snapshot: Snapshot) -> tuple[dict[str, set[str | None]], list[list[str]]]:
+    """From the journal: guest files the apply began to write (with the hashes it may have
+    left them with) and the guest refresh commands it began, in order."""
+    files: dict[str, set[str | None]] = {}
+    refresh: list[list[str]] = []
+    for record in snapshot.records():
+        if record.get("event") != "step-begin":
+            continue
+        if record.get("kind") == "guest-file":
+            files.setdefault(str(record["path"]), set()).update(
+                {record.get("sha_before"), record.get("sha_after")})
+        elif record.get("kind") == "guest-refresh":
+            argv = [str(a) for a in record.get("argv", [])]
+            if argv and argv not in refresh:
+                refresh.append(_known_refresh(argv, snapshot))
+    return files, refresh
+
+
+def restore_guest_files(ctx: StepContext, snapshot: Snapshot,
+                        current: dict[str, str | None], journal: Journal) -> list[str]:
+    """The guest files back as the snapshot holds them (the current text kept as a dated copy
+    in the guest), then the guest refresh the apply ran, again: through FileStep and
+    RefreshStep."""
+    _, refresh = guest_changes(snapshot)
+    done: list[str] = []
+    for path, text in current.items():
+        before = snapshot.guest_file_text(path)
+        if text == before or before is None:
+            continue
+        step = FileStep("guest", path, text, before, [], moved=MOVED_WHILE_ROLLING_BACK)
+        done.append(_restore(ctx, journal, step, sha256_text(before)))
+    for argv in refresh:
+        done.append(_refresh_again(ctx, journal, RefreshStep("guest", argv, [])))
+    return done
+
+
+def backup_stamp() -> str:
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+
+

@@ -1,0 +1,143 @@
+"""The node side of the target seam: one `Node` for what the executor does on a Proxmox node,
+over SSH or on this host (--local), so that nothing outside pvefix.target asks which.
+
+`run(argv, timeout)` honours the caller's time on both (a boot loader refresh asks for 300 s,
+more than the connection's --timeout) and reports a command that outlasts it as `timed_out`
+(exit status None), never as an exit status of its own. Files are read with `cat` (None when
+absent) and replaced atomically (a temporary file beside the target, then a rename; the old
+file's mode kept).
+
+`Sessions.host()` (pvefix.target.sessions) hands out the one that fits the connection;
+tests/fakes/node.py is an in-memory one for fast tests of the apply's stages.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shlex
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Protocol
+
+from pvefix.errors import PvefixError
+from pvefix.target.files import ReplaceFailed
+from pvefix.target.result import CommandResult
+
+if TYPE_CHECKING:
+    from pvefix.target.local import LocalShell
+    from pvefix.target.ssh import SshShell
+
+#: Commands LocalShell does in-process under its root (the file commands and `cat`): they
+#: never outlast a timeout, so they keep that path.
+_IN_PROCESS = frozenset({"cat", "mkdir", "rm", "cp", "mv"})
+
+
+class Node(Protocol):
+    """A Proxmox node's files and commands, as the executor uses them."""
+
+    @property
+    def where(self) -> str:
+        """Who answers, for messages ("root@kpro6 (10.0.0.5:22 (ssh.nodes))")."""
+
+    @property
+    def session(self) -> SshShell | LocalShell:
+        """The session under it, for readers and the rehearsal (run_many, execute)."""
+
+    @property
+    def watch_stdin(self) -> bool:
+        """Whether a long node script should end when its stdin closes (a lost SSH
+        connection closes it; a local subprocess has none to watch)."""
+
+    def run(self, argv: Sequence[str], timeout: float | None = None) -> CommandResult:
+        """Run an argument list within `timeout` seconds (None: the connection's
+        --timeout); past it the result is `timed_out`."""
+
+    def read_file(self, path: str) -> str | None:
+        """A file's text, None when it does not exist."""
+
+    def replace_file(self, path: str, text: str) -> None:
+        """Replace `path` atomically (raises ReplaceFailed / PvefixError)."""
+
+
+class SshNode:
+    """A node over its SSH session (pvefix.target.ssh.SshShell)."""
+
+    watch_stdin = True
+
+    def __init__(self, shell: SshShell, where: str) -> None:
+        self.shell = shell
+        self.where = where
+
+    @property
+    def session(self) -> SshShell:
+        return self.shell
+
+    def run(self, argv: Sequence[str], timeout: float | None = None) -> CommandResult:
+        return self.shell.execute(argv, timeout)
+
+    def read_file(self, path: str) -> str | None:
+        return self.shell.read_file(path)
+
+    def replace_file(self, path: str, text: str) -> None:
+        self.shell.replace_file(path, text)
+
+
+class LocalNode:
+    """This host (--local): file commands under the local root, other commands as
+    subprocesses (pvefix.target.local.LocalShell)."""
+
+    watch_stdin = False
+
+    def __init__(self, shell: LocalShell, where: str) -> None:
+        self.shell = shell
+        self.where = where
+
+    @property
+    def session(self) -> LocalShell:
+        return self.shell
+
+    def run(self, argv: Sequence[str], timeout: float | None = None) -> CommandResult:
+        if argv and argv[0] in _IN_PROCESS:
+            return self.shell.run(argv)
+        return self.shell.execute(argv, timeout)
+
+    def read_file(self, path: str) -> str | None:
+        return self.shell.read_file(path)
+
+    def replace_file(self, path: str, text: str) -> None:
+        self.shell.replace_file(path, text)
+
+
+def not_done(node: Node, argv: Sequence[str], timeout: float | None, default: float) -> str:
+    """The words for a command that outlasted its time."""
+    seconds = default if timeout is None else timeout
+    return (f"command {shlex.join(argv)!r} on {node.where}: not done within {seconds:g} s"
+            + (" (--timeout)" if timeout is None else ""))
+
+
+def run_or_raise(node: Node, argv: Sequence[str], timeout: float | None,
+                 default: float) -> CommandResult:
+    """`node.run`, a timeout raised as a PvefixError (a node command that hangs is a
+    failure, not a result); any exit status is returned."""
+    result = node.run(argv, timeout)
+    if result.timed_out:
+        raise PvefixError(not_done(node, argv, timeout, default))
+    return result
+
+
+def replace_file(node: Callable[[], Node], path: str, text: str) -> None:
+    """`Node.replace_file`; after a failure, its temporary file removed (on a new session
+    when that one broke: `node` is asked again)."""
+    try:
+        node().replace_file(path, text)
+    except ReplaceFailed as exc:
+        with contextlib.suppress(Exception):
+            node().run(["rm", "-f", exc.tmp])
+        raise
+
+
+if TYPE_CHECKING:  # both implementations conform (mypy checks it)
+    def _ssh(node: SshNode) -> Node:
+        return node
+
+    def _local(node: LocalNode) -> Node:
+        return node
