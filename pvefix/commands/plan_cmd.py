@@ -7,6 +7,7 @@ import sys
 from collections.abc import Sequence
 from enum import StrEnum
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -26,6 +27,9 @@ from pvefix.console.terminal import ColorChoice, terminal
 from pvefix.errors import EXIT_CHANGES, EXIT_OK
 from pvefix.render.inert import inert_json, inert_text
 
+if TYPE_CHECKING:
+    from pvefix.hints import Context
+
 
 class PlanFormat(StrEnum):
     text = "text"
@@ -34,7 +38,7 @@ class PlanFormat(StrEnum):
 
 
 def emit_plan(plan: object, fmt: PlanFormat, out: str | None,
-              color: ColorChoice = "auto", context: object = None) -> int:
+              color: ColorChoice = "auto", context: Context | None = None) -> int:
     from pvefix.planner.model import Plan
 
     assert isinstance(plan, Plan)
@@ -134,16 +138,14 @@ def _listed(vmids: list[int]) -> str:
 
 
 def emit_plans(plans: Sequence[object], fmt: PlanFormat, color: ColorChoice = "auto",
-               context: object = None) -> int:
+               context: Context | None = None) -> int:
     """Plans, in the order asked: JSON as one pvefix.plans/v1 document (whatever the count),
     text and markdown one after the other. Exit 2 when any of them has changes. `context`
-    (a pvefix.hints.Context): the options the text's `Next:` line carries."""
-    from pvefix.hints import Context
+    (pvefix/hints.py): the options the text's `Next:` line carries."""
     from pvefix.planner.model import Plan, plans_document
     from pvefix.render.plan_markdown import render_plan_markdown
     from pvefix.render.plan_text import render_plan_text
 
-    hint = context if isinstance(context, Context) else None
     typed = [p for p in plans if isinstance(p, Plan)]
     assert len(typed) == len(plans)
     term = terminal(sys.stdout, color) if fmt is PlanFormat.text else None
@@ -156,7 +158,7 @@ def emit_plans(plans: Sequence[object], fmt: PlanFormat, color: ColorChoice = "a
             if fmt is PlanFormat.markdown:
                 sys.stdout.write(render_plan_markdown(plan))
             else:
-                sys.stdout.write(render_plan_text(plan, term=term, context=hint))
+                sys.stdout.write(render_plan_text(plan, term=term, context=context))
     return EXIT_CHANGES if any(p.has_changes for p in typed) else EXIT_OK
 
 

@@ -26,7 +26,7 @@ from pvefix.sources.bundle import read_bundle
 ROLLBACK = build_command().commands["rollback"]
 
 # Any text a shell word can hold (no NUL), spaces, quotes and leading dashes included.
-_text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"),
+_text = st.text(st.characters(codec="utf-8", exclude_characters="\0"),
                 min_size=1, max_size=12)
 _path = _text.filter(lambda t: t.strip("/.") != "").map(Path)
 _port = st.integers(1, 65535)
