@@ -13,15 +13,16 @@ start); a rehearsal that cannot run (refused: no QEMU, no memory, no time for TC
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from pvefix.check.compare import NO_DESIRED
 from pvefix.check.report import CheckItem, CheckReport
 from pvefix.errors import PvefixError
 from pvefix.rehearse.build import RehearseRefused
-from pvefix.rehearse.flow import NEXT_START, Settings
+from pvefix.rehearse.flow import NEXT_START, Settings, next_start_config
 from pvefix.rehearse.verdict import Verdict, bar_line
 from pvefix.target.settings import Connection
+from pvefix.vmconfig.hostpci import HOSTPCI_KEY
 
 PROPERTY = "rehearsal"
 WANT = "placed"
@@ -75,6 +76,16 @@ def rehearsal_targets(report: CheckReport) -> list[tuple[int, str]]:
 Rehearse = Callable[[int], Verdict]
 
 
+class NothingToPlace(PvefixError):
+    """The VM's next start passes no PCI device: there is no BAR to place, and its rehearsal
+    is not run (an `--all` over a cluster rehearses only the VMs with passed devices)."""
+
+
+def passes_devices(config: Mapping[str, str]) -> bool:
+    """Does this config pass a PCI device (a `hostpciN` entry)?"""
+    return any(HOSTPCI_KEY.fullmatch(key) for key in config)
+
+
 def rehearse_each(report: CheckReport, rehearse: Rehearse,
                   progress: Callable[[int, int], None] | None = None) -> CheckReport:
     """The report with one rehearsal item after each compared VM's items, its verdicts in
@@ -83,9 +94,12 @@ def rehearse_each(report: CheckReport, rehearse: Rehearse,
     found: dict[int, CheckItem] = {}
     verdicts: list[Verdict] = []
     start = time.monotonic()
+    empty = 0
     for done, (vmid, node) in enumerate(targets, 1):
         try:
             verdict = rehearse(vmid)
+        except NothingToPlace:
+            empty += 1
         except PvefixError as exc:
             found[vmid] = not_run_item(vmid, node, exc)
         else:
@@ -98,8 +112,10 @@ def rehearse_each(report: CheckReport, rehearse: Rehearse,
         last = max(i for i, it in enumerate(items) if it.target == "vm" and it.vmid == vmid)
         items.insert(last + 1, item)
     accels = sorted({v.accel.upper() for v in verdicts})
-    note = (f"rehearsed the {NEXT_START} of {len(targets)} VM(s) in "
-            f"{time.monotonic() - start:.1f} s" + (f" ({', '.join(accels)})" if accels else ""))
+    note = (f"rehearsed the {NEXT_START} of {len(targets) - empty} VM(s) in "
+            f"{time.monotonic() - start:.1f} s" + (f" ({', '.join(accels)})" if accels else "")
+            + (f"; {empty} VM(s) pass no PCI device: nothing to place, not rehearsed"
+               if empty else ""))
     return report.model_copy(update={
         "items": items, "notes": [*report.notes, note],
         "rehearsals": [v.to_json() for v in verdicts]})
@@ -116,6 +132,8 @@ def rehearse_live_check(connection: Connection, report: CheckReport, settings: S
     with Sessions(connection) as sessions:
         def one(vmid: int) -> Verdict:
             state = read_live(connection, vmid, sessions=sessions)
+            if not passes_devices(next_start_config(state)):
+                raise NothingToPlace(f"VM {vmid} passes no PCI device")
             return rehearse_next_start(connection, sessions, state, settings)[0]
 
         return rehearse_each(report, one, progress)

@@ -18,7 +18,12 @@ from pvefix.check.junit import render_junit
 from pvefix.check.render import github_annotations, render_json
 from pvefix.check.report import CheckItem, CheckReport
 from pvefix.errors import EXIT_CHANGES, EXIT_ERROR, EXIT_OK
-from pvefix.flow.check_rehearsal import rehearsal_item, rehearse_each
+from pvefix.flow.check_rehearsal import (
+    NothingToPlace,
+    passes_devices,
+    rehearsal_item,
+    rehearse_each,
+)
 from pvefix.main import main
 from pvefix.rehearse.build import RehearseRefused
 from pvefix.rehearse.verdict import BarVerdict, Verdict
@@ -159,7 +164,7 @@ def test_a_bundle_has_no_node_to_rehearse_on(capsys: pytest.CaptureFixture[str])
 
 
 @pytest.mark.conformance
-def test_today_qemu_refuses_the_story_vm_and_places_the_monitoring_vm(
+def test_today_qemu_refuses_the_story_vm_and_the_monitoring_vm_is_not_rehearsed(
         ready: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     edk2 = fwlab_edk2_and_qemu()
     desired = _desired_now(ready, tmp_path, capsys, "100", "101")
@@ -171,9 +176,10 @@ def test_today_qemu_refuses_the_story_vm_and_places_the_monitoring_vm(
     assert code == EXIT_CHANGES
     assert items[100]["status"] == "drift" and items[100]["got"] == "qemu-refused"
     assert "phys-bits too low (40)" in items[100]["actual"]
-    assert items[101]["status"] == "ok" and items[101]["got"] == "placed"  # SeaBIOS, no GPU
-    assert [v["config"] for v in data["rehearsals"]] == ["next start", "next start"]
-    assert any(n.startswith("rehearsed the next start of 2 VM(s)") for n in data["notes"])
+    assert 101 not in items  # the monitoring VM passes no device: nothing to place
+    assert [v["config"] for v in data["rehearsals"]] == ["next start"]
+    assert any(n.startswith("rehearsed the next start of 1 VM(s)")
+               and "1 VM(s) pass no PCI device" in n for n in data["notes"])
 
 
 @pytest.mark.conformance
@@ -213,3 +219,19 @@ def test_the_next_start_in_pending_is_rehearsed_and_equals_the_firmware(
     assert want["outcome"] == "not-placed"
     placed = sorted(b["address"] for b in verdict["bars"] if b["status"] == "placed")
     assert placed == sorted(a for a in want["bar_addrs"] if a) and 0 < len(placed) < 8
+
+
+def test_a_vm_that_passes_no_device_is_not_rehearsed_and_the_note_says_so() -> None:
+    """An --all over a cluster rehearses only what has BARs to place (each rehearsal is a
+    firmware boot of seconds): a VM without hostpci entries is counted, not booted."""
+    assert passes_devices({"hostpci0": "mapping=gpu", "memory": "4096"})
+    assert not passes_devices({"memory": "4096", "net0": "virtio=AA:BB:CC:DD:EE:FF"})
+
+    def empty(vmid: int) -> Verdict:
+        raise NothingToPlace(f"VM {vmid} passes no PCI device")
+
+    report = rehearse_each(_compared(), empty)
+    assert not any(i.property == "rehearsal" for i in report.items)
+    assert report.exit_code == _compared().exit_code and report.rehearsals == []
+    assert "rehearsed the next start of 0 VM(s)" in report.notes[-1]
+    assert "1 VM(s) pass no PCI device: nothing to place, not rehearsed" in report.notes[-1]
