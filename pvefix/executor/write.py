@@ -85,7 +85,8 @@ def write(remote: Remote, conn: Connection, live: HostState, plan: Plan, phase: 
                         say=console.progress)
     done, manual = run_steps(ctx, journal, console, snapshot, steps, shutdown,
                              rollback_command(vmid, snapshot.id, options, False))
-    undo = rollback_command(vmid, snapshot.id, options, restarting)
+    undo = rollback_command(vmid, snapshot.id, options, restarting,
+                            reboot=options.reboot_host and phase.reboot_activates)
     console.written(undo)  # from here on, a Ctrl-C leaves the changes in place
     return Written(snapshot=snapshot, journal=journal, done=done, manual=manual,
                    rollback_command=undo, restarting=restarting)

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict
 
 from pvefix.desired import record as record_desired
 from pvefix.desired.derive import p2p_rule
-from pvefix.errors import PvefixError, RefusedError
+from pvefix.errors import PvefixError
 from pvefix.executor.activate import activate
 from pvefix.executor.apply import (
     ApplyOptions,
@@ -37,7 +37,7 @@ from pvefix.executor.transaction import ApplyFailed
 from pvefix.executor.write import write
 from pvefix.flow.guards import refuse_ha_restart, refuse_missing_privileges
 from pvefix.flow.guest_verify import probe_after, probe_before
-from pvefix.flow.hostreboot import guard_host_reboot
+from pvefix.flow.hostreboot import confirm_reboot, guard_host_reboot
 from pvefix.flow.neighbours import node_vms
 from pvefix.flow.prepare import Asked, Prepared, Reviewed, prepare
 from pvefix.flow.prepare import NothingToDo as NothingToDo  # where callers found it before
@@ -153,7 +153,8 @@ def _apply_phase(
     for line in render_phase(plan, phase):
         console.say(line)
     if not options.yes:
-        _confirm(console, f"Apply phase {phase.number} to VM {vmid}?", live.vm.node, others)
+        confirm_reboot(console, f"Apply phase {phase.number} to VM {vmid}?", live.vm.node,
+                       others)
 
     baseline = None
     if options.verify and guest is not None:
@@ -209,27 +210,6 @@ def _refuse_for_activation(conn: Connection, sessions: Sessions, live: HostState
     return guard_host_reboot(conn, sessions, live, stop_others=options.stop_others,
                              start=options.start, console=console,
                              command=f"apply --phase {prepared.phase.number}", vms=vms)
-
-
-def _confirm(console: Console, question: str, node: str, others: list[NodeVm]) -> None:
-    """The admin's yes; when a host reboot stops other running VMs, the node's name typed in
-    full (a `y` typed out of habit does not stop a whole node)."""
-    if not others:
-        if not console.confirm(question):
-            raise RefusedError("not confirmed: nothing was written (dry run; --yes to apply)")
-        return
-    stops = ", ".join(f"VM {v.vmid}" for v in others)
-    typed = console.confirm_typed(
-        f"{question} The host reboot also stops {stops} on node {node} (shut down cleanly,"
-        " started again afterwards).", node)
-    if typed is None:
-        raise RefusedError(
-            f"not confirmed: a host reboot that stops other VMs ({stops}) is confirmed by typing"
-            f" the node's name at a terminal, and there is none (stdin is not a terminal); "
-            "nothing was written (--yes to apply without asking)", source=f"node {node}")
-    if not typed:
-        raise RefusedError(f"not confirmed: the node's name ({node}) was not typed; nothing "
-                           "was written (dry run; --yes to apply)", source=f"node {node}")
 
 
 def _reviewed(options: ApplyOptions, sessions: Sessions, console: Console) -> Reviewed:

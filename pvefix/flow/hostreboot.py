@@ -41,3 +41,26 @@ def guard_host_reboot(conn: Connection, sessions: Sessions, live: HostState, *,
         back.append(vmid)
     check_after_boot(vms, back)
     return others
+
+
+def confirm_reboot(console: Console, question: str, node: str, others: list[NodeVm],
+                   refused: str = "dry run; --yes to apply", yes: str = "apply") -> None:
+    """The admin's yes; when a host reboot stops other running VMs, the node's name typed in
+    full (a `y` typed out of habit does not stop a whole node). `refused`: what a refusal adds
+    in parentheses; `yes`: what --yes does (`--yes to apply`)."""
+    if not others:
+        if not console.confirm(question):
+            raise RefusedError(f"not confirmed: nothing was written ({refused})")
+        return
+    stops = ", ".join(f"VM {v.vmid}" for v in others)
+    typed = console.confirm_typed(
+        f"{question} The host reboot also stops {stops} on node {node} (shut down cleanly,"
+        " started again afterwards).", node)
+    if typed is None:
+        raise RefusedError(
+            f"not confirmed: a host reboot that stops other VMs ({stops}) is confirmed by typing"
+            f" the node's name at a terminal, and there is none (stdin is not a terminal); "
+            f"nothing was written (--yes to {yes} without asking)", source=f"node {node}")
+    if not typed:
+        raise RefusedError(f"not confirmed: the node's name ({node}) was not typed; nothing "
+                           f"was written ({refused})", source=f"node {node}")

@@ -30,7 +30,7 @@ from pvefix.executor.rollback import (
 )
 from pvefix.executor.snapshot import Snapshot, find_snapshot, list_snapshots
 from pvefix.flow.guards import refuse_ha_restart, refuse_missing_privileges
-from pvefix.flow.hostreboot import guard_host_reboot
+from pvefix.flow.hostreboot import confirm_reboot, guard_host_reboot
 from pvefix.state import HostState
 from pvefix.target.guest.access import GuestAccess
 from pvefix.target.guest.channel import GuestChannel
@@ -121,8 +121,10 @@ def _run_rollback(conn: Connection, snapshot: Snapshot, options: RollbackOptions
         console.say(f"guest {path}: will be restored")
     question = _say_restart(console, outlook, options.restart)
     question += f" and reboot host {meta.node} to run the restored cmdline" if reboot else ""
-    if not options.yes and not console.confirm(f"Roll VM {meta.vmid} back to {meta.id}{question}?"):
-        raise RefusedError("not confirmed: nothing was written (use --yes to confirm)")
+    if not options.yes:
+        confirm_reboot(console, f"Roll VM {meta.vmid} back to {meta.id}{question}?", meta.node,
+                       others if reboot else [], refused="use --yes to confirm",
+                       yes="roll back")
     return _restore_locked(conn, snapshot, live, options, console, guest, state_dir, sessions,
                            nothing=nothing, forced=bool(moved),
                            reboot=others if reboot else None)
