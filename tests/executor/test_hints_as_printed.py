@@ -102,7 +102,7 @@ def test_the_story_runs_hint_by_hint_as_printed(
     node: Callable[..., Node], scenario: str, vmid: int, extra: tuple[str, ...]
 ) -> None:
     n = node(scenario)
-    before = n.conf(vmid)
+    before, booted = n.conf(vmid), n.host_file("/proc/cmdline")
     line: str | None = _plan_next(n, vmid, *extra)
     ran: list[str] = []
     undos: list[str] = []
@@ -119,10 +119,13 @@ def test_the_story_runs_hint_by_hint_as_printed(
         ["check", str(vmid), "--connection", str(n.ready_file)]]
     assert "--restart" in ran[0].split() and "--reboot-host" in ran[1].split()
     assert len(undos) == 2
+    # The host was rebooted for phase 2: its undo reboots it too, so the old line runs again.
+    assert "--reboot-host" in undos[1].split() and "--reboot-host" not in undos[0].split()
     for undo in reversed(undos):  # the newest first
         code, out = _run(undo, n)
         assert code == EXIT_OK, f"{undo}\n{out}"
     assert n.conf(vmid) == before, "the printed undos put the VM config back, byte for byte"
+    assert n.host_file("/proc/cmdline") == booted, "the host runs its old kernel cmdline again"
 
 
 def test_ctrl_c_after_the_writes_prints_the_undo_and_it_runs(node: Callable[..., Node]) -> None:
