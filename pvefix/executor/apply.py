@@ -53,12 +53,13 @@ class ApplyOptions:
 def rollback_command(vmid: int, snapshot_id: str, options: ApplyOptions, restart: bool,
                      reboot: bool = False) -> str:
     """The printed `pvefix rollback` of this apply: with --restart when the VM was restarted,
-    with --reboot-host (and --stop-others, as asked) when the host was rebooted to run it."""
+    with --reboot-host when the host was rebooted to run it (never --stop-others: stopping
+    other VMs is asked again, docs/apply.md)."""
     words = ["rollback", str(vmid), "--snapshot", snapshot_id]
     if restart:
         words.append("--restart")
     if reboot:
-        words += ["--reboot-host", *(["--stop-others"] if options.stop_others else [])]
+        words.append("--reboot-host")
     return options.context.command(words)
 
 
