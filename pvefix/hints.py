@@ -70,11 +70,17 @@ def next_phase(plan: Plan, after: int) -> int | None:
     return next((p.number for p in plan.phases if p.number > after and p.changes), None)
 
 
-def next_line(plan: Plan, after: int, context: Context, *, live: bool = True) -> str:
+def next_line(plan: Plan, after: int, context: Context, *, live: bool = True,
+              unbooted: bool = False) -> str:
     """What to run after phase `after` (0: nothing applied yet): the next phase's apply, or,
     when none is left, `pvefix check VMID` (the desired state the apply recorded). `live`
     False (the plan was read from a bundle): the apply needs the live node, which the bundle's
-    options do not reach, so the line says so instead of `Next:`."""
+    options do not reach, so the line says so instead of `Next:`. `unbooted`: phase `after`
+    wrote a host cmdline without --reboot-host: its activation comes first (the same phase,
+    planned again as activation only)."""
+    if unbooted and not plan.observed.access.startswith("local:"):
+        return "Next: " + context.command(
+            ["apply", str(plan.observed.vmid), "--phase", str(after), "--reboot-host"])
     number = next_phase(plan, after)
     if number is None:
         return "Next: " + context.command(["check", str(plan.observed.vmid)], guest=False)

@@ -167,7 +167,8 @@ def _apply_phase(
         manual=reached.manual, activated=reached.activated, pending=reached.pending,
         rollback_command=reached.rollback_command, desired_path=str(desired),
         not_running=reached.not_running,
-        next_line=next_line(plan, phase.number, options.context),
+        next_line=next_line(plan, phase.number, options.context,
+                            unbooted=phase.reboot_activates and not options.reboot_host),
     )
     if baseline is None or guest is None:
         return result
