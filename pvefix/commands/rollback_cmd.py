@@ -67,7 +67,7 @@ def rollback_command(
     """Restore the VM config (byte for byte over SSH), host files and boot loader from a
     snapshot. Refuses (exit 3), showing the diff, when the target has moved since the apply,
     unless --force."""
-    from pvefix.commands.options import resolve_connection_options
+    from pvefix.commands.options import hint_context, resolve_connection_options
     from pvefix.executor.console import Console
     from pvefix.executor.rollback import RollbackOptions
     from pvefix.flow.rollback import run_rollback
@@ -80,7 +80,8 @@ def rollback_command(
     options = RollbackOptions(yes=yes, force=force, restart=restart, start=start,
                               force_stop=force_stop, reboot_host=reboot_host,
                               stop_others=stop_others, reboot_timeout=reboot_timeout,
-                              shutdown_timeout=shutdown_timeout, task_timeout=task_timeout)
+                              shutdown_timeout=shutdown_timeout, task_timeout=task_timeout,
+                              context=hint_context(opts, state_dir, guest))
     console = Console()
     result = run_rollback(resolve_connection_options(opts), resolve_state_dir(state_dir), vmid,
                           snapshot, options, console, optional_guest(guest))

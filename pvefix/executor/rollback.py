@@ -19,6 +19,7 @@ from pvefix.executor.remote import Remote
 from pvefix.executor.restore import GuestSide, guest_changes, restore
 from pvefix.executor.snapshot import Snapshot
 from pvefix.executor.vmwrite import ApiVmWriter
+from pvefix.hints import Context
 from pvefix.state import HostState
 from pvefix.target.guest.access import GuestAccess
 from pvefix.target.guest.channel import GuestChannel
@@ -37,6 +38,7 @@ class RollbackOptions:
     reboot_host: bool = False  # reboot the node so the restored host cmdline runs
     stop_others: bool = False  # with reboot_host: shut other running VMs down cleanly first
     reboot_timeout: float = 900.0
+    context: Context = field(default_factory=Context)  # what printed commands carry
 
 
 class RollbackResult(BaseModel):
@@ -174,7 +176,8 @@ def restore_snapshot(remote: Remote, snapshot: Snapshot, live: HostState,
                      "cold start (shut down and start it, or re-run with --restart)")
     if differs.files and not options.reboot_host:
         notes.append("the host keeps running the kernel cmdline it booted with until it "
-                     f"reboots; to reboot it now (every VM on it stops): pvefix rollback "
-                     f"{meta.vmid} --snapshot {meta.id} --reboot-host")
+                     "reboots; to reboot it now (every VM on it stops): "
+                     + options.context.command(["rollback", str(meta.vmid), "--snapshot",
+                                                meta.id, "--reboot-host"], guest=False))
     journal.record("rollback-end", restored=restored)
     return RollbackResult(snapshot_id=meta.id, vmid=meta.vmid, restored=restored, notes=notes)

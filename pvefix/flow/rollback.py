@@ -31,6 +31,7 @@ from pvefix.executor.rollback import (
 from pvefix.executor.snapshot import Snapshot, find_snapshot, list_snapshots
 from pvefix.flow.guards import refuse_ha_restart, refuse_missing_privileges
 from pvefix.flow.hostreboot import confirm_reboot, guard_host_reboot
+from pvefix.hints import Context
 from pvefix.state import HostState
 from pvefix.target.guest.access import GuestAccess
 from pvefix.target.guest.channel import GuestChannel
@@ -89,7 +90,8 @@ def _run_rollback(conn: Connection, snapshot: Snapshot, options: RollbackOptions
     nothing = not differs.vm_differs and not differs.files and not guest_differs
     if nothing and (not options.restart or held) and not reboot:
         return RollbackResult(snapshot_id=meta.id, vmid=meta.vmid, restored=[],
-                              notes=held + _activation_note(snapshot, state_dir)
+                              notes=held + _activation_note(snapshot, state_dir,
+                                                            options.context)
                               + _nothing_to_activate(options, snapshot),
                               already=True)
     moved = moved_since(snapshot, live) + ([] if guest is None else
@@ -171,7 +173,7 @@ def rolled_back_not_rebooted(state_dir: Path, vmid: int, cluster: str | None) ->
     return None if rebooted else newest.id
 
 
-def _activation_note(snapshot: Snapshot, state_dir: Path) -> list[str]:
+def _activation_note(snapshot: Snapshot, state_dir: Path, context: Context) -> list[str]:
     """An activation-only apply (phase 2 with nothing to write, a host reboot) has nothing to
     restore: say so, and which rollback goes back to the old cmdline."""
     meta = snapshot.meta
@@ -181,7 +183,8 @@ def _activation_note(snapshot: Snapshot, state_dir: Path) -> list[str]:
     wrote = [s for s in list_snapshots(state_dir, meta.vmid, meta.cluster)
              if s.meta.created_at < meta.created_at and s.status() == "applied"
              and written_by_apply(s.records())[1]]
-    back = (f"pvefix rollback {meta.vmid} --snapshot {wrote[-1].id} --reboot-host" if wrote
+    back = (context.command(["rollback", str(meta.vmid), "--snapshot", wrote[-1].id,
+                             "--reboot-host"], guest=False) if wrote
             else "roll back the apply that wrote the host file, with --reboot-host (`pvefix"
             " snapshots` lists it)")
     return [f"snapshot {meta.id} wrote nothing: phase {meta.phase} only activated the host"

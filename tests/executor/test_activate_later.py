@@ -5,6 +5,7 @@ SSH against the simulator, through the CLI as `pvefix` runs it."""
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable
 
 import pytest
@@ -95,8 +96,13 @@ def test_apply_phase_2_reboot_host_later_activates_it_and_writes_nothing(
     said = capsys.readouterr().out
     assert "nothing to restore" in said, said
     writer = list_snapshots(n.state_dir)[-2]  # the plain phase 2 that wrote the file
-    assert f"pvefix rollback 100 --snapshot {writer.id} --reboot-host" in said
+    back = f"pvefix rollback 100 --snapshot {writer.id} --reboot-host " + shlex.join(_target(n))
+    assert back in said, said
     assert {p: n.host_file(p) for p in files} == files
+    # ... and the way back it names runs as printed: the old line boots again.
+    assert run_app(app, [*shlex.split(back)[1:], "--yes"]) == EXIT_OK
+    assert "iommu=pt" not in _booted(n) and "iommu=pt" not in (
+        n.host_file("/etc/kernel/cmdline") or b"").decode()
 
 
 def test_rollback_reboot_host_restores_the_files_and_boots_the_old_line(
@@ -138,13 +144,13 @@ def test_rollback_reboot_host_later_activates_files_restored_earlier(
     said = capsys.readouterr().out
     assert "iommu=pt" in _booted(n), "restored in the file, the new line still runs"
     later = said.split("to reboot it now (every VM on it stops): ", 1)[1].split("\n", 1)[0]
-    assert "--reboot-host" in later
-    assert run_app(app, [*later.split()[1:], "--yes", *_target(n)]) == EXIT_OK, later
+    assert "--reboot-host" in later and shlex.split(later)[-4:] == _target(n), later
+    assert run_app(app, [*shlex.split(later)[1:], "--yes"]) == EXIT_OK, later  # as printed
     said = capsys.readouterr().out
     assert "iommu=pt" not in _booted(n), said
     assert "host kpro6 rebooted" in said
     # Once the old line runs, there is nothing to activate: no reboot, said so.
-    assert run_app(app, [*later.split()[1:], "--yes", *_target(n)]) == EXIT_OK
+    assert run_app(app, [*shlex.split(later)[1:], "--yes"]) == EXIT_OK
     assert "nothing to activate" in capsys.readouterr().out
 
 
