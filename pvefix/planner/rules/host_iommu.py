@@ -55,6 +55,8 @@ may not hold the configured line.
 
 from __future__ import annotations
 
+from typing import Any
+
 from pvefix.cmdline import GrubDefaultFile, KernelCmdlineFile, ProcCmdline
 from pvefix.cmdline.files import (
     GRUB_LINUX,
@@ -101,100 +103,75 @@ def rule(ctx: Context) -> RuleResult:
     loader = state.boot_tool.loader
     findings: list[Finding] = []
     if loader == "unknown":
-        return RuleResult(
-            rule=NAME,
-            noop="cannot tell which boot loader the host uses",
-            findings=[
-                Finding(
-                    id="host.bootloader-unknown",
-                    rule=NAME,
-                    severity="warning",
-                    title="Boot loader unknown",
-                    detail=(
-                        "`proxmox-boot-tool status` could not be read or gave an unexpected"
-                        " answer, so pvefix does not know whether /etc/kernel/cmdline or"
-                        " /etc/default/grub is the host's cmdline. No host change is planned."
-                    ),
-                    evidence=[f"exit code {state.boot_tool.exit_code}", state.boot_tool.output],
-                )
-            ],
-        )
+        return _loader_unknown(state)
     path, refresh = _WHERE[loader]
     fact = state.file(path)
     running = state.file(PROC_CMDLINE)
     running_line = ProcCmdline.parse(running.text).config_cmdline if running.text else None
     if fact.text is None:
-        if state.access.method == "api" and not state.access.ssh:
-            return RuleResult(
-                rule=NAME, noop="no SSH access: the host cmdline cannot be read (no API for it)"
-            )
-        base, fixed = _base_with_iommu_on(running_line, _vendor(ctx), state.node.kernel_version)
-        return RuleResult(
-            rule=NAME,
-            findings=_running_iommu_off(running_line, _vendor(ctx), state.node.kernel_version),
-            changes=[
-                ManualChange(
-                    id="host.cmdline.create",
-                    rule=NAME,
-                    key="iommu",
-                    before=None,
-                    after=f"{base} iommu=pt".strip(),
-                    reason=f"{path} is missing but the boot loader ({loader}) reads it."
-                    + "".join(f" {note}" for note in fixed),
-                    risk=Risk(
-                        level="high",
-                        text="A wrong root= makes the host unbootable; pvefix will not guess it.",
-                    ),
-                    evidence=[f"{path}: absent", f"boot loader: {loader}"],
-                    inverse=f"rm {path} && {' '.join(refresh)}",
-                    disruption="host-reboot",
-                    file=path,
-                    refresh_command=refresh,
-                    commands=[
-                        f"echo '{base} iommu=pt' > {path}   # check root= first",
-                        " ".join(refresh),
-                        "reboot",
-                    ],
-                )
-            ],
-        )
-    grub: GrubConfig | None = None
+        return _file_missing(ctx, path, refresh, loader, running_line)
     try:
-        if path == KERNEL_CMDLINE:
-            editor: KernelCmdlineFile | GrubDefaultFile = KernelCmdlineFile.parse(fact.text, path)
-            configured = editor.cmdline
-            where = [f"{path}:1"]
-        else:
-            grub = GrubConfig(
-                {p: f.text for p, f in state.files.items()
-                 if f.text is not None and (p == GRUB_DEFAULT or is_dropin(p))}
-            )
-            path, _base = grub.base_assignment()
-            editor = grub.files[path]
-            configured = grub.cmdline
-            where = [str(src) for var in (GRUB_LINUX, GRUB_LINUX_DEFAULT)
-                     for src in grub.sources[var]]
+        path, editor, configured, where, grub = _configured(state, path, fact.text)
     except PvefixError as exc:
         return RuleResult(rule=NAME, noop=f"{path} cannot be read safely: {exc}")
     if grub is not None and grub.unknown:
-        return RuleResult(
-            rule=NAME,
-            noop="the GRUB command line cannot be evaluated (see findings)",
-            findings=[
-                Finding(
-                    id="host.cmdline.grub-not-evaluable",
-                    rule=NAME,
-                    severity="warning",
-                    title="GRUB command line not evaluable",
-                    detail=(
-                        "update-grub would expand values pvefix does not evaluate, so the"
-                        " effective command line is unknown; pvefix plans no host edit. Check"
-                        " `grep -m1 linux /boot/grub/grub.cfg` after update-grub instead."
-                    ),
-                    evidence=grub.unknown,
-                )
-            ],
+        return _grub_not_evaluable(grub)
+    dups = duplicates(configured)
+    vendor = _vendor(ctx)
+    findings += _line_findings(state, grub, path, where, configured, editor, vendor)
+    changes: list[Change] = []
+    line_before = " ".join(t.raw for t in configured.tokens)
+    common = {
+        "rule": NAME,
+        "disruption": "host-reboot",
+        "file": path,
+        "refresh_command": refresh,
+    }
+    in_other_files = (
+        [str(x) for x in grub.where("amd_iommu", "on") if x.path != path] if grub else []
+    )
+    if vendor == "amd" and configured.has("amd_iommu", "on") and not in_other_files:
+        try:
+            editor.remove("amd_iommu", "on")
+        except PvefixError as exc:
+            return RuleResult(rule=NAME, noop=str(exc), findings=findings)
+        line_after = _effective_after(grub, path, editor)
+        changes.append(_amd_iommu_on_change(path, refresh, line_before, line_after, common))
+        line_before = line_after
+    try:
+        iommu_on = _enable_iommu(
+            state, grub, (path, refresh), editor, configured, vendor, line_before
         )
+    except _Refused as refused:
+        return RuleResult(rule=NAME, noop=refused.noop, findings=[*findings, refused.finding])
+    changes += iommu_on
+    if iommu_on:
+        line_before = iommu_on[-1].after or line_before
+    pt_noop = _pt_already(grub, path, where, configured)
+    if configured.has("iommu", "pt") and passthrough_token(configured) is None:
+        findings.append(_pt_overridden(configured, where or [path]))
+    if pt_noop is None:
+        try:
+            if dups:
+                editor.dedupe()
+            editor.ensure("iommu", "pt")
+        except PvefixError as exc:
+            return RuleResult(rule=NAME, noop=str(exc), findings=findings)
+        line_after = _effective_after(grub, path, editor)
+        changes.append(_iommu_pt_change(state, path, refresh, line_before, line_after, where,
+                                        dups, common))
+    findings += _not_booted(path, configured, running_line, grub is not None)
+    findings += _running_iommu_off(running_line, vendor, state.node.kernel_version)
+    return _result(state, path, refresh, editor, configured, running_line, changes, findings,
+                   pt_noop)
+
+
+def _line_findings(state: HostState, grub: GrubConfig | None, path: str, where: list[str],
+                   configured: Cmdline, editor: KernelCmdlineFile | GrubDefaultFile,
+                   vendor: CpuVendor | None) -> list[Finding]:
+    """What the configured line says beside the planned edits: GRUB drop-ins read, repeated
+    parameters, and the cmdline linter's IOMMU findings."""
+    findings: list[Finding] = []
     if grub is not None and grub.dropins:
         findings.append(
             Finding(
@@ -227,7 +204,6 @@ def rule(ctx: Context) -> RuleResult:
                 evidence=where,
             )
         )
-    vendor = _vendor(ctx)
     for f in editor.findings(kernel_version=state.node.kernel_version, cpu_vendor=vendor):
         if f.code.startswith("amd-iommu") or f.severity == "error" or "intel" in f.code:
             findings.append(
@@ -240,129 +216,36 @@ def rule(ctx: Context) -> RuleResult:
                     evidence=[f"{f.source or path}:{f.line or 1}: {f.token or ''}".rstrip(": ")],
                 )
             )
-    changes: list[Change] = []
-    line_before = " ".join(t.raw for t in configured.tokens)
-    common = {
-        "rule": NAME,
-        "disruption": "host-reboot",
-        "file": path,
-        "refresh_command": refresh,
-    }
-    in_other_files = (
-        [str(x) for x in grub.where("amd_iommu", "on") if x.path != path] if grub else []
+    return findings
+
+
+def _amd_iommu_on_change(path: str, refresh: list[str], line_before: str, line_after: str,
+                         common: dict[str, Any]) -> HostCmdlineChange:
+    """amd_iommu=on is no valid value: the change that removes the noise."""
+    return HostCmdlineChange(
+        id="host.cmdline.amd_iommu",
+        key="amd_iommu",
+        before=line_before,
+        after=line_after,
+        reason=(
+            'amd_iommu=on is not a valid value (the kernel logs "AMD-Vi: Unknown option'
+            " - 'on'\"); the AMD IOMMU is on by default. Removing it removes noise."
+        ),
+        risk=Risk(level="low", text="None: the kernel ignores the value today."),
+        evidence=[f"{path}: {line_before}"],
+        inverse=f"add amd_iommu=on back to {path} and run {' '.join(refresh)}",
+        effect="No functional change; the boot log loses its 'Unknown option' line.",
+        **common,
     )
-    if vendor == "amd" and configured.has("amd_iommu", "on") and not in_other_files:
-        try:
-            editor.remove("amd_iommu", "on")
-        except PvefixError as exc:
-            return RuleResult(rule=NAME, noop=str(exc), findings=findings)
-        line_after = _effective_after(grub, path, editor)
-        changes.append(
-            HostCmdlineChange(
-                id="host.cmdline.amd_iommu",
-                key="amd_iommu",
-                before=line_before,
-                after=line_after,
-                reason=(
-                    'amd_iommu=on is not a valid value (the kernel logs "AMD-Vi: Unknown option'
-                    " - 'on'\"); the AMD IOMMU is on by default. Removing it removes noise."
-                ),
-                risk=Risk(level="low", text="None: the kernel ignores the value today."),
-                evidence=[f"{path}: {line_before}"],
-                inverse=f"add amd_iommu=on back to {path} and run {' '.join(refresh)}",
-                effect="No functional change; the boot log loses its 'Unknown option' line.",
-                **common,
-            )
-        )
-        line_before = line_after
-    try:
-        iommu_on = _enable_iommu(
-            state, grub, (path, refresh), editor, configured, vendor, line_before
-        )
-    except _Refused as refused:
-        return RuleResult(rule=NAME, noop=refused.noop, findings=[*findings, refused.finding])
-    changes += iommu_on
-    if iommu_on:
-        line_before = iommu_on[-1].after or line_before
-    pt_token = passthrough_token(configured)
-    pt_noop: str | None = None
-    if pt_token is not None and normalize_name(pt_token.name) == "iommu":
-        holders = [str(x) for x in grub.where("iommu", pt_token.value)] if grub else [f"{path}:1"]
-        pt_noop = f"iommu=pt is already configured ({', '.join(holders) or path})"
-    elif pt_token is not None:
-        pt_noop = (
-            f"{pt_token.raw} is already configured ({', '.join(where) or path}): it does what"
-            " iommu=pt does (both set the default DMA domain to identity: drivers/iommu/iommu.c"
-            " iommu_set_def_domain_type, arch/x86/kernel/pci-dma.c iommu_setup), so adding"
-            " iommu=pt would change nothing and no host reboot is planned for it"
-        )
-    elif configured.has("iommu", "pt"):
-        pt_noop = "iommu=pt is configured but a later parameter turns it back (see findings)"
-        findings.append(_pt_overridden(configured, where or [path]))
-    else:
-        pt_noop = None
-        try:
-            if dups:
-                editor.dedupe()
-            editor.ensure("iommu", "pt")
-        except PvefixError as exc:
-            return RuleResult(rule=NAME, noop=str(exc), findings=findings)
-        line_after = _effective_after(grub, path, editor)
-        changes.append(
-            HostCmdlineChange(
-                id="host.cmdline.iommu_pt",
-                key="iommu",
-                before=line_before,
-                after=line_after,
-                reason=(
-                    "iommu=pt puts host-owned devices in an identity DMA domain, lowering IOMMU"
-                    " overhead for the host's own I/O; commonly recommended for passthrough"
-                    " hosts."
-                ),
-                risk=Risk(
-                    level="low",
-                    text=(
-                        "Needs a host reboot (every VM on the node stops). The boot loader must"
-                        " be refreshed or the edit has no effect."
-                    ),
-                ),
-                evidence=[
-                    f"boot loader: {loader} (proxmox-boot-tool exit {state.boot_tool.exit_code})",
-                    f"configured ({', '.join(where) or path}): {line_before}",
-                    *([f"duplicates removed: {', '.join(dups)}"] if dups else []),
-                ],
-                inverse=f"remove iommu=pt from {path} and run {' '.join(refresh)}, then reboot",
-                effect=(
-                    "Does NOT change GPU peer-to-peer or DMA latency inside the VM: VFIO-assigned"
-                    " GPUs always get their own translated IOMMU domain. Expect no tok/s change"
-                    " from this alone."
-                ),
-                **common,
-            )
-        )
-    if running_line is not None:
-        configured_now = " ".join(t.raw for t in configured.tokens)
-        running_now = " ".join(t.raw for t in running_line.tokens)
-        same = (
-            same_as_running(configured, running_line)
-            if grub is not None
-            else running_now == configured_now
-        )
-        if not same:
-            findings.append(
-                Finding(
-                    id="host.cmdline.not-booted",
-                    rule=NAME,
-                    severity="info",
-                    title="Configured and running host cmdline differ",
-                    detail=(
-                        f"{path} is not what the running kernel was booted with: a host reboot"
-                        " (after a boot loader refresh) is already pending."
-                    ),
-                    evidence=[f"configured: {configured_now}", f"running: {running_now}"],
-                )
-            )
-    findings += _running_iommu_off(running_line, vendor, state.node.kernel_version)
+
+
+def _result(state: HostState, path: str, refresh: list[str],
+            editor: KernelCmdlineFile | GrubDefaultFile, configured: Cmdline,
+            running_line: Cmdline | None, changes: list[Change], findings: list[Finding],
+            pt_noop: str | None) -> RuleResult:
+    """The rule's answer: the edits (unless the ESP refresh would abort), else an activation
+    of what is configured and not booted, else why nothing is planned."""
+    loader = state.boot_tool.loader
     blocker = _esp_refresh_blocker(state) if loader == "grub-esp" else None
     if isinstance(blocker, Finding):
         findings.append(blocker)
@@ -384,6 +267,186 @@ def rule(ctx: Context) -> RuleResult:
     return RuleResult(
         rule=NAME, changes=changes, findings=findings, files_after={path: editor.render()}
     )
+
+
+def _pt_already(grub: GrubConfig | None, path: str, where: list[str],
+                configured: Cmdline) -> str | None:
+    """Why iommu=pt is not added (already configured, or an equivalent, or configured and
+    turned back by a later parameter: a finding says which), or None: add it."""
+    pt_token = passthrough_token(configured)
+    if pt_token is not None and normalize_name(pt_token.name) == "iommu":
+        holders = [str(x) for x in grub.where("iommu", pt_token.value)] if grub else [f"{path}:1"]
+        return f"iommu=pt is already configured ({', '.join(holders) or path})"
+    if pt_token is not None:
+        return (
+            f"{pt_token.raw} is already configured ({', '.join(where) or path}): it does what"
+            " iommu=pt does (both set the default DMA domain to identity: drivers/iommu/iommu.c"
+            " iommu_set_def_domain_type, arch/x86/kernel/pci-dma.c iommu_setup), so adding"
+            " iommu=pt would change nothing and no host reboot is planned for it"
+        )
+    if configured.has("iommu", "pt"):
+        return "iommu=pt is configured but a later parameter turns it back (see findings)"
+    return None
+
+
+def _configured(state: HostState, path: str, text: str) -> tuple[
+        str, KernelCmdlineFile | GrubDefaultFile, Cmdline, list[str], GrubConfig | None]:
+    """The configured line and its editor: /etc/kernel/cmdline, or GRUB's main file with its
+    drop-ins (the file an edit goes to, where each value comes from). Raises on a file pvefix
+    cannot read safely."""
+    if path == KERNEL_CMDLINE:
+        editor = KernelCmdlineFile.parse(text, path)
+        return path, editor, editor.cmdline, [f"{path}:1"], None
+    grub = GrubConfig({p: f.text for p, f in state.files.items()
+                       if f.text is not None and (p == GRUB_DEFAULT or is_dropin(p))})
+    path, _base = grub.base_assignment()
+    where = [str(src) for var in (GRUB_LINUX, GRUB_LINUX_DEFAULT) for src in grub.sources[var]]
+    return path, grub.files[path], grub.cmdline, where, grub
+
+
+def _loader_unknown(state: HostState) -> RuleResult:
+    """`proxmox-boot-tool status` gave no usable answer: no host change, said why."""
+    return RuleResult(
+        rule=NAME,
+        noop="cannot tell which boot loader the host uses",
+        findings=[
+            Finding(
+                id="host.bootloader-unknown",
+                rule=NAME,
+                severity="warning",
+                title="Boot loader unknown",
+                detail=(
+                    "`proxmox-boot-tool status` could not be read or gave an unexpected"
+                    " answer, so pvefix does not know whether /etc/kernel/cmdline or"
+                    " /etc/default/grub is the host's cmdline. No host change is planned."
+                ),
+                evidence=[f"exit code {state.boot_tool.exit_code}", state.boot_tool.output],
+            )
+        ],
+    )
+
+
+def _file_missing(ctx: Context, path: str, refresh: list[str], loader: str,
+                  running_line: Cmdline | None) -> RuleResult:
+    """The boot loader reads a cmdline file that is absent: a manual step (pvefix will not
+    guess root=), or nothing without SSH (no API reads it)."""
+    state = ctx.state
+    if state.access.method == "api" and not state.access.ssh:
+        return RuleResult(
+            rule=NAME, noop="no SSH access: the host cmdline cannot be read (no API for it)"
+        )
+    base, fixed = _base_with_iommu_on(running_line, _vendor(ctx), state.node.kernel_version)
+    return RuleResult(
+        rule=NAME,
+        findings=_running_iommu_off(running_line, _vendor(ctx), state.node.kernel_version),
+        changes=[
+            ManualChange(
+                id="host.cmdline.create",
+                rule=NAME,
+                key="iommu",
+                before=None,
+                after=f"{base} iommu=pt".strip(),
+                reason=f"{path} is missing but the boot loader ({loader}) reads it."
+                + "".join(f" {note}" for note in fixed),
+                risk=Risk(
+                    level="high",
+                    text="A wrong root= makes the host unbootable; pvefix will not guess it.",
+                ),
+                evidence=[f"{path}: absent", f"boot loader: {loader}"],
+                inverse=f"rm {path} && {' '.join(refresh)}",
+                disruption="host-reboot",
+                file=path,
+                refresh_command=refresh,
+                commands=[
+                    f"echo '{base} iommu=pt' > {path}   # check root= first",
+                    " ".join(refresh),
+                    "reboot",
+                ],
+            )
+        ],
+    )
+
+
+def _grub_not_evaluable(grub: GrubConfig) -> RuleResult:
+    """update-grub would expand what pvefix does not evaluate: no host edit, said why."""
+    return RuleResult(
+        rule=NAME,
+        noop="the GRUB command line cannot be evaluated (see findings)",
+        findings=[
+            Finding(
+                id="host.cmdline.grub-not-evaluable",
+                rule=NAME,
+                severity="warning",
+                title="GRUB command line not evaluable",
+                detail=(
+                    "update-grub would expand values pvefix does not evaluate, so the"
+                    " effective command line is unknown; pvefix plans no host edit. Check"
+                    " `grep -m1 linux /boot/grub/grub.cfg` after update-grub instead."
+                ),
+                evidence=grub.unknown,
+            )
+        ],
+    )
+
+
+def _iommu_pt_change(state: HostState, path: str, refresh: list[str], line_before: str,
+                     line_after: str, where: list[str], dups: list[str],
+                     common: dict[str, Any]) -> HostCmdlineChange:
+    """The change that adds iommu=pt, with why, what it does not do and how to undo it."""
+    loader = state.boot_tool.loader
+    return HostCmdlineChange(
+        id="host.cmdline.iommu_pt",
+        key="iommu",
+        before=line_before,
+        after=line_after,
+        reason=(
+            "iommu=pt puts host-owned devices in an identity DMA domain, lowering IOMMU"
+            " overhead for the host's own I/O; commonly recommended for passthrough"
+            " hosts."
+        ),
+        risk=Risk(
+            level="low",
+            text=(
+                "Needs a host reboot (every VM on the node stops). The boot loader must"
+                " be refreshed or the edit has no effect."
+            ),
+        ),
+        evidence=[
+            f"boot loader: {loader} (proxmox-boot-tool exit {state.boot_tool.exit_code})",
+            f"configured ({', '.join(where) or path}): {line_before}",
+            *([f"duplicates removed: {', '.join(dups)}"] if dups else []),
+        ],
+        inverse=f"remove iommu=pt from {path} and run {' '.join(refresh)}, then reboot",
+        effect=(
+            "Does NOT change GPU peer-to-peer or DMA latency inside the VM: VFIO-assigned"
+            " GPUs always get their own translated IOMMU domain. Expect no tok/s change"
+            " from this alone."
+        ),
+        **common,
+    )
+
+
+def _not_booted(path: str, configured: Cmdline, running_line: Cmdline | None,
+                grub: bool) -> list[Finding]:
+    """Configured and running lines differ: a host reboot is already pending (info)."""
+    if running_line is None:
+        return []
+    configured_now = " ".join(t.raw for t in configured.tokens)
+    running_now = " ".join(t.raw for t in running_line.tokens)
+    same = same_as_running(configured, running_line) if grub else running_now == configured_now
+    if same:
+        return []
+    return [Finding(
+        id="host.cmdline.not-booted",
+        rule=NAME,
+        severity="info",
+        title="Configured and running host cmdline differ",
+        detail=(
+            f"{path} is not what the running kernel was booted with: a host reboot"
+            " (after a boot loader refresh) is already pending."
+        ),
+        evidence=[f"configured: {configured_now}", f"running: {running_now}"],
+    )]
 
 
 def _effective_after(
