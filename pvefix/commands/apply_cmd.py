@@ -143,11 +143,11 @@ def apply_command(
     console.say(f"applied phase {result.phase} to VM {result.vmid} (snapshot "
                 f"{result.snapshot_id})")
     for line in result.activated:
-        console.say(f"activated: {line}")
+        console.say_wrapped(f"activated: {line}")
     for line in result.pending:
-        console.say(f"pending: {line}")
+        console.say_wrapped(f"pending: {line}")
     if result.manual:
-        console.say("left to you (pvefix has no way into the guest; give --guest-agent or"
+        console.say_wrapped("left to you (pvefix has no way into the guest; give --guest-agent or"
                     " --guest-ssh-host to let it): do this in the guest, then reboot the guest"
                     " once more if the VM was already restarted:")
         for line in result.manual:

@@ -31,6 +31,18 @@ class Console:
     def say(self, text: str = "") -> None:
         print(text, file=self.out, flush=True)
 
+    def say_wrapped(self, text: str, hang: int | None = None) -> None:
+        """`text` (prose, never a command to copy) filled to the output's width, each line
+        under its own leading indent, never broken inside a word (pvefix/console/terminal.py);
+        `hang`: how much further in the lines after the first go (default: under a label)."""
+        from pvefix.console.terminal import terminal
+
+        term = terminal(self.out)  # a terminal's own width, else COLUMNS, else 80
+        for line in text.split("\n"):
+            body = line.lstrip(" ")
+            indent = line[:len(line) - len(body)]
+            self.say(term.wrap(body, indent, hang=hang) if len(line) > term.width else line)
+
     def progress(self, text: str) -> None:
         print(f"pvefix: {text}", file=self.err, flush=True)
 

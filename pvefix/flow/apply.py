@@ -151,7 +151,7 @@ def _apply_phase(
     if rehearse is not None:
         _rehearse_phase(conn, sessions, live, plan, phase, rehearse, console)
     for line in render_phase(plan, phase):
-        console.say(line)
+        console.say(line)  # its before/after values stay whole, to be read as they are
     if not options.yes:
         confirm_reboot(console, f"Apply phase {phase.number} to VM {vmid}?", live.vm.node,
                        others)

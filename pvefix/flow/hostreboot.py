@@ -34,7 +34,7 @@ def guard_host_reboot(conn: Connection, sessions: Sessions, live: HostState, *,
         vms = node_vms(sessions.api().get, node)
     console.say(f"A host reboot stops every VM on {node}:")
     for v in vms:
-        console.say(f"  {v.describe()}")
+        console.say_wrapped(f"  {v.describe()}", hang=4)  # under the VM, not a new one
     others = check_host_reboot(vms, vmid, stop_others)
     back = [v.vmid for v in others]
     if live.vm.status == "running" or start:

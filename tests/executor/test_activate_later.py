@@ -179,3 +179,23 @@ def test_rollback_reboot_host_right_after_a_rollback_reboots_for_that_one_only(
     capsys.readouterr()
     assert run_app(app, ["rollback", "100", "--reboot-host", *_target(n)]) == EXIT_REFUSED
     assert phase1.id in capsys.readouterr().out
+
+
+def test_apply_output_fits_80_columns_but_for_the_commands_to_copy(
+    node: Callable[..., Node], capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The node's VMs listed before a reboot and the result's prose are filled to the width
+    (an 8-GPU VM's line was 300 columns), a VM's further lines hanging under it; the phase's
+    before/after values and the printed commands stay whole, to be read and copied."""
+    monkeypatch.setenv("COLUMNS", "80")
+    n = node("kpro6", reboot_seconds=0.3)
+    assert run_app(app, ["apply", "100", "--phase", "2", "--reboot-host", "--yes",
+                         *_target(n)]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert "passes hostpci0: mapping=pro6000" in out  # the long line is there, filled
+    listing = out.split("A host reboot stops every VM on kpro6:\n", 1)[1].split("Phase 2", 1)[0]
+    prose = [line for line in out.splitlines() if line.startswith(("activated: ", "pending: "))]
+    assert max(len(line) for line in [*listing.splitlines(), *prose]) <= 80, out
+    assert [line[:5] for line in listing.splitlines()] == ["  VM "] + ["     "] * (
+        len(listing.splitlines()) - 2) + ["  VM "], "a VM's own lines hang under it"
