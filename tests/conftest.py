@@ -77,6 +77,18 @@ def kpro6_sim(sim_launcher: SimLauncher) -> ReadyInfo:
 
 
 @pytest.fixture
+def kpro6_ready(kpro6_sim: ReadyInfo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The session's kpro6 simulator as a ready file (`--connection FILE`), with a config home
+    of the test's own (no profile of the machine's is read)."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    path = tmp_path / "ready.json"
+    from pvefix.sim.serve import write_ready_file
+
+    write_ready_file(kpro6_sim, path)
+    return path
+
+
+@pytest.fixture
 def fresh_sim(sim_launcher: SimLauncher) -> Iterator[Callable[..., ReadyInfo]]:
     """A factory for simulators of one's own (for tests that change the node); they stop when
     the test ends."""

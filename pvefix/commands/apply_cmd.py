@@ -21,6 +21,20 @@ from pvefix.errors import EXIT_ERROR, EXIT_OK, PvefixError, ValidationError
 from pvefix.paths import is_vmid
 
 
+def stop_others_option() -> Any:
+    """--stop-others, as apply and rollback --reboot-host both take it."""
+    return typer.Option(False, "--stop-others", help="With --reboot-host: shut the node's other"
+                        " running VMs down cleanly first (reverse startup order), start them"
+                        " again afterwards. Never a VM under a backup/migrate lock or managed"
+                        " by HA.")
+
+
+def reboot_timeout_option() -> Any:
+    """--reboot-timeout, as apply and rollback --reboot-host both take it."""
+    return typer.Option(900.0, "--reboot-timeout", help="Seconds to wait for the host to come "
+                        "back after --reboot-host.")
+
+
 def state_dir_option() -> Any:
     return typer.Option(
         None, "--state-dir",
@@ -54,10 +68,7 @@ def apply_command(
                                      "reboot the node, wait for API and SSH, check "
                                      "/proc/cmdline, start again every VM that ran. Refused "
                                      "while another VM runs or any VM is locked."),
-    stop_others: bool = typer.Option(False, "--stop-others", help="With --reboot-host: shut "
-                                     "the node's other running VMs down cleanly first (reverse "
-                                     "startup order), start them again afterwards. Never a VM "
-                                     "under a backup/migrate lock or managed by HA."),
+    stop_others: bool = stop_others_option(),
     start: bool = typer.Option(False, "--start", help="With --restart: also start the VM when "
                                "it was stopped (by default a stopped VM stays stopped)."),
     auto_rollback: bool = typer.Option(False, "--auto-rollback", help="If the VM fails to "
@@ -72,8 +83,7 @@ def apply_command(
                                            "guest gets to shut down cleanly."),
     task_timeout: float = typer.Option(60.0, "--task-timeout", help="Seconds to wait for a "
                                        "Proxmox task (config write, start, stop)."),
-    reboot_timeout: float = typer.Option(900.0, "--reboot-timeout", help="Seconds to wait "
-                                         "for the host to come back after --reboot-host."),
+    reboot_timeout: float = reboot_timeout_option(),
     verify: bool = typer.Option(False, "--verify", help="Probe the guest (P2P) before the "
                                 "first write and after activation, keep both reports and "
                                 "print the comparison; needs --guest-agent or "

@@ -7,7 +7,11 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from pvefix.commands.apply_cmd import state_dir_option
+from pvefix.commands.apply_cmd import (
+    reboot_timeout_option,
+    state_dir_option,
+    stop_others_option,
+)
 from pvefix.commands.guest_options import GuestOptions, guest_options, optional_guest
 from pvefix.commands.optgroup import SAFETY, in_panel
 from pvefix.commands.options import ConnectionOptions, connection_options
@@ -50,15 +54,12 @@ def rollback_command(
                                      "the restored host cmdline runs (also later, when the "
                                      "files are restored and the old line still runs): the "
                                      "same checks of the node's VMs as apply --reboot-host."),
-    stop_others: bool = typer.Option(False, "--stop-others", help="With --reboot-host: shut "
-                                     "the node's other running VMs down cleanly first, start "
-                                     "them again afterwards."),
+    stop_others: bool = stop_others_option(),
     shutdown_timeout: float = typer.Option(120.0, "--shutdown-timeout", help="Seconds the "
                                            "guest gets to shut down cleanly."),
     task_timeout: float = typer.Option(60.0, "--task-timeout", help="Seconds to wait for a "
                                        "Proxmox task."),
-    reboot_timeout: float = typer.Option(900.0, "--reboot-timeout", help="Seconds to wait "
-                                         "for the host to come back after --reboot-host."),
+    reboot_timeout: float = reboot_timeout_option(),
     state_dir: Path | None = state_dir_option(),
     *,
     opts: ConnectionOptions,

@@ -161,6 +161,14 @@ def test_a_grub_drop_in_is_part_of_the_configured_line_as_the_planner_reads_it(
     args = ("210", *where, "--desired", str(tmp_path / "d.toml"))
     code, out = check(capsys, *args)
     assert code == 0 and "node xeon7: no drift" in out, out
+    # A later drop-in (sourced after iommu.cfg: sorted by name) sets the line again without
+    # building on it: update-grub's line loses iommu=pt, as the planner evaluates it too.
+    later = Path(info.root) / "etc/default/grub.d/zz-reset.cfg"
+    later.write_text('GRUB_CMDLINE_LINUX_DEFAULT="quiet"\n')
+    code, out = check(capsys, *args)
+    assert code == 2 and "- configured: absent; booted: iommu=pt" in out, out
+    later.unlink()
+    assert check(capsys, *args)[0] == 0
     (Path(info.root) / "etc/default/grub.d/iommu.cfg").unlink()
     code, out = check(capsys, *args)
     assert code == 2, out

@@ -28,7 +28,7 @@ from pvefix.main import main
 from pvefix.rehearse.build import RehearseRefused
 from pvefix.rehearse.verdict import BarVerdict, Verdict
 from pvefix.schemas import shipped
-from pvefix.sim.serve import ReadyInfo, write_ready_file
+from pvefix.sim.serve import write_ready_file
 from tests.shared import fwlab_edk2_and_qemu, fwlab_module
 
 G = 1 << 30
@@ -109,11 +109,8 @@ def test_a_failing_verdict_in_junit_annotations_and_the_json_schema() -> None:
 
 
 @pytest.fixture
-def ready(kpro6_sim: ReadyInfo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
-    path = tmp_path / "ready.json"
-    write_ready_file(kpro6_sim, path)
-    return path
+def ready(kpro6_ready: Path) -> Path:
+    return kpro6_ready
 
 
 def _desired_now(ready: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],

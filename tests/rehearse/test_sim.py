@@ -17,17 +17,14 @@ import pytest
 
 from pvefix.errors import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, EXIT_REFUSED
 from pvefix.main import main
-from pvefix.sim.serve import ReadyInfo, write_ready_file
+from pvefix.sim.serve import write_ready_file
 from tests.shared import FWLAB_EDK2 as EDK2
 from tests.shared import NEEDS_SHARED, SHARED, fwlab_edk2_and_qemu, fwlab_module
 
 
 @pytest.fixture
-def ready(kpro6_sim: ReadyInfo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
-    path = tmp_path / "ready.json"
-    write_ready_file(kpro6_sim, path)
-    return path
+def ready(kpro6_ready: Path) -> Path:
+    return kpro6_ready
 
 
 def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

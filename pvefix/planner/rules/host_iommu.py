@@ -304,26 +304,23 @@ def _configured(state: HostState, path: str, text: str) -> tuple[
     return path, grub.files[path], grub.cmdline, where, grub
 
 
+def _warned(noop: str, finding_id: str, title: str, detail: str,
+            evidence: list[str]) -> RuleResult:
+    """No host change, and the one warning that says why."""
+    return RuleResult(rule=NAME, noop=noop, findings=[Finding(
+        id=finding_id, rule=NAME, severity="warning", title=title, detail=detail,
+        evidence=evidence)])
+
+
 def _loader_unknown(state: HostState) -> RuleResult:
     """`proxmox-boot-tool status` gave no usable answer: no host change, said why."""
-    return RuleResult(
-        rule=NAME,
-        noop="cannot tell which boot loader the host uses",
-        findings=[
-            Finding(
-                id="host.bootloader-unknown",
-                rule=NAME,
-                severity="warning",
-                title="Boot loader unknown",
-                detail=(
-                    "`proxmox-boot-tool status` could not be read or gave an unexpected"
-                    " answer, so pvefix does not know whether /etc/kernel/cmdline or"
-                    " /etc/default/grub is the host's cmdline. No host change is planned."
-                ),
-                evidence=[f"exit code {state.boot_tool.exit_code}", state.boot_tool.output],
-            )
-        ],
-    )
+    return _warned(
+        "cannot tell which boot loader the host uses", "host.bootloader-unknown",
+        "Boot loader unknown",
+        "`proxmox-boot-tool status` could not be read or gave an unexpected answer, so pvefix"
+        " does not know whether /etc/kernel/cmdline or /etc/default/grub is the host's"
+        " cmdline. No host change is planned.",
+        [f"exit code {state.boot_tool.exit_code}", state.boot_tool.output])
 
 
 def _file_missing(ctx: Context, path: str, refresh: list[str], loader: str,
@@ -369,24 +366,12 @@ def _file_missing(ctx: Context, path: str, refresh: list[str], loader: str,
 
 def _grub_not_evaluable(grub: GrubConfig) -> RuleResult:
     """update-grub would expand what pvefix does not evaluate: no host edit, said why."""
-    return RuleResult(
-        rule=NAME,
-        noop="the GRUB command line cannot be evaluated (see findings)",
-        findings=[
-            Finding(
-                id="host.cmdline.grub-not-evaluable",
-                rule=NAME,
-                severity="warning",
-                title="GRUB command line not evaluable",
-                detail=(
-                    "update-grub would expand values pvefix does not evaluate, so the"
-                    " effective command line is unknown; pvefix plans no host edit. Check"
-                    " `grep -m1 linux /boot/grub/grub.cfg` after update-grub instead."
-                ),
-                evidence=grub.unknown,
-            )
-        ],
-    )
+    return _warned(
+        "the GRUB command line cannot be evaluated (see findings)",
+        "host.cmdline.grub-not-evaluable", "GRUB command line not evaluable",
+        "update-grub would expand values pvefix does not evaluate, so the effective command"
+        " line is unknown; pvefix plans no host edit. Check `grep -m1 linux"
+        " /boot/grub/grub.cfg` after update-grub instead.", grub.unknown)
 
 
 def _iommu_pt_change(state: HostState, path: str, refresh: list[str], line_before: str,
