@@ -1,7 +1,134 @@
-"""Closed world: the args words pvefix may meet, classified (see pvefix.closedworld)."""
+"""Closed world: every word an `args:` line can carry, classified.
+
+qemu-server splits `args` like a shell (pvefix.vmconfig.args `qemu_words`) and appends the words
+after everything it generates (QemuServer.pm config_to_command), so an option given there
+overrides Proxmox's own where QEMU keeps the last one (`-cpu`, `-machine` properties, `-m`,
+`-bios`). Each QEMU option is one input here; its value is read with it (`options`). A word that
+is no option QEMU documents (qemu-options.hx) is unknown: unmodelled, touching every claim a
+start can change. pvefix models `-set device.hostpciN.x-nv-gpudirect-clique=C` (the clique it
+writes itself) and `-cpu` (the effective CPU: pvefix.planner.effective_cpu); every other option
+that reaches the machine, memory, firmware or devices is unmodelled.
+"""
 
 from __future__ import annotations
 
-from pvefix.closedworld.model import Input
+from dataclasses import dataclass
 
-INPUTS: tuple[Input, ...] = ()
+from pvefix.closedworld.model import Claim, Input
+
+_SRC = "QEMU qemu-options.hx; qemu-server src/PVE/QemuServer.pm config_to_command (args last)"
+
+_START: tuple[Claim, ...] = ("start", "machine", "bar-space", "p2p", "iommu-groups",
+                             "guest-cmdline", "activation")
+
+
+def _word(name: str, status: str, claims: tuple[Claim, ...], why: str) -> Input:
+    return Input("args-word", name, status, claims, why, _SRC)  # type: ignore[arg-type]
+
+
+def _inert(names: str, why: str) -> tuple[Input, ...]:
+    return tuple(_word(n, "inert", (), why) for n in names.split())
+
+
+INPUTS: tuple[Input, ...] = (
+    _word("-cpu", "modelled", ("bar-space", "p2p", "start"),
+          "QEMU keeps the last -cpu: the args one is the VM's CPU (model, phys-bits,"
+          " host-phys-bits, kvm=off); a `cpu` change never takes effect under it"),
+    _word("-set", "modelled", ("p2p",),
+          "device.hostpciN.x-nv-gpudirect-clique=C is modelled; any other -set target is"
+          " unmodelled (see `-set:other`)"),
+    _word("-set:other", "unmodelled", ("start", "bar-space", "p2p"),
+          "a -set of another property or device changes what QEMU builds"),
+    _word("-machine", "unmodelled", ("machine", "bar-space", "start"),
+          "machine properties (type, pci-hole64 size, iommu) override Proxmox's"),
+    _word("-M", "unmodelled", ("machine", "bar-space", "start"), "short for -machine"),
+    _word("-global", "unmodelled", ("bar-space", "p2p", "start"),
+          "a default of every device of a type (e.g. q35-pcihost.pci-hole64-size)"),
+    _word("-device", "unmodelled", ("start", "bar-space", "iommu-groups"),
+          "another device: its BARs and bus are not in pvefix's sums"),
+    _word("-fw_cfg", "unmodelled", ("bar-space",),
+          "firmware config items, e.g. opt/ovmf/X-PciMmio64Mb sizes OVMF's window"),
+    _word("-m", "unmodelled", ("bar-space", "start"),
+          "memory size, slots and maxmem: the RAM and hotplug range below the window"),
+    _word("-smp", "unmodelled", ("start",), "a CPU topology other than Proxmox's"),
+    _word("-numa", "unmodelled", ("start", "bar-space"), "NUMA nodes and their memory"),
+    _word("-object", "unmodelled", ("start", "bar-space"),
+          "memory backends and other objects (sizes, iommufd)"),
+    _word("-bios", "unmodelled", ("bar-space", "start"), "another firmware image"),
+    _word("-drive", "unmodelled", ("bar-space", "start"),
+          "a drive (if=pflash is another firmware)"),
+    _word("-blockdev", "unmodelled", ("bar-space", "start"), "a block node (pflash firmware)"),
+    _word("-L", "unmodelled", ("bar-space",), "another firmware directory"),
+    _word("-accel", "unmodelled", ("start", "p2p", "bar-space"), "an accelerator other than KVM"),
+    _word("-enable-kvm", "inert", (), "KVM is Proxmox's default"),
+    _word("-kernel", "unmodelled", ("guest-cmdline", "start"), "a kernel booted directly"),
+    _word("-initrd", "unmodelled", ("guest-cmdline", "start"), "with -kernel"),
+    _word("-append", "unmodelled", ("guest-cmdline",),
+          "the guest kernel's cmdline given by QEMU, not the guest's boot loader"),
+    _word("-S", "unmodelled", ("activation",), "QEMU starts paused"),
+    _word("-loadvm", "unmodelled", ("activation", "start"), "starts from a saved state"),
+    _word("-incoming", "unmodelled", ("activation", "start"), "waits for a migration"),
+    _word("-readconfig", "unmodelled", _START, "a config file of any options"),
+    _word("-iommu", "unmodelled", ("iommu-groups", "p2p"), "a virtual IOMMU"),
+    *_inert("-name -uuid -k -rtc -boot -vga -display -nographic -spice -vnc -serial -parallel"
+            " -monitor -mon -qmp -chardev -pidfile -daemonize -runas -sandbox -msg -trace -d -D"
+            " -no-reboot -no-shutdown -nodefaults -no-user-config -smbios -overcommit"
+            " -mem-prealloc -mem-path -netdev -nic -net -audiodev -usb -usbdevice -watchdog"
+            " -watchdog-action -action -iscsi -add-fd -compat -icount -no-hpet",
+            "names, consoles, logs and devices with no large or 64-bit BAR"),
+)
+
+#: Options that take no value (the rest take one word after them).
+FLAGS = frozenset({"-enable-kvm", "-S", "-nographic", "-daemonize", "-no-reboot",
+                   "-no-shutdown", "-nodefaults", "-no-user-config", "-mem-prealloc",
+                   "-usb", "-no-hpet"})
+
+
+@dataclass(frozen=True)
+class Option:
+    """One QEMU option of an args line and the value it carries (None: a flag)."""
+
+    name: str  # as its registry input: `-cpu`, `--cpu` folded to `-cpu`
+    value: str | None
+    known: bool
+
+
+def options(words: list[str]) -> list[Option]:
+    """The options of an args line's words, in order, each with its value."""
+    out: list[Option] = []
+    i = 0
+    while i < len(words):
+        word = words[i]
+        name = "-" + word.lstrip("-") if word.startswith("-") else word
+        known = any(x.name == name for x in INPUTS)
+        if name in FLAGS or not word.startswith("-"):
+            out.append(Option(name, None, known and word.startswith("-")))
+            i += 1
+            continue
+        value = words[i + 1] if i + 1 < len(words) else None
+        out.append(Option(name, value, known))
+        i += 2
+    return out
+
+
+def classify(opt: Option) -> Input:
+    """The input an option is: its registry entry, `-set:other`, or an unknown word."""
+    if opt.name == "-set" and not _is_clique(opt.value or ""):
+        return next(x for x in INPUTS if x.name == "-set:other")
+    found = next((x for x in INPUTS if x.name == opt.name), None) if opt.known else None
+    return found or _word(opt.name, "unmodelled", _START,
+                          "a word pvefix does not know: what QEMU does with it is not modelled")
+
+
+def _is_clique(value: str) -> bool:
+    from pvefix.vmconfig.args import CLIQUE_PROPERTY
+
+    head, _, _ = value.partition("=")
+    parts = head.split(".")
+    return len(parts) == 3 and parts[0] == "device" and parts[2] == CLIQUE_PROPERTY
+
+
+def last_cpu(words: list[str]) -> str | None:
+    """The value of the last -cpu in args (QEMU keeps the last): the VM's CPU when given."""
+    found = [o.value for o in options(words) if o.name == "-cpu" and o.value is not None]
+    return found[-1] if found else None

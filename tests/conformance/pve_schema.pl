@@ -1,6 +1,7 @@
 #!/usr/bin/perl
 # Test helper: qemu-server's config schema through Proxmox's own PVE::JSONSchema (pve-oracle libs).
 #   pve_schema.pl dump            the schema of every config key (types, ranges, enums, patterns)
+#   pve_schema.pl hostpci         the sub-options of a hostpciN value (PCI.pm's format)
 #   pve_schema.pl validate        JSON lines {"key":..,"value":..} -> {"ok":0|1,"error":..}
 use strict;
 use warnings;
@@ -35,6 +36,11 @@ if ($mode eq 'dump') {
         $out->{$key} = $d;
     }
     print $json->encode($out), "\n";
+    exit 0;
+}
+if ($mode eq 'hostpci') {
+    my $fmt = PVE::JSONSchema::get_format('pve-qm-hostpci');
+    print $json->encode([sort keys %$fmt]), "\n";
     exit 0;
 }
 $| = 1;
