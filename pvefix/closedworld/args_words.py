@@ -18,8 +18,13 @@ from pvefix.closedworld.model import Claim, Input
 
 _SRC = "QEMU qemu-options.hx; qemu-server src/PVE/QemuServer.pm config_to_command (args last)"
 
-_START: tuple[Claim, ...] = ("start", "machine", "bar-space", "p2p", "iommu-groups",
+_START: tuple[Claim, ...] = ("start", "machine", "pcie", "bar-space", "p2p", "iommu-groups",
                              "guest-cmdline", "activation")
+
+
+#: -machine properties that change no claim: timers, SMM, vmport, memory merging, dumps.
+_INERT_MACHINE = frozenset({"hpet", "vmport", "smm", "dump-guest-core", "mem-merge",
+                            "kernel-irqchip", "usb", "graphics", "suppress-vmdesc"})
 
 
 def _word(name: str, status: str, claims: tuple[Claim, ...], why: str) -> Input:
@@ -37,17 +42,23 @@ INPUTS: tuple[Input, ...] = (
     _word("-set", "modelled", ("p2p",),
           "device.hostpciN.x-nv-gpudirect-clique=C is modelled; any other -set target is"
           " unmodelled (see `-set:other`)"),
+    _word("-set:rombar", "inert", (),
+          "device.ID.rombar=N: a device's option ROM BAR, a 32-bit BAR of the ROM's size"),
     _word("-set:other", "unmodelled", ("start", "bar-space", "p2p"),
           "a -set of another property or device changes what QEMU builds"),
     _word("-machine", "unmodelled", ("machine", "bar-space", "start"),
           "machine properties (type, pci-hole64 size, iommu) override Proxmox's"),
+    _word("-machine:inert", "inert", (),
+          f"only properties that change no claim ({', '.join(sorted(_INERT_MACHINE))})"),
     _word("-M", "unmodelled", ("machine", "bar-space", "start"), "short for -machine"),
     _word("-global", "unmodelled", ("bar-space", "p2p", "start"),
           "a default of every device of a type (e.g. q35-pcihost.pci-hole64-size)"),
     _word("-device", "unmodelled", ("start", "bar-space", "iommu-groups"),
           "another device: its BARs and bus are not in pvefix's sums"),
-    _word("-fw_cfg", "unmodelled", ("bar-space",),
-          "firmware config items, e.g. opt/ovmf/X-PciMmio64Mb sizes OVMF's window"),
+    _word("-fw_cfg", "modelled", ("bar-space",),
+          "name=opt/ovmf/X-PciMmio64Mb,string=N sizes OVMF's window (planner/mmio.py)"),
+    _word("-fw_cfg:other", "unmodelled", ("bar-space",),
+          "another firmware config item: what the firmware does with it is not modelled"),
     _word("-m", "unmodelled", ("bar-space", "start"),
           "memory size, slots and maxmem: the RAM and hotplug range below the window"),
     _word("-smp", "unmodelled", ("start",), "a CPU topology other than Proxmox's"),
@@ -114,10 +125,26 @@ def options(words: list[str]) -> list[Option]:
 def classify(opt: Option) -> Input:
     """The input an option is: its registry entry, `-set:other`, or an unknown word."""
     if opt.name == "-set" and not _is_clique(opt.value or ""):
-        return next(x for x in INPUTS if x.name == "-set:other")
+        prop = (opt.value or "").partition("=")[0].split(".")
+        rombar = len(prop) == 3 and prop[0] == "device" and prop[2] == "rombar"
+        return _named("-set:rombar" if rombar else "-set:other")
+    if opt.name == "-fw_cfg" and not (opt.value or "").startswith(
+            "name=opt/ovmf/X-PciMmio64Mb,string="):
+        return _named("-fw_cfg:other")
+    if opt.name == "-machine" and _machine_inert(opt.value or ""):
+        return _named("-machine:inert")
     found = next((x for x in INPUTS if x.name == opt.name), None) if opt.known else None
     return found or _word(opt.name, "unmodelled", _START,
                           "a word pvefix does not know: what QEMU does with it is not modelled")
+
+
+def _named(name: str) -> Input:
+    return next(x for x in INPUTS if x.name == name)
+
+
+def _machine_inert(value: str) -> bool:
+    props = [p.partition("=")[0] for p in value.split(",")]
+    return bool(props) and all(p in _INERT_MACHINE for p in props)
 
 
 def _is_clique(value: str) -> bool:

@@ -47,9 +47,10 @@ INPUTS_MODELLED: tuple[Input, ...] = (
          "a locked VM is refused by every config write and start: vm_states"),
     _key("numa", "modelled", ("bar-space", "start"),
          "read with hotplug: memory hotplug needs numa=1 (Memory.pm)"),
-    _key("hotplug", "unmodelled", ("bar-space", "start"),
-         "memory hotplug starts QEMU with -m size=,slots=,maxmem= and QEMU reserves the"
-         " hot-pluggable range above RAM, below the 64-bit PCI window; pvefix does not size it",
+    _key("hotplug", "unmodelled", ("bar-space",),
+         "memory hotplug (with numa=1) starts QEMU with -m size=,slots=,maxmem= and QEMU"
+         " reserves the hot-pluggable range above RAM, below the 64-bit PCI window, which moves"
+         " up by as much; pvefix does not size it",
          "qemu-server src/PVE/QemuServer/Memory.pm; QEMU hw/i386/pc.c device memory"),
     _key("kvm", "unmodelled", ("start", "bar-space", "p2p"),
          "kvm=0 runs the VM under TCG emulation: no KVM for the guest driver, other address"

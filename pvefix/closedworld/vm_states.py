@@ -44,3 +44,9 @@ INPUTS: tuple[Input, ...] = (
 
 #: The lock values this module classifies (tests compare them with the schema's enum).
 LOCK_VALUES: tuple[str, ...] = tuple(_LOCKS)
+
+
+def is_template(value: str | None) -> bool:
+    """AbstractConfig.pm is_template: `template` is defined and numerically 1 (the schema's
+    boolean writes `1`)."""
+    return value is not None and value.strip() == "1"

@@ -97,6 +97,12 @@ def prepare(live: HostState, saved: Plan | None, asked: Asked,
     use_qm = _refuse_root_only(phase, live, asked)
     if live.vm.lock:
         raise RefusedError(f"VM {vmid} is locked ({live.vm.lock}); nothing was written")
+    if (asked.restart or asked.start) and _is_template(live):
+        raise RefusedError(
+            f"VM {vmid} is a template: Proxmox never starts a template (qemu-server vm_start),"
+            " so --restart/--start cannot activate anything; nothing was written. Apply"
+            " without them: the config change reaches the clones made from it afterwards.",
+            source=f"VM {vmid}")
     refuse_activation_without_reboot(phase, asked.reboot_host, vmid, asked.context)
     wants_host = phase.reboot_activates
     if wants_host and not live.access.ssh:
@@ -115,6 +121,13 @@ def prepare(live: HostState, saved: Plan | None, asked: Asked,
             source=f"node {live.vm.node}",
         )
     return Prepared(plan=plan, phase=phase, use_qm=use_qm, reboots=reboots, starts=starts)
+
+
+def _is_template(live: HostState) -> bool:
+    from pvefix.closedworld.vm_states import is_template
+    from pvefix.vmconfig import VMConfig
+
+    return is_template(VMConfig.parse(live.vm.config_text).main.get("template"))
 
 
 def refuse_activation_without_reboot(phase: Phase, reboot_host: bool, vmid: int,

@@ -53,8 +53,16 @@ class Passed:
 
     @property
     def is_gpu(self) -> bool:
-        """A display-class function (VGA or 3D controller) is behind this entry."""
-        return any(d.is_display for d in self.devices)
+        """A whole GPU: a display-class function (VGA or 3D controller) behind this entry,
+        passed as a PCI device (not a vGPU: `is_vgpu`)."""
+        return not self.is_vgpu and any(d.is_display for d in self.devices)
+
+    @property
+    def is_vgpu(self) -> bool:
+        """A mediated device (`mdev=`): a vGPU of the device, which Proxmox never binds to
+        vfio-pci as a whole (PCI.pm: the mdev is created on the parent), with the vGPU's own
+        BARs and no PCIe P2P (NVIDIA's vGPU documentation)."""
+        return self.entry.mdev is not None
 
     @property
     def gpu_candidates(self) -> tuple[PciDevice, ...]:
@@ -96,6 +104,30 @@ class Context:
     def values(self) -> dict[str, str]:
         """Every key at the VM's next cold start."""
         return self.next.values
+
+    @property
+    def args_cpu(self) -> str | None:
+        """args' last -cpu as written (QEMU keeps the last: it is the VM's CPU), or None."""
+        from pvefix.planner.effective_cpu import args_cpu_raw
+
+        return args_cpu_raw(self.value("args"))
+
+    @property
+    def cpu(self) -> str | None:
+        """The CPU the VM runs at its next start, as a cpu line: args' -cpu read back when
+        args has one (None too when pvefix cannot read it: `args_cpu` tells them apart), else
+        the `cpu` value. Verdicts on the vCPU read this, never `value("cpu")`."""
+        from pvefix.planner.effective_cpu import as_cpu_line
+
+        raw = self.args_cpu
+        return self.value("cpu") if raw is None else as_cpu_line(raw)
+
+    @property
+    def is_template(self) -> bool:
+        """The VM is a template (the config now, or after [PENDING]): never started."""
+        from pvefix.closedworld.vm_states import is_template
+
+        return is_template(self.cfg.main.get("template")) or is_template(self.value("template"))
 
     @property
     def running(self) -> bool:
@@ -144,7 +176,13 @@ class Context:
             )
         if not self.passed:
             return "no hostpci entries" + suffix
+        if self.vgpu_entries:
+            return "no whole GPU is passed through (vGPU entries, mdev=, are not)" + suffix
         return "no GPU is passed through" + suffix
+
+    @property
+    def vgpu_entries(self) -> list[Passed]:
+        return [p for p in self.passed if p.is_vgpu]
 
     @property
     def pool_entries(self) -> list[Passed]:

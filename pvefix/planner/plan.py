@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pvefix import __version__
+from pvefix.planner import closed
 from pvefix.planner.context import Context, build_context
 from pvefix.planner.model import (
     DISRUPTION_ORDER,
@@ -65,6 +66,12 @@ def _activation_base(disruption: Disruption, ctx: Context, number: int) -> str:
         return (
             f"`pvefix apply --phase {number} --reboot-host`: refresh the boot loader, then reboot"
             " the host (every VM on the node stops; VMs with onboot=1 start again)."
+        )
+    if disruption == "vm-restart" and ctx.is_template:
+        return (
+            f"`pvefix apply --phase {number}`: VM {vmid} is a template, which Proxmox never"
+            " starts: the config changes are written at once and reach only the clones made"
+            " from it afterwards (linked clones made before keep their own configs)."
         )
     if disruption == "vm-restart":
         if ctx.running:
@@ -169,10 +176,13 @@ def plan(state: HostState, options: PlanOptions | None = None) -> Plan:
     changes = [c for r in results for c in r.changes]
     results.append(p2p.phase(ctx, changes))
     changes += results[-1].changes
+    results, unestablished = closed.enforce(ctx, results)
+    changes = [c for r in results for c in r.changes]
     results.append(permissions.check(ctx, changes))
     changes = keep_staged(ctx, changes)
     findings: list[Finding] = sorted(
-        (f for r in results for f in r.findings), key=lambda f: SEVERITY_ORDER[f.severity]
+        [*(f for r in results for f in r.findings), *unestablished],
+        key=lambda f: SEVERITY_ORDER[f.severity],
     )
     noops = [Noop(rule=r.rule, reason=r.noop) for r in results if r.noop and not r.changes]
     files_after: dict[str, str] = {}

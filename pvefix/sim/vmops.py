@@ -11,6 +11,7 @@ import re
 import threading
 import time
 
+from pvefix.closedworld.vm_states import is_template
 from pvefix.errors import ValidationError
 from pvefix.sim import confschema
 from pvefix.sim.auth import Identity
@@ -228,9 +229,17 @@ def running_cmdline(state: NodeState, pid: int) -> str | None:
     return qemu_cmdline.proc_cmdline(argv)
 
 
+def check_template(cfg: VMConfig, refused: str) -> None:
+    """Proxmox never starts, snapshots or rolls back a template (QemuServer.pm vm_start,
+    AbstractConfig.pm __snapshot_prepare and snapshot_rollback), before any lock check."""
+    if is_template(cfg.main.get("template")):
+        raise die(refused)
+
+
 def _start_now(state: NodeState, vmid: int, node: str, skiplock: bool, log: TaskLog) -> None:
     loaded = state.load(vmid, node)
     cfg = loaded.parse()
+    check_template(cfg, "you can't start a vm if it's a template")
     if not skiplock:
         check_lock(cfg)
     if state.run_state(vmid).status == "running":
@@ -417,6 +426,7 @@ def create_snapshot(
         def work(log: TaskLog) -> None:
             loaded = state.load(vmid, node)
             cfg = loaded.parse()
+            check_template(cfg, "you can't take a snapshot if it's a template")
             check_lock(cfg)
             if name in cfg.snapshots:
                 raise die(f"snapshot name '{name}' already used")
@@ -468,6 +478,7 @@ def rollback_snapshot(
         def work(log: TaskLog) -> None:
             loaded = state.load(vmid, node)
             cfg = loaded.parse()
+            check_template(cfg, "you can't rollback if vm is a template")
             check_lock(cfg)
             snap = cfg.snapshots.get(name)
             if snap is None:

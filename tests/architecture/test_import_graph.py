@@ -12,10 +12,16 @@ IO_PACKAGES = {"sources", "executor", "target", "sim", "check", "desired", "veri
                "commands", "collect", "probe", "render", "store"}
 
 
+# Packages that are one unit with another: closedworld classifies the planner's inputs and
+# builds its findings (planner.model), and the planner reads it: one pure floor, no I/O.
+SAME_UNIT = {"closedworld": "planner"}
+
+
 def _unit(path: Path) -> str:
     """pvefix/<pkg>/... -> 'pkg'; top-level modules are their own unit."""
     rel = path.relative_to(PACKAGE)
-    return rel.parts[0].removesuffix(".py") if rel.parts else "pvefix"
+    unit = rel.parts[0].removesuffix(".py") if rel.parts else "pvefix"
+    return SAME_UNIT.get(unit, unit)
 
 
 def _imports(path: Path) -> set[str]:
@@ -39,7 +45,7 @@ def _imports(path: Path) -> set[str]:
         for name in names:
             parts = name.split(".")
             if parts[0] == "pvefix" and len(parts) > 1:
-                found.add(parts[1])
+                found.add(SAME_UNIT.get(parts[1], parts[1]))
     return found
 
 

@@ -183,7 +183,8 @@ def _rule(ctx: Context) -> RuleResult:
                 noop="the passed devices are not in the facts read here; BAR sizes unknown",
                 findings=findings,
             )
-        return RuleResult(rule=NAME, noop="no GPU among the passed devices")
+        return RuleResult(rule=NAME, noop=ctx.no_gpu_reason().replace(
+            "no GPU is passed through", "no GPU among the passed devices"))
     sized = [(p, d) for p in entries for d in p.sized]
     total64 = sum(bar64_total(d) for _, d in sized)
     largest = max((b.size for _, d in sized for b in d.bars if b.is_64bit), default=0)
@@ -196,10 +197,13 @@ def _rule(ctx: Context) -> RuleResult:
             findings=findings,
         )
     vm, cpu, mmio64_mb = window_inputs(ctx)
-    now = vm.judge(ctx, cpu, mmio64_mb)
+    above = _above_host(ctx, cpu)
+    now = None if above is not None else vm.judge(ctx, cpu, mmio64_mb)
     evidence = _evidence(ctx, entries, vm, total64, largest, cpu, mmio64_mb, now)
     changes: list[Change] = []
-    if now is None:
+    if above is not None:
+        findings.append(above.model_copy(update={"evidence": evidence}))
+    elif now is None:
         findings.append(_width_unknown(ctx, cpu, total64, evidence))
     elif now.verdict.outcome == "must-be-measured":
         findings.append(_unverified(ctx, vm, now, evidence))
@@ -212,7 +216,9 @@ def _rule(ctx: Context) -> RuleResult:
     changes += realloc_changes
     findings += realloc_findings
     if not changes:
-        if any(f.id == "bar.guest-unknown" for f in findings):
+        if above is not None:
+            reason = f"no BAR verdict: {above.title}"
+        elif any(f.id == "bar.guest-unknown" for f in findings):
             reason = "the MMIO window is large enough; the guest's cmdline is out of reach"
         elif any(f.severity == "error" for f in findings):
             reason = "no VM config change can make the BARs fit (see findings)"
@@ -229,8 +235,28 @@ def window_inputs(ctx: Context) -> tuple[Vm, mmio.CpuLine, int | None]:
     sized = [d for p in ctx.gpu_entries for d in p.sized]
     bars = tuple(_pow2(bar64_total(d)) for d in sized if bar64_total(d))
     vm = _vm(ctx, bars, _firmware(ctx))
-    cpu = mmio.read_cpu(ctx.value("cpu"), ctx.cpu_models)
+    cpu = mmio.read_cpu(ctx.cpu, ctx.cpu_models)  # args' -cpu when there is one
     return vm, cpu, mmio.mmio64_mb_of(ctx.value("args"))
+
+
+def _above_host(ctx: Context, cpu: mmio.CpuLine) -> Finding | None:
+    """phys-bits set above the host's address width: QEMU only warns ("Host physical bits
+    does not match phys-bits property", target/i386/host-cpu.c) and starts, the firmware then
+    places BARs at guest addresses the host cannot map (EPT/NPT reach only the host's width),
+    so no window verdict holds: flagged, never "fits"."""
+    host = ctx.state.node.cpu_phys_bits
+    phys = cpu.phys
+    if host is None or not phys or not phys.isdigit() or int(phys) <= host:
+        return None
+    return Finding(
+        id="bar.phys-bits-above-host", rule=NAME, severity="error",
+        title=f"phys-bits={phys} is above the host's {host} address bits",
+        detail=f"The vCPU reports {phys} address bits on a host that has {host}: QEMU starts it"
+        " with a warning, and the firmware may place the 64-bit window, and the GPUs' BARs,"
+        f" above {host} bits, where the host cannot map them; the guest then hangs or the GPU"
+        f" fails. Set phys-bits={host} or phys-bits=host in `cpu` (pvefix does not judge a"
+        " window it cannot map).",
+    )
 
 
 def _evidence(ctx: Context, entries: list[Passed], vm: Vm, total64: int, largest: int,

@@ -24,6 +24,19 @@ from pvefix.state import HostState
 NAME = "vm-state"
 
 
+def _template(ctx: Context) -> Finding:
+    vmid = ctx.state.vm.vmid
+    return Finding(
+        id="vm.template", rule=NAME, severity="warning",
+        title=f"VM {vmid} is a template: Proxmox never starts it",
+        detail="qemu-server refuses to start a template (QemuServer.pm vm_start: \"you can't"
+        " start a vm if it's a template\") and to snapshot or roll it back (AbstractConfig.pm)."
+        " A change to its config is written at once and takes effect only in clones made from"
+        " it afterwards; linked clones made before keep their own configs, so each of them"
+        " needs its own plan. apply offers no --restart/--start here and refuses them.",
+        evidence=[f"template: {ctx.value('template')}"])
+
+
 def rule(ctx: Context) -> RuleResult:
     vm = ctx.state.vm
     findings: list[Finding] = []
@@ -38,6 +51,8 @@ def rule(ctx: Context) -> RuleResult:
                 " until it is released (wait for the backup/operation, or `qm unlock`).",
             )
         )
+    if ctx.is_template:
+        findings.append(_template(ctx))
     if ctx.next.has_pending:
         findings.append(
             Finding(

@@ -31,9 +31,14 @@ NAME = "iommu-groups"
 
 
 def rule(ctx: Context) -> RuleResult:
-    if not ctx.passed:
-        return RuleResult(rule=NAME, noop="no PCI device is passed through")
-    passed_addrs = {d.address for p in ctx.passed for d in p.devices}
+    # A vGPU (mdev=) is created on its parent device, which stays with its host driver: VFIO
+    # takes no IOMMU group for it (PCI.pm), so only whole devices are judged here.
+    passed = [p for p in ctx.passed if not p.is_vgpu]
+    if not passed:
+        return RuleResult(rule=NAME, noop="only vGPU (mdev=) entries: Proxmox binds no whole"
+                          " device to vfio-pci, so no IOMMU group is taken" if ctx.passed
+                          else "no PCI device is passed through")
+    passed_addrs = {d.address for p in passed for d in p.devices}
     by_group: dict[int, list[str]] = {}
     for d in ctx.state.pci_devices:
         if d.iommu_group is not None and not d.is_bridge:
@@ -41,8 +46,8 @@ def rule(ctx: Context) -> RuleResult:
     if ctx.state.pci_devices and not by_group:
         return RuleResult(rule=NAME, findings=[_groups_absent(ctx)])
     findings: list[Finding] = []
-    missing = [p.key for p in ctx.passed if not p.devices]
-    for p in ctx.passed:
+    missing = [p.key for p in passed if not p.devices]
+    for p in passed:
         for d in p.devices:
             if d.iommu_group is None:
                 findings.append(_no_group(d.address, p.key))
@@ -85,12 +90,12 @@ def rule(ctx: Context) -> RuleResult:
                         else "check the ids and the mapping."
                     )
                 ),
-                evidence=[f"{p.key}: {p.entry.raw}" for p in ctx.passed if not p.devices],
+                evidence=[f"{p.key}: {p.entry.raw}" for p in passed if not p.devices],
             )
         )
     if not findings:
         groups = sorted(
-            {d.iommu_group for p in ctx.passed for d in p.devices if d.iommu_group is not None}
+            {d.iommu_group for p in passed for d in p.devices if d.iommu_group is not None}
         )
         if not groups:
             return RuleResult(

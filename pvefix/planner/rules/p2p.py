@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pvefix.errors import ValidationError
 from pvefix.planner import mmio
 from pvefix.planner.context import Context, Passed
+from pvefix.planner.effective_cpu import args_hide_kvm
 from pvefix.planner.model import (
     HOSTPCI_KEY_PATTERN,
     Change,
@@ -125,8 +126,7 @@ def _entry(a: Assessment, p: Passed) -> HostPci:
 
 
 def _nvidia(p: Passed) -> bool:
-    shown = [d for d in p.devices if d.is_display]
-    return bool(shown) and all(d.vendor == NVIDIA for d in shown)
+    return topology.clique_vendor(p)
 
 
 def assess(ctx: Context, earlier: list[Change]) -> Assessment:
@@ -281,8 +281,13 @@ def _phase(ctx: Context, earlier: list[Change]) -> RuleResult:
         return RuleResult(rule=NAME)  # topology's clique finding says how to ask for it
     a = assess(ctx, earlier)
     if len(a.gpus) < 2:
-        return RuleResult(rule=NAME, noop="fewer than two NVIDIA GPUs: no clique to set")
+        vgpu = (" (vGPU entries, mdev=, have no P2P over PCIe: NVIDIA's vGPU documentation)"
+                if ctx.vgpu_entries else "")
+        return RuleResult(rule=NAME, noop=f"fewer than two NVIDIA GPUs{vgpu}: no clique to set")
     findings = [_guest_side(ctx, a)]
+    if args_hide_kvm(ctx.args_cpu):
+        findings.append(_args_cpu_hides_kvm(ctx))
+        return RuleResult(rule=NAME, findings=findings + _block_findings(a))
     if a.xvga_kept:
         findings.append(_blocked_display(a))
         return RuleResult(rule=NAME, findings=findings + _block_findings(a))
@@ -312,6 +317,20 @@ def _phase(ctx: Context, earlier: list[Change]) -> RuleResult:
         return RuleResult(rule=NAME, findings=findings,
                           noop="every clique is already in args and nothing stands in the way")
     return RuleResult(rule=NAME, changes=changes, findings=findings)
+
+
+def _args_cpu_hides_kvm(ctx: Context) -> Finding:
+    """args' -cpu carries kvm=off: QEMU keeps it over Proxmox's -cpu, and pvefix does not edit
+    another's -cpu in args, so no clique is planned."""
+    return Finding(
+        id="p2p.args-cpu-kvm-off", rule=NAME, severity="warning",
+        title="No P2P clique: args' -cpu hides KVM (kvm=off)",
+        detail="qemu-server appends args after its own options (QemuServer.pm config_to_command)"
+        " and QEMU keeps the last -cpu, so the VM runs with kvm=off whatever `cpu` says; the"
+        " NVIDIA driver ignores x-nv-gpudirect-clique without the hypervisor visible. Remove"
+        " kvm=off from the -cpu in args (or the whole -cpu, leaving the CPU to `cpu`), then plan"
+        " --p2p again.",
+        evidence=[f"args: {ctx.value('args')}"])
 
 
 def _requires(earlier: list[Change], key: str) -> list[str]:

@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import re
 
+from pvefix.closedworld.vendors import may_take
 from pvefix.errors import PvefixError
 from pvefix.planner import mmio
 from pvefix.planner.context import Context, Passed
+from pvefix.planner.effective_cpu import args_hide_kvm
 from pvefix.planner.model import Finding, RuleResult
-from pvefix.vmconfig.args import clique_map
+from pvefix.vmconfig.args import CLIQUE_PROPERTY, clique_map
 
 NAME = "topology"
 
@@ -42,6 +44,11 @@ def is_amd_zen(ctx: Context) -> bool:
 def kvm_hidden_by(ctx: Context) -> list[str]:
     """What makes qemu-server add kvm=off to -cpu for the whole VM: x-vga=1, hidden=1."""
     why = [f"{p.key} has x-vga=1" for p in ctx.passed if p.entry.x_vga]
+    if ctx.args_cpu is not None:  # QEMU keeps args' -cpu: the cpu line's hidden= is moot
+        if args_hide_kvm(ctx.args_cpu):
+            why.append(f"args sets -cpu {ctx.args_cpu} (kvm=off), which QEMU keeps over"
+                       " Proxmox's own -cpu")
+        return why
     cpu = mmio.read_cpu(ctx.value("cpu"), ctx.cpu_models)
     if cpu.hidden and cpu.prop.get("hidden") is None and cpu.model is not None:
         why.append(f"cpu model {cpu.cputype} has `hidden 1` in cpu-models.conf")
@@ -93,22 +100,23 @@ def rule(ctx: Context) -> RuleResult:
         f" sources for {ctx.state.node.cpu_model or 'this CPU'}: it must be measured"
         " (pvefix probe on bare metal, or after a clique in the guest)"
     )
+    nvidia = [p for p in entries if clique_vendor(p)]
+    detail = (
+        bare_metal + "; inside the VM the driver cannot see the host topology and reports P2P"
+        " as NS, so every transfer between GPUs goes through host memory."
+        if nvidia else _not_nvidia(entries))
     findings.append(
         Finding(
             id="topology.root-complexes",
             rule=NAME,
             severity="info",
             title=f"{len(entries)} GPU entries {where}",
-            detail=(
-                bare_metal
-                + "; inside the VM the driver cannot see the host topology and reports P2P as"
-                " NS, so every transfer between GPUs goes through host memory."
-            ),
+            detail=detail,
             evidence=evidence,
         )
     )
-    if not ctx.options.p2p:
-        findings.append(_clique_finding(ctx, entries))
+    if not ctx.options.p2p and nvidia:
+        findings.append(_clique_finding(ctx, nvidia))
     return RuleResult(rule=NAME, findings=findings)
 
 
@@ -136,12 +144,14 @@ def _clique_finding(ctx: Context, entries: list[Passed]) -> Finding:
             severity="warning",
             title="No GPU can get a P2P clique while KVM is hidden from the guest",
             detail=(
-                f"{'; '.join(hidden)}: qemu-server then adds kvm=off to -cpu for the whole VM"
+                f"{'; '.join(hidden)}: KVM is hidden (kvm=off on -cpu) for the whole VM"
                 " (PCI.pm print_hostpci_devices, CPUConfig.pm get_cpu_options), and the NVIDIA"
                 " driver does not honour x-nv-gpudirect-clique without the hypervisor visible."
                 " Lifting it: "
                 + "; ".join(
                     ("remove x-vga=1 from " + h.split()[0]) if "x-vga" in h
+                    else "remove kvm=off from the -cpu in args (pvefix does not edit it)"
+                    if h.startswith("args")
                     else "set hidden=0 on the VM's cpu line (it overrides the model's)"
                     if "cpu-models.conf" in h else "remove hidden=1 from cpu"
                     for h in hidden
@@ -201,6 +211,21 @@ def _clique_finding(ctx: Context, entries: list[Passed]) -> Finding:
         ),
         evidence=[*evidence, f"eligible: {', '.join(p.key for p in missing)}"],
     )
+
+
+def _not_nvidia(entries: list[Passed]) -> str:
+    vendors = sorted({d.vendor for p in entries for d in p.gpu_candidates})
+    return (f"These GPUs are not NVIDIA's (vendor {', '.join(vendors)}): the GPUDirect clique"
+            " (x-nv-gpudirect-clique) is NVIDIA's only, and QEMU refuses it on any other vendor"
+            " (hw/vfio/pci-quirks.c), so pvefix neither plans nor advises one; P2P between these"
+            " GPUs inside a VM is not modelled by pvefix.")
+
+
+def clique_vendor(p: Passed) -> bool:
+    """Every GPU function of the entry may take x-nv-gpudirect-clique: NVIDIA's only (QEMU
+    refuses it on any other vendor: pvefix.closedworld.vendors)."""
+    shown = p.gpu_candidates
+    return bool(shown) and all(may_take(CLIQUE_PROPERTY, d.vendor) for d in shown)
 
 
 def _single_function(p: Passed) -> bool:
