@@ -166,6 +166,9 @@ def _hostpci_judge(name: str, option: str, want: str) -> Judge:
             hosts = ";".join(entry.hosts) or None
             ok = bool(entry.hosts) and _hosts(";".join(entry.hosts)) == _hosts(want)
             return ok, f"host={hosts}" if hosts else raw, hosts
+        if option == "mdev":  # a vGPU entry must stay one, of the same type
+            return (entry.mdev == want, f"mdev={entry.mdev}" if entry.mdev else
+                    f"{raw} (whole device, no mdev)", entry.mdev)
         flag = entry.pcie if option == "pcie" else entry.x_vga
         return flag == (want == "1"), f"{option}={int(flag)}", str(int(flag))
 

@@ -4,7 +4,8 @@
 config after all phases, the host files it writes, the guest cmdline it sets): `pvefix desired`
 derives from it by default, so CI guards the fix, not the misconfiguration it replaces.
 
-- the VM: its machine family, each hostpciN's source (mapping or host) and pcie / x-vga, the
+- the VM: its machine family, each hostpciN's source (mapping or host), pcie / x-vga and a
+  vGPU's `mdev` type (an entry turned into whole-GPU passthrough is drift), the
   exact value of every other key except the ones that change in normal operation (`FREE`:
   name, memory, disks, NICs, ...), and `closed = true` so a new key (an `args:` line, a ninth
   hostpci) is drift;
@@ -106,6 +107,7 @@ def vm_rules(observed: ObservedVm, p2p: P2PRule | None = None) -> VmDesired:
                 host=";".join(entry.hosts) if entry.hosts else None,
                 pcie=entry.pcie,
                 x_vga=entry.x_vga,
+                mdev=entry.mdev,
             )
             continue
         if value.strip() == value and value and "\n" not in value:

@@ -154,6 +154,9 @@ class HostPciRule(_Strict):
     host: str | None = None
     pcie: bool | None = None
     x_vga: bool | None = Field(default=None, alias="x-vga")
+    #: The vGPU type of a mediated-device entry (`mdev=`): such an entry turned into whole-GPU
+    #: passthrough (which takes the GPU from every other VM's vGPU) is drift.
+    mdev: str | None = None
 
     @field_validator("host")
     @classmethod
@@ -179,6 +182,8 @@ class HostPciRule(_Strict):
             out.append(("pcie", "1" if self.pcie else "0"))
         if self.x_vga is not None:
             out.append(("x-vga", "1" if self.x_vga else "0"))
+        if self.mdev is not None:
+            out.append(("mdev", self.mdev))
         return out
 
 

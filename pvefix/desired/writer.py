@@ -78,6 +78,8 @@ def _hostpci(lines: list[str], header: str, rule: HostPciRule) -> None:
         lines.append(f"pcie = {'true' if rule.pcie else 'false'}")
     if rule.x_vga is not None:
         lines.append(f"x-vga = {'true' if rule.x_vga else 'false'}")
+    if rule.mdev is not None:
+        lines.append(f"mdev = {string(rule.mdev)}")
     lines.append("")
 
 
