@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from pvefix.planner.model import Finding
+if TYPE_CHECKING:  # imported where used: the planner imports this package at its own import
+    from pvefix.planner.model import Finding
 
 #: The claims a plan makes, by the rule or verdict that makes them. An input names the claims it
 #: feeds (modelled) or touches (unmodelled); docs/why-each-change.md lists them.
@@ -57,6 +58,8 @@ class Input:
 def not_established(rule: str, item: Input, claim: Claim, detail: str,
                     evidence: list[str] | None = None) -> Finding:
     """The finding a claim becomes where an unmodelled (or not yet read) input touches it."""
+    from pvefix.planner.model import Finding
+
     return Finding(
         id=f"not-established.{claim}.{item.kind}.{item.name}",
         rule=rule,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from pvefix.closedworld.docs import render as closed_world_tables
 from pvefix.planner import bar_verdict, mmio
 from pvefix.planner.rules import RULES
 
@@ -34,6 +35,7 @@ def render() -> str:
         doc = (module.__doc__ or "").strip()
         title, _, body = doc.partition("\n")
         parts.append(f"\n## Facts: {title.strip()}\n\n{body.strip()}\n")
+    parts.append(closed_world_tables())
     return "".join(parts)
 
 

@@ -51,3 +51,11 @@ def test_each_input_is_classified_once() -> None:
 def test_each_input_says_why_and_names_real_claims(item: Any) -> None:
     assert item.why and all(c in CLAIMS for c in item.claims)
     assert item.status != "inert" or not item.claims
+
+
+def test_the_docs_tables_list_every_classified_input() -> None:
+    from pvefix.closedworld.docs import render
+
+    text = render()
+    for i in REGISTRY:
+        assert f"| `{i.name.replace('|', chr(92) + '|')}` | {i.status} |" in text, i.name
