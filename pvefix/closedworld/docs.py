@@ -68,7 +68,8 @@ def render() -> str:
         if not items:
             parts.append("None classified yet.\n")
             continue
-        parts.append("| Input | Status | Claims | Why | Source |\n| --- | --- | --- | --- | --- |\n")
+        parts.append("| Input | Status | Claims | Why | Source |\n"
+                     "| --- | --- | --- | --- | --- |\n")
         for i in items:
             claims = ", ".join(f"`{c}`" for c in i.claims) or "-"
             parts.append(f"| `{_cell(i.name)}` | {i.status} | {claims} | {_cell(i.why)} |"
