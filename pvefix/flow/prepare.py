@@ -44,6 +44,7 @@ class Asked:
     restart: bool = False
     start: bool = False
     reboot_host: bool = False
+    pve_snapshot: bool = False
     plan_options: PlanOptions = field(default_factory=PlanOptions)
     guest: bool = False  # a way into the guest was given
     on_this_host: bool = False  # --local: pvefix runs on the node it changes
@@ -97,11 +98,12 @@ def prepare(live: HostState, saved: Plan | None, asked: Asked,
     use_qm = _refuse_root_only(phase, live, asked)
     if live.vm.lock:
         raise RefusedError(f"VM {vmid} is locked ({live.vm.lock}); nothing was written")
-    if (asked.restart or asked.start) and _is_template(live):
+    if (asked.restart or asked.start or asked.pve_snapshot) and _is_template(live):
         raise RefusedError(
-            f"VM {vmid} is a template: Proxmox never starts a template (qemu-server vm_start),"
-            " so --restart/--start cannot activate anything; nothing was written. Apply"
-            " without them: the config change reaches the clones made from it afterwards.",
+            f"VM {vmid} is a template: Proxmox never starts nor snapshots a template"
+            " (qemu-server vm_start, AbstractConfig.pm), so --restart/--start/--pve-snapshot"
+            " cannot be done; nothing was written. Apply without them: the config change"
+            " reaches the clones made from it afterwards.",
             source=f"VM {vmid}")
     refuse_activation_without_reboot(phase, asked.reboot_host, vmid, asked.context)
     wants_host = phase.reboot_activates

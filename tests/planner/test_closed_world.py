@@ -69,7 +69,8 @@ def test_a_template_is_never_started_by_apply() -> None:
     got = plan(live)
     assert all("when it starts" not in ph.activation for ph in got.phases)
     assert "is a template" in got.phases[0].activation
-    for asked in (Asked(phase=1, restart=True), Asked(phase=1, start=True, restart=True)):
+    for asked in (Asked(phase=1, restart=True), Asked(phase=1, start=True, restart=True),
+                  Asked(phase=1, pve_snapshot=True)):
         with pytest.raises(RefusedError, match="is a template"):
             prepare(live, None, asked, said.append)
     assert prepare(live, None, Asked(phase=1), said.append).phase.number == 1

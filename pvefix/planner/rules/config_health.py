@@ -33,7 +33,7 @@ def _template(ctx: Context) -> Finding:
         " start a vm if it's a template\") and to snapshot or roll it back (AbstractConfig.pm)."
         " A change to its config is written at once and takes effect only in clones made from"
         " it afterwards; linked clones made before keep their own configs, so each of them"
-        " needs its own plan. apply offers no --restart/--start here and refuses them.",
+        " needs its own plan. apply refuses --restart, --start and --pve-snapshot here.",
         evidence=[f"template: {ctx.value('template')}"])
 
 
