@@ -186,8 +186,9 @@ def _apply_phase(
 def _asked(options: ApplyOptions, guest: GuestAccess | None, conn: Connection) -> Asked:
     return Asked(phase=options.phase, replan=options.replan, qm_set=options.qm_set,
                  restart=options.restart, start=options.start, reboot_host=options.reboot_host,
-                 pve_snapshot=options.pve_snapshot, plan_options=options.plan_options, guest=guest is not None,
-                 on_this_host=conn.on_this_host, context=options.context)
+                 pve_snapshot=options.pve_snapshot, plan_options=options.plan_options,
+                 guest=guest is not None, on_this_host=conn.on_this_host,
+                 context=options.context)
 
 
 def _refuse_for_activation(conn: Connection, sessions: Sessions, live: HostState,
