@@ -47,10 +47,10 @@ INPUTS_MODELLED: tuple[Input, ...] = (
          "a locked VM is refused by every config write and start: vm_states"),
     _key("numa", "modelled", ("bar-space", "start"),
          "read with hotplug: memory hotplug needs numa=1 (Memory.pm)"),
-    _key("hotplug", "unmodelled", ("bar-space",),
-         "memory hotplug (with numa=1) starts QEMU with -m size=,slots=,maxmem= and QEMU"
-         " reserves the hot-pluggable range above RAM, below the 64-bit PCI window, which moves"
-         " up by as much; pvefix does not size it",
+    _key("hotplug", "unmodelled", ("bar-space", "start"),
+         "memory hotplug starts QEMU with -m size=,slots=,maxmem= and QEMU reserves the"
+         " hot-pluggable range above RAM, below the 64-bit PCI window, which moves up by as"
+         " much; pvefix does not size it (and without numa=1 Proxmox refuses the start)",
          "qemu-server src/PVE/QemuServer/Memory.pm; QEMU hw/i386/pc.c device memory"),
     _key("kvm", "unmodelled", ("start", "bar-space", "p2p"),
          "kvm=0 runs the VM under TCG emulation: no KVM for the guest driver, other address"
@@ -130,6 +130,17 @@ def family(key: str) -> str:
 
 
 _FAMILIES = frozenset(i.name for i in INPUTS if i.name.endswith("N"))
+
+
+def touched(item: Input, value: str, values: Mapping[str, str]) -> tuple[Claim, ...]:
+    """The claims an unmodelled key's value touches here: none where it cannot change one
+    (`matters`); memory hotplug with numa=1 leaves the start alone (Memory.pm refuses it only
+    without NUMA)."""
+    if not matters(item.name, value, values):
+        return ()
+    if item.name == "hotplug" and values.get("numa", "").strip() == "1":
+        return tuple(c for c in item.claims if c != "start")
+    return item.claims
 
 
 def matters(name: str, value: str, values: Mapping[str, str]) -> bool:

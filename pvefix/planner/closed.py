@@ -10,11 +10,11 @@ input out. Pure.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pvefix.closedworld import Claim, Input, not_established
 from pvefix.closedworld.args_words import classify, options
-from pvefix.closedworld.config_keys import family, matters
+from pvefix.closedworld.config_keys import family, touched
 from pvefix.closedworld.registry import lookup
 from pvefix.errors import PvefixError
 from pvefix.planner.context import Context
@@ -61,8 +61,13 @@ def _key_gaps(ctx: Context) -> list[Gap]:
         if item is None:
             item = Input("config-key", key, "unmodelled", _ALL_START,
                          "a key qemu-server's schema as pvefix knows it does not hold")
-        elif item.status != "unmodelled" or not matters(item.name, value, values):
+        elif item.status != "unmodelled":
             continue
+        else:
+            claims = touched(item, value, values)
+            if not claims:
+                continue
+            item = replace(item, claims=claims)
         out.append(Gap(item, f"{key}: {value}"))
     return out
 
