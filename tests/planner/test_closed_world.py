@@ -112,3 +112,11 @@ def test_every_round4_case_cites_its_source() -> None:
     for path in sorted(Path(CASES).glob("round4-*.json")):
         doc = load_case(path)["doc"]
         assert any(s in doc for s in (".pm", ".c", "documentation", "pvefix.closedworld")), path
+
+
+def test_under_args_cpu_the_cpu_lines_hidden_neither_blocks_nor_is_edited() -> None:
+    case = _case("round4-args-cpu-kvm-off-p2p")
+    case["edit"]["config_set"].update(args="-cpu host", cpu="host,hidden=1")
+    got = _plan(case)
+    assert _changes(got) == ["p2p.args"]  # no p2p.cpu.hidden: QEMU never sees that hidden=1
+    assert "p2p.args-cpu-kvm-off" not in {f.id for f in got.findings}

@@ -133,7 +133,9 @@ def assess(ctx: Context, earlier: list[Change]) -> Assessment:
     a = Assessment(gpus=[p for p in ctx.gpu_entries if _nvidia(p)],
                    values=current_values(ctx, earlier))
     cpu = a.value("cpu")
-    if cpu and mmio.read_cpu(cpu, ctx.cpu_models).hidden:
+    # Under args' -cpu the cpu line's hidden= never reaches QEMU (the last -cpu wins): only
+    # args' own kvm=off hides KVM then (_args_cpu_hides_kvm).
+    if cpu and ctx.args_cpu is None and mmio.read_cpu(cpu, ctx.cpu_models).hidden:
         a.hidden_cpu = cpu
     named = set(ctx.options.clique_map)
     gpu_keys = {p.key for p in a.gpus}
