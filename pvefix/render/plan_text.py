@@ -232,6 +232,10 @@ def _closing(plan: Plan, s: _Style, context: Context | None) -> list[str]:
     if any(f.id == "devices.unknown-here" for f in plan.findings):
         return [s.wrap("Nothing planned, but not because all is right: some passed devices are"
                        " not in the facts read (see the findings).", "", "yellow")]
+    if any(f.id.startswith("not-established.") for f in plan.findings):
+        return [s.wrap("Nothing planned, but not because all is right: some inputs pvefix does"
+                       " not model leave claims not established (see the findings).", "",
+                       "yellow")]
     return [s.wrap("Nothing to change: this VM and host already follow every rule.", "",
                    "green")]
 

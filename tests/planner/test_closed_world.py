@@ -120,3 +120,11 @@ def test_under_args_cpu_the_cpu_lines_hidden_neither_blocks_nor_is_edited() -> N
     got = _plan(case)
     assert _changes(got) == ["p2p.args"]  # no p2p.cpu.hidden: QEMU never sees that hidden=1
     assert "p2p.args-cpu-kvm-off" not in {f.id for f in got.findings}
+
+
+def test_a_plan_emptied_by_gaps_never_reads_as_all_right() -> None:
+    from pvefix.render.plan_text import render_plan_text
+
+    text = render_plan_text(_plan(_case("round4-args-unknown-word")))
+    assert "already follow every rule" not in text
+    assert "not because all is right" in text
