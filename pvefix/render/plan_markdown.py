@@ -73,6 +73,13 @@ def _fence(text: object, info: str = "", indent: str = "") -> str:
     return "\n".join(lines)
 
 
+def _is_template(plan: Plan) -> bool:
+    from pvefix.closedworld.vm_states import is_template
+    from pvefix.vmconfig import VMConfig
+
+    return is_template(VMConfig.parse(plan.config_before).main.get("template"))
+
+
 def impact(plan: Plan) -> list[str]:
     """The ticket's summary: what changes, which VMs stop and for how long, host reboot."""
     obs = plan.observed
@@ -85,7 +92,11 @@ def impact(plan: Plan) -> list[str]:
           for d in ("vm-restart", "guest-reboot", "host-reboot")}
     if by["vm-restart"]:
         phases = ", ".join(map(str, by["vm-restart"]))
-        if obs.vm_status == "running":
+        if _is_template(plan):
+            lines.append(f"VM {obs.vmid} is a template, which Proxmox never starts: phase"
+                         f" {phases} changes its config, which reaches only the clones made"
+                         " from it afterwards; no VM stops.")
+        elif obs.vm_status == "running":
             lines.append(
                 f"VM {obs.vmid} stops (phase {phases}): a clean ACPI shutdown (up to "
                 f"{DEFAULT_SHUTDOWN_S} s by default, `--shutdown-timeout`) and a start, when "

@@ -128,3 +128,13 @@ def test_a_plan_emptied_by_gaps_never_reads_as_all_right() -> None:
     text = render_plan_text(_plan(_case("round4-args-unknown-word")))
     assert "already follow every rule" not in text
     assert "not because all is right" in text
+
+
+def test_a_templates_plan_never_says_it_takes_effect_at_a_start() -> None:
+    from pvefix.render.plan_text import render_plan_text
+
+    text = " ".join(render_plan_text(_plan(_case("round4-template"))).split())
+    assert "takes effect at its next start" not in text and "when it starts" not in text
+    assert "--phase 1 --restart" not in text and "--phase 1 --start" not in text
+    assert "apply refuses --restart, --start and --pve-snapshot here" in text
+    assert "is a template, which Proxmox never starts" in text
