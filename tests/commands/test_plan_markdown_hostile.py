@@ -16,7 +16,9 @@ from pvefix.render.plan_markdown import _code, _fence, _md
 markdown_it = pytest.importorskip("markdown_it")
 
 SCENARIO = Path(__file__).resolve().parents[2] / "pvefix" / "scenarios" / "kpro6"
-HOSTILE_ARGS = "-foo `x` <img src=x onerror=alert(1)> ``` ``|`` x"
+# One QEMU option pvefix classifies as inert (-name) with the hostile text as its one quoted
+# value: an unknown word would leave every claim not established and plan nothing to show.
+HOSTILE_ARGS = '-name "`x` <img src=x onerror=alert(1)> ``` ``|`` x"'
 
 
 def _parser() -> object:

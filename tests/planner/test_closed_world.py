@@ -138,3 +138,19 @@ def test_a_templates_plan_never_says_it_takes_effect_at_a_start() -> None:
     assert "--phase 1 --restart" not in text and "--phase 1 --start" not in text
     assert "apply refuses --restart, --start and --pve-snapshot here" in text
     assert "is a template, which Proxmox never starts" in text
+
+
+@pytest.mark.parametrize(("key", "value", "claims"), [
+    ("kvm", "0", {"start", "bar-space", "p2p"}),
+    ("acpi", "0", {"bar-space", "guest-cmdline"}),
+    ("ivshmem", "size=64,name=x", {"bar-space"}),
+])
+def test_an_unmodelled_key_in_the_next_start_leaves_its_claims_not_established(
+        key: str, value: str, claims: set[str]) -> None:
+    case = _case("kpro6")
+    case["edit"] = {**case.get("edit", {}), "config_set": {key: value}}
+    got = {f.id for f in _plan(case).findings if f.id.startswith("not-established.")}
+    assert got == {f"not-established.{c}.config-key.{key}" for c in claims}
+    quiet = copy.deepcopy(case)
+    quiet["edit"]["config_set"] = {"kvm": "1", "acpi": "1"}  # the defaults touch nothing
+    assert not [f.id for f in _plan(quiet).findings if f.id.startswith("not-established.")]
