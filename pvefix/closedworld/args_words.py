@@ -81,18 +81,37 @@ INPUTS: tuple[Input, ...] = (
     _word("-incoming", "unmodelled", ("activation", "start"), "waits for a migration"),
     _word("-readconfig", "unmodelled", _START, "a config file of any options"),
     _word("-iommu", "unmodelled", ("iommu-groups", "p2p"), "a virtual IOMMU"),
+    _word("-pflash", "unmodelled", ("bar-space", "start"), "another firmware flash image"),
+    _word("-no-acpi", "unmodelled", ("bar-space", "guest-cmdline"),
+          "no ACPI: the guest kernel reads no _CRS, so it learns no 64-bit window"),
+    _word("-acpitable", "unmodelled", ("bar-space", "guest-cmdline"),
+          "an extra ACPI table the guest kernel reads"),
+    _word("-only-migratable", "unmodelled", ("start",),
+          "refuses devices that cannot migrate, as vfio-pci devices are"),
+    _word("-dump-vmstate", "unmodelled", ("activation", "start"), "dumps and exits"),
+    _word("-xen-domid", "unmodelled", _START, "a Xen guest, not KVM"),
+    _word("-xen-attach", "unmodelled", _START, "a Xen guest, not KVM"),
+    _word("-xen-domid-restrict", "unmodelled", _START, "a Xen guest, not KVM"),
+    _word("-plugin", "unmodelled", ("start",), "a TCG plugin"),
     *_inert("-name -uuid -k -rtc -boot -vga -display -nographic -spice -vnc -serial -parallel"
             " -monitor -mon -qmp -chardev -pidfile -daemonize -runas -sandbox -msg -trace -d -D"
             " -no-reboot -no-shutdown -nodefaults -no-user-config -smbios -overcommit"
             " -mem-prealloc -mem-path -netdev -nic -net -audiodev -usb -usbdevice -watchdog"
-            " -watchdog-action -action -iscsi -add-fd -compat -icount -no-hpet",
+            " -watchdog-action -action -iscsi -add-fd -compat -icount -no-hpet -snapshot"
+            " -option-rom -tpmdev -virtfs -fsdev -cdrom -hda -hdb -hdc -hdd -fda -fdb -mtdblock"
+            " -sd -dtb -gdb -s -seed -debugcon -echr -dfilter -audio -audio-help -rotate"
+            " -portrait -full-screen -singlestep -async-teardown -qmp-pretty -win2k-hack -chroot"
+            " -no-fd-bootchk -enable-sync-profile -h -help -version",
             "names, consoles, logs and devices with no large or 64-bit BAR"),
 )
 
 #: Options that take no value (the rest take one word after them).
 FLAGS = frozenset({"-enable-kvm", "-S", "-nographic", "-daemonize", "-no-reboot",
                    "-no-shutdown", "-nodefaults", "-no-user-config", "-mem-prealloc",
-                   "-usb", "-no-hpet"})
+                   "-usb", "-no-hpet", "-no-acpi", "-snapshot", "-only-migratable",
+                   "-xen-attach", "-xen-domid-restrict", "-full-screen", "-portrait",
+                   "-singlestep", "-async-teardown", "-win2k-hack", "-no-fd-bootchk",
+                   "-enable-sync-profile", "-s", "-h", "-help", "-version", "-audio-help"})
 
 
 @dataclass(frozen=True)
@@ -117,8 +136,10 @@ def options(words: list[str]) -> list[Option]:
             i += 1
             continue
         value = words[i + 1] if i + 1 < len(words) else None
+        if not known and value is not None and value.startswith("-"):
+            value = None  # an unknown option's arity is unknown: the next option stays one
         out.append(Option(name, value, known))
-        i += 2
+        i += 2 if value is not None else 1
     return out
 
 
