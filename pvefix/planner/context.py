@@ -60,8 +60,9 @@ class Passed:
     @property
     def is_vgpu(self) -> bool:
         """A mediated device (`mdev=`): a vGPU of the device, which Proxmox never binds to
-        vfio-pci as a whole (PCI.pm: the mdev is created on the parent), with the vGPU's own
-        BARs and no PCIe P2P (NVIDIA's vGPU documentation)."""
+        vfio-pci as a whole (qemu-server PCI.pm prepare_pci_device creates the mdev on the
+        parent instead of pci_dev_group_bind_to_vfio), with the vGPU's own BARs and no PCIe
+        P2P (NVIDIA's vGPU documentation)."""
         return self.entry.mdev is not None
 
     @property
