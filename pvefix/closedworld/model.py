@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from pvefix.planner.model import Finding
+from pvefix.findings import Finding
 
 #: The claims a plan makes, by the rule or verdict that makes them. An input names the claims it
 #: feeds (modelled) or touches (unmodelled); docs/why-each-change.md lists them.
