@@ -26,9 +26,17 @@ never plans a reboot that leaves it off without saying so:
   planned before iommu=pt, saying why; where pvefix cannot remove it (a combined value like
   `amd_iommu=off,fullflush`, or a GRUB drop-in it does not edit) no host edit is planned and an
   error finding says what to remove by hand.
-- Intel on a Proxmox kernel before 6.8: the IOMMU stays off without `intel_iommu=on` (pve-docs
-  qm-pci-passthrough.adoc; on by default from 6.8), so `intel_iommu=on` is planned together with
-  iommu=pt. On 6.8 and later `intel_iommu=on` is a no-op and is reported, not touched.
+- The generic `iommu=off` (arch/x86/kernel/pci-dma.c iommu_setup sets no_iommu; no later
+  token clears it, `iommu=pt` included, and neither driver then looks for an IOMMU) is removed
+  the same way, before iommu=pt: appended after it, iommu=pt would change nothing.
+- Intel without `intel_iommu=on`/`off` on the line: the kernel's build default decides
+  (CONFIG_INTEL_IOMMU_DEFAULT_ON, read from the host's /boot/config-$(uname -r); Proxmox
+  kernels before 6.8 leave it off, pve-docs qm-pci-passthrough.adoc), so where it is off
+  `intel_iommu=on` is planned together with iommu=pt, and where the file was not read the
+  verdict is not established and nothing is planned. On 6.8 and later `intel_iommu=on` is a
+  no-op and is reported, not touched.
+- Any other token the closed world does not model and that touches this verdict: not
+  established, nothing planned (the section on the host cmdline's closed world, below).
 - The running kernel (/proc/cmdline) booted with the IOMMU off: a warning, passthrough is
   refused until the host reboots with it (the iommu-groups rule sees the groups absent too).
 
