@@ -348,7 +348,8 @@ def _file_missing(ctx: Context, path: str, refresh: list[str], loader: str,
         return RuleResult(
             rule=NAME, noop="no SSH access: the host cmdline cannot be read (no API for it)"
         )
-    base, fixed = _base_with_iommu_on(running_line, _vendor(ctx), state.node.kernel_version)
+    base, fixed = _base_with_iommu_on(running_line, _vendor(ctx), state.node.kernel_version,
+                                      state.node.kernel_config)
     return RuleResult(
         rule=NAME,
         findings=_running_iommu_off(running_line, _vendor(ctx), state.node.kernel_version,
@@ -635,7 +636,8 @@ def _pt_overridden(configured: Cmdline, where: list[str]) -> Finding:
 
 
 def _base_with_iommu_on(
-    running: Cmdline | None, vendor: CpuVendor | None, kernel_version: str | None
+    running: Cmdline | None, vendor: CpuVendor | None, kernel_version: str | None,
+    kernel_config: dict[str, str] | None = None,
 ) -> tuple[str, list[str]]:
     """The running line as the base of a new cmdline file, with the IOMMU left on: exact
     `amd_iommu=off`/`intel_iommu=off` dropped, `intel_iommu=on` added before 6.8; and what was
@@ -650,7 +652,8 @@ def _base_with_iommu_on(
             notes.append(f"{token.raw} (running now) is left out: after the reboot {_NOT_PRESENT}.")
         else:
             notes.append(f"{token.raw} (running now) turns the IOMMU off: take `off` out of it.")
-    if vendor == "intel" and intel_needs_on(kernel_version) and intel_setting(line)[0] != "on":
+    if vendor == "intel" and intel_needs_on(kernel_version, kernel_config) and intel_setting(
+            line)[0] != "on":
         line.ensure("intel_iommu", "on")
         notes.append(f"intel_iommu=on is added: Proxmox kernel {kernel_version} is older than 6.8.")
     # the tokens only: /proc/cmdline ends in a newline, and a newline in the new file would
