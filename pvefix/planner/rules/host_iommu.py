@@ -77,6 +77,7 @@ from pvefix.cmdline.iommu import (
     IOMMU_NOT_PRESENT,
     IOMMU_NOT_PRESENT_SOURCE,
     MAPPING_WITHOUT_GROUP,
+    intel_default_on,
     intel_needs_on,
     intel_setting,
     iommu_enabled,
@@ -220,7 +221,14 @@ def _line_findings(state: HostState, grub: GrubConfig | None, path: str, where: 
                 evidence=where,
             )
         )
+    default_on = intel_default_on(state.node.kernel_config)
+    # the linter judges the Intel default by Proxmox's kernel versions; where the booted
+    # kernel's build config was read, that decides instead (a custom or Debian build)
+    contradicted = {True: "intel-iommu-missing", False: "intel-iommu-on-noop"}.get(
+        default_on) if default_on is not None else None
     for f in editor.findings(kernel_version=state.node.kernel_version, cpu_vendor=vendor):
+        if f.code == contradicted:
+            continue
         if f.code.startswith("amd-iommu") or f.severity == "error" or "intel" in f.code:
             findings.append(
                 Finding(
