@@ -17,6 +17,11 @@ PROC_CMDLINE = "/proc/cmdline"  # what the running kernel booted with (read only
 CPU_MODELS = "/etc/pve/virtual-guest/cpu-models.conf"
 HOST_FILES = (KERNEL_CMDLINE, GRUB_DEFAULT, PROC_CMDLINE, CPU_MODELS)
 
+
+def kernel_config(kernel_version: str) -> str:
+    """The build configuration of kernel `kernel_version` (`uname -r`): its CONFIG_* lines."""
+    return f"/boot/config-{kernel_version}"
+
 # Proxmox's cluster file system (pmxcfs): every node's VM configs, the PCI mappings.
 NODES_DIR = "/etc/pve/nodes"
 MAPPING_FILE = "/etc/pve/mapping/pci.cfg"

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
-if TYPE_CHECKING:  # imported where used: the planner imports this package at its own import
-    from pvefix.planner.model import Finding
+from pvefix.findings import Finding
 
 #: The claims a plan makes, by the rule or verdict that makes them. An input names the claims it
 #: feeds (modelled) or touches (unmodelled); docs/why-each-change.md lists them.
@@ -58,8 +57,6 @@ class Input:
 def not_established(rule: str, item: Input, claim: Claim, detail: str,
                     evidence: list[str] | None = None) -> Finding:
     """The finding a claim becomes where an unmodelled (or not yet read) input touches it."""
-    from pvefix.planner.model import Finding
-
     return Finding(
         id=f"not-established.{claim}.{item.kind}.{item.name}",
         rule=rule,

@@ -10,8 +10,10 @@ derives from it by default, so CI guards the fix, not the misconfiguration it re
   name, memory, disks, NICs, ...), and `closed = true` so a new key (an `args:` line, a ninth
   hostpci) is drift;
 - its node: the passthrough-relevant kernel parameters of the configured cmdline (iommu,
-  pci=, vfio, ACS override, ...) as required, and on AMD hosts `amd_iommu=on` as forbidden
-  when it is not there (it is not a valid value; DOMAIN.md section 6);
+  pci=, vfio, ACS override, ...) as required, the IOMMU-off forms (`iommu=off`,
+  `amd_iommu=off`, `intel_iommu=off`) as forbidden and never required, and on AMD hosts
+  `amd_iommu=on` as forbidden when it is not there (it is not a valid value; DOMAIN.md
+  section 6);
 - the guest: the same kind of parameters, when the state holds the guest cmdline.
 
 The config after [PENDING] and the configured (not the booted) cmdline are used: apply records
@@ -21,6 +23,7 @@ where it is going, and a check right after apply says what still waits for a res
 from __future__ import annotations
 
 from pvefix.cmdline import Cmdline
+from pvefix.cmdline.iommu import off_tokens
 from pvefix.cmdline.relevant import relevant_parameters
 from pvefix.desired.model import (
     CmdlineRules,
@@ -46,6 +49,11 @@ FREE: tuple[str, ...] = (
     "startup", "tags", "tpmstate[0-9]*", "unused[0-9]*", "vcpus", "virtio[0-9]*", "vmgenid",
 )
 
+# The IOMMU-off forms a desired state forbids on every host (arch/x86/kernel/pci-dma.c
+# iommu_setup, drivers/iommu/amd/init.c, drivers/iommu/intel/iommu.c).
+OFF_FORBIDDEN = ("iommu=off", "amd_iommu=off", "intel_iommu=off")
+
+
 def _is_amd(state: HostState) -> bool:
     return "amd" in (state.node.cpu_vendor or "").lower()
 
@@ -56,10 +64,14 @@ def node_desired(state: HostState) -> NodeDesired | None:
     configured = node.configured_cmdline()
     if configured is None:
         return None
-    required = relevant_parameters(configured)
-    forbidden: tuple[str, ...] = ()
+    # A token that leaves the host without an IOMMU is never what must hold (cmdline/iommu.py
+    # off_tokens reads them as the kernel does): it is left out of `required`, and the plain
+    # forms are forbidden, so `check` reports a host configured or booted with one as drift.
+    off = {f"{t.name}={t.value}" for t in off_tokens(configured, None)}
+    required = tuple(p for p in relevant_parameters(configured) if p not in off)
+    forbidden: tuple[str, ...] = OFF_FORBIDDEN
     if _is_amd(state) and not configured.has("amd_iommu", "on"):
-        forbidden = ("amd_iommu=on",)
+        forbidden = ("amd_iommu=on", *forbidden)
     return NodeDesired(cmdline=CmdlineRules(required=required, forbidden=forbidden))
 
 

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from pvefix.closedworld.docs import render as closed_world_tables
-from pvefix.planner import bar_verdict, mmio
+from pvefix.planner import bar_verdict, host_world, mmio
 from pvefix.planner.rules import RULES
 
 # One section per rule module, in the order the planner runs them.
@@ -40,7 +40,7 @@ def render() -> str:
 
 
 # Modules of facts the rules share, each with its sources.
-FACT_MODULES = [mmio, bar_verdict]
+FACT_MODULES = [mmio, bar_verdict, host_world]
 
 
 def main(argv: list[str]) -> int:

@@ -6,6 +6,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from pvefix.findings import Finding as Finding  # re-exported: defined below the planner
+from pvefix.findings import Severity as Severity
 from pvefix.vmconfig.args import MAX_CLIQUE
 
 PLAN_SCHEMA = "pvefix.plan/v1"
@@ -27,7 +29,6 @@ PLANS_SCHEMA = "pvefix.plans/v1"
 
 Target = Literal["vm-config", "host-cmdline", "host-boot", "guest-cmdline", "manual"]
 Disruption = Literal["none", "guest-reboot", "vm-restart", "host-reboot"]
-Severity = Literal["info", "warning", "error"]
 RiskLevel = Literal["low", "medium", "high"]
 
 # The change kinds a host reboot activates: a host cmdline pvefix writes, one configured and not
@@ -152,17 +153,6 @@ Change = Annotated[
 ]
 """One change of a plan, one model per kind (`target`): dispatchers end in `assert_never`, so
 mypy names a kind nobody handles."""
-
-
-class Finding(_Frozen):
-    """Something the admin should know, with or without a change behind it."""
-
-    id: str
-    rule: str
-    severity: Severity
-    title: str
-    detail: str
-    evidence: list[str] = Field(default_factory=list)
 
 
 class Noop(_Frozen):

@@ -4,11 +4,11 @@ Cross-checked with Proxmox's own code in tests/conformance/test_sim_start_verdic
 
 from __future__ import annotations
 
-from pvefix.cmdline.iommu import IOMMU_NOT_PRESENT, iommu_enabled
+from pvefix.cmdline.iommu import IOMMU_NOT_PRESENT, iommu_enabled, parse_kernel_config
 from pvefix.cmdline.tokens import Cmdline
 from pvefix.errors import PvefixError, ValidationError
 from pvefix.hosttree.sysfs import PciDevice
-from pvefix.paths import PROC_CMDLINE
+from pvefix.paths import PROC_CMDLINE, kernel_config
 from pvefix.planner import mmio
 from pvefix.sim.confschema import machine_rule_error
 from pvefix.sim.errors import die
@@ -230,13 +230,17 @@ def start_checks(state: NodeState, cfg: VMConfig, vmid: int | None = None) -> No
 def iommu_present(state: NodeState, inventory: list[PciDevice]) -> bool:
     """PVE::SysFSTools::check_iommu_support: /sys/class/iommu holds an entry. A host booted
     with a command line that turns the IOMMU off has none (cmdline/iommu.py reads it as the
-    kernel does); a tree without a sys/class/iommu folder stands for it with its devices'
-    IOMMU groups (a kernel without an IOMMU puts no device in a group)."""
+    kernel does: `iommu=off` anywhere, the AMD or Intel off, the Intel build default from the
+    tree's boot/config when it has one); a tree without a sys/class/iommu folder stands for it
+    with its devices' IOMMU groups (a kernel without an IOMMU puts no device in a group)."""
     meta = state.tree.meta
     vendor = meta.cpu.vendor.lower()
     booted = Cmdline.parse(state.read_host(PROC_CMDLINE) or "")
+    kver = meta.versions.kernel
+    config_text = state.read_host(kernel_config(kver)) if kver else None
+    config = parse_kernel_config(config_text) if config_text is not None else None
     if not iommu_enabled(booted, "amd" if "amd" in vendor else "intel" if "intel" in vendor
-                         else None, meta.versions.kernel):
+                         else None, kver, config):
         return False
     folder = state.tree.root / "sys" / "class" / "iommu"
     if folder.is_dir():

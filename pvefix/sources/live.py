@@ -38,6 +38,7 @@ from pvefix.paths import (
     MAPPING_FILE,
     PROC_CMDLINE,
     SYSFS_PCI,
+    kernel_config,
     vm_config,
 )
 from pvefix.sources import remote_facts as rf
@@ -386,6 +387,11 @@ def _assemble(
     round_b = [] if shell is None or ("cat", conf_path) in results else [["cat", conf_path]]
     dropins = dropin_paths(results.get(GRUB_D_LIST))
     round_b += [["cat", d] for d in dropins]
+    uname = results.get(("uname", "-r"))
+    kver = uname.stdout.strip() if uname is not None and uname.ok else None
+    # the booted kernel's build config (a verdict on the Intel IOMMU's default rests on it)
+    config_cmd = ["cat", kernel_config(kver)] if shell is not None and kver else None
+    round_b += [config_cmd] if config_cmd else []
     # Another VM of the same node may have asked already (read_targets): asked once.
     to_run = [c for c in [*round_b, *readlink_cmds] if tuple(c) not in results]
     if shell is not None and to_run:
@@ -412,7 +418,6 @@ def _assemble(
     files: dict[str, FileFact] = {}
     for path in (KERNEL_CMDLINE, GRUB_DEFAULT, PROC_CMDLINE, CPU_MODELS, *dropins):
         files[path] = file_fact(path, results.get(("cat", path)))
-    uname = results.get(("uname", "-r"))
     lspci = results.get(("lspci", "-D", "-vv"))
     acs: dict[str, str] = {}
     if lspci is not None and lspci.ok:
@@ -430,9 +435,10 @@ def _assemble(
     node_facts = rf.node_facts(
         node,
         answers["node"] or {},
-        uname.stdout.strip() if uname is not None and uname.ok else None,
+        kver,
         str(running_qemu) if running_qemu else installed_qemu,
     ).model_copy(update={
+        "kernel_config": rf.kernel_config(results.get(tuple(config_cmd)) if config_cmd else None),
         "cpu_phys_bits": address_bits(results.get(tuple(ADDRESS_SIZES))),
         "edk2_version": packages.get("pve-edk2-firmware-ovmf") or packages.get(
             "pve-edk2-firmware"),

@@ -10,6 +10,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from pvefix.cmdline.iommu import parse_kernel_config
 from pvefix.errors import ParseError, PvefixError
 from pvefix.hosttree.mapping import PciMapping, parse_map_entry
 from pvefix.hosttree.sysfs import PciDevice, parse_resource
@@ -162,6 +163,13 @@ def node_facts(
         secureboot=bool(boot.get("secureboot")) if mode == "efi" else None,
         memory_bytes=int(memory) if isinstance(memory, int) else None,
     )
+
+
+def kernel_config(result: CommandResult | None) -> dict[str, str] | None:
+    """`cat /boot/config-<kernel>` as its CONFIG_* lines; None when not read (no such file)."""
+    if result is None or not result.ok:
+        return None
+    return parse_kernel_config(result.stdout)
 
 
 def mappings_from_api(items: Iterable[Mapping[str, Any]]) -> list[PciMapping]:

@@ -79,7 +79,8 @@ def test_the_derived_state_pins_machine_family_hostpci_and_the_host_cmdline(
     assert vm.keys["cpu"] == "x86-64-v2-AES"
     assert "name" not in vm.keys and vm.is_free("net0")
     # An AMD host: the invalid `amd_iommu=on` must not come back.
-    assert desired.nodes["kpro6"].cmdline.forbidden == ("amd_iommu=on",)
+    assert desired.nodes["kpro6"].cmdline.forbidden == (
+        "amd_iommu=on", "iommu=off", "amd_iommu=off", "intel_iommu=off")
 
 
 def test_the_example_under_plans_is_valid() -> None:

@@ -114,18 +114,21 @@ def test_the_collect_script_takes_the_iommus_by_name(
     assert all(not any(p.iterdir()) for p in folder.iterdir())  # names only, nothing inside
 
 
+@pytest.mark.parametrize("off", ["amd_iommu=off", "iommu=off"])
 def test_apply_removes_amd_iommu_off_and_the_vm_starts_after_the_reboot(
-    node: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    node: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str], off: str
 ) -> None:
     """End to end on the simulator: the configured amd_iommu=off goes with the host phase, the
     host reboots into a line with the IOMMU on, and the passthrough VM starts again (it would
-    be refused 'IOMMU not present' with amd_iommu=off booted: tests/sim/test_truth_host.py)."""
+    be refused 'IOMMU not present' with amd_iommu=off booted: tests/sim/test_truth_host.py).
+    The generic iommu=off too (issue 33): kept with iommu=pt appended, the host came back
+    without an IOMMU while apply said `activated`."""
     from pvefix.cli import build_command
     from pvefix.commands.run import run_app
     from tests.simkit import api
 
     tree = build_tree({"scenario": "kpro6", "tree": {"write": {
-        "/etc/kernel/cmdline": "root=ZFS=rpool/ROOT/pve-1 boot=zfs amd_iommu=off\n"}}}, tmp_path)
+        "/etc/kernel/cmdline": f"root=ZFS=rpool/ROOT/pve-1 boot=zfs {off}\n"}}}, tmp_path)
     n = node(str(tree))
     target = ["--connection", str(n.ready_file), "--state-dir", str(n.state_dir)]
     assert run_app(build_command(), ["apply", "100", "--phase", "1", "--restart", "--yes",
@@ -134,7 +137,7 @@ def test_apply_removes_amd_iommu_off_and_the_vm_starts_after_the_reboot(
                                      "--stop-others", "--yes", *target]) == 0
     capsys.readouterr()
     proc = (n.sim.state.tree.root / "proc/cmdline").read_text()
-    assert "amd_iommu=off" not in proc and "iommu=pt" in proc.split()
+    assert off not in proc.split() and "iommu=pt" in proc.split()
     ticket = api(n.info, "ticket")
     vm = ticket.nodes(n.info.node).qemu(100)
     if vm.status.current.get()["status"] != "running":

@@ -64,11 +64,18 @@ MAPPING_GROUP = ("PCI device mapping invalid (hardware probably changed): unexpe
     [
         ("kpro6", 100, {"write": {"/proc/cmdline": KPRO6_PROC + " amd_iommu=off\n"}},
          NOT_PRESENT),
+        # the generic iommu=off: no_iommu, and a later iommu=pt does not clear it
+        # (arch/x86/kernel/pci-dma.c iommu_setup; fw-lab --guest: no IOMMU unit)
+        ("kpro6", 100, {"write": {"/proc/cmdline": KPRO6_PROC + " iommu=off iommu=pt\n"}},
+         NOT_PRESENT),
+        ("intel-grub", 201,
+         {"write": {"/proc/cmdline": "root=/dev/mapper/pve-root ro iommu=off\n"}}, NOT_PRESENT),
         ("kpro6", 100, {"write": {"/sys/class/iommu/.keep": ""}}, NOT_PRESENT),
         ("kpro6", 100, {"remove": ["/sys/devices/**/iommu_group"]}, MAPPING_GROUP),
         ("intel-grub", 201, {"remove": ["/sys/devices/**/iommu_group"]}, NOT_PRESENT),
     ],
-    ids=["amd_iommu=off-booted", "empty-sys-class-iommu", "mapped-no-groups", "raw-no-groups"],
+    ids=["amd_iommu=off-booted", "iommu=off-iommu=pt-booted", "intel-iommu=off-booted",
+         "empty-sys-class-iommu", "mapped-no-groups", "raw-no-groups"],
 )
 def test_a_host_without_an_iommu_refuses_passthrough_starts(
     fresh_sim: Callable[..., ReadyInfo], tmp_path: Path, scenario: str, vmid: int,

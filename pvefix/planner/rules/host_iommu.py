@@ -26,9 +26,17 @@ never plans a reboot that leaves it off without saying so:
   planned before iommu=pt, saying why; where pvefix cannot remove it (a combined value like
   `amd_iommu=off,fullflush`, or a GRUB drop-in it does not edit) no host edit is planned and an
   error finding says what to remove by hand.
-- Intel on a Proxmox kernel before 6.8: the IOMMU stays off without `intel_iommu=on` (pve-docs
-  qm-pci-passthrough.adoc; on by default from 6.8), so `intel_iommu=on` is planned together with
-  iommu=pt. On 6.8 and later `intel_iommu=on` is a no-op and is reported, not touched.
+- The generic `iommu=off` (arch/x86/kernel/pci-dma.c iommu_setup sets no_iommu; no later
+  token clears it, `iommu=pt` included, and neither driver then looks for an IOMMU) is removed
+  the same way, before iommu=pt: appended after it, iommu=pt would change nothing.
+- Intel without `intel_iommu=on`/`off` on the line: the kernel's build default decides
+  (CONFIG_INTEL_IOMMU_DEFAULT_ON, read from the host's /boot/config-$(uname -r); Proxmox
+  kernels before 6.8 leave it off, pve-docs qm-pci-passthrough.adoc), so where it is off
+  `intel_iommu=on` is planned together with iommu=pt, and where the file was not read the
+  verdict is not established and nothing is planned. On 6.8 and later `intel_iommu=on` is a
+  no-op and is reported, not touched.
+- Any other token the closed world does not model and that touches this verdict: not
+  established, nothing planned (the section on the host cmdline's closed world, below).
 - The running kernel (/proc/cmdline) booted with the IOMMU off: a warning, passthrough is
   refused until the host reboots with it (the iommu-groups rule sees the groups absent too).
 
@@ -69,6 +77,7 @@ from pvefix.cmdline.iommu import (
     IOMMU_NOT_PRESENT,
     IOMMU_NOT_PRESENT_SOURCE,
     MAPPING_WITHOUT_GROUP,
+    intel_default_on,
     intel_needs_on,
     intel_setting,
     iommu_enabled,
@@ -79,6 +88,7 @@ from pvefix.cmdline.lint import CpuVendor
 from pvefix.cmdline.tokens import Cmdline, normalize_name
 from pvefix.errors import PvefixError
 from pvefix.paths import GRUB_DEFAULT, KERNEL_CMDLINE, PROC_CMDLINE
+from pvefix.planner import host_world
 from pvefix.planner.activation import activation_change
 from pvefix.planner.context import Context
 from pvefix.planner.model import Change, Finding, HostCmdlineChange, ManualChange, Risk, RuleResult
@@ -119,6 +129,12 @@ def rule(ctx: Context) -> RuleResult:
     dups = duplicates(configured)
     vendor = _vendor(ctx)
     findings += _line_findings(state, grub, path, where, configured, editor, vendor)
+    not_known, blocking = host_world.unmodelled(NAME, configured, ", ".join(where) or path)
+    findings += not_known
+    if blocking:
+        return RuleResult(rule=NAME, findings=findings, noop=(
+            f"not established: {' '.join(blocking)} on the host cmdline; pvefix does not model"
+            " what it does to the IOMMU, so no host edit is planned (see findings)"))
     changes: list[Change] = []
     line_before = " ".join(t.raw for t in configured.tokens)
     common = {
@@ -161,7 +177,8 @@ def rule(ctx: Context) -> RuleResult:
         changes.append(_iommu_pt_change(state, path, refresh, line_before, line_after, where,
                                         dups, common))
     findings += _not_booted(path, configured, running_line, grub is not None)
-    findings += _running_iommu_off(running_line, vendor, state.node.kernel_version)
+    findings += _running_iommu_off(running_line, vendor, state.node.kernel_version,
+                                   state.node.kernel_config)
     return _result(state, path, refresh, editor, configured, running_line, changes, findings,
                    pt_noop)
 
@@ -204,7 +221,14 @@ def _line_findings(state: HostState, grub: GrubConfig | None, path: str, where: 
                 evidence=where,
             )
         )
+    default_on = intel_default_on(state.node.kernel_config)
+    # the linter judges the Intel default by Proxmox's kernel versions; where the booted
+    # kernel's build config was read, that decides instead (a custom or Debian build)
+    contradicted = {True: "intel-iommu-missing", False: "intel-iommu-on-noop"}.get(
+        default_on) if default_on is not None else None
     for f in editor.findings(kernel_version=state.node.kernel_version, cpu_vendor=vendor):
+        if f.code == contradicted:
+            continue
         if f.code.startswith("amd-iommu") or f.severity == "error" or "intel" in f.code:
             findings.append(
                 Finding(
@@ -332,10 +356,12 @@ def _file_missing(ctx: Context, path: str, refresh: list[str], loader: str,
         return RuleResult(
             rule=NAME, noop="no SSH access: the host cmdline cannot be read (no API for it)"
         )
-    base, fixed = _base_with_iommu_on(running_line, _vendor(ctx), state.node.kernel_version)
+    base, fixed = _base_with_iommu_on(running_line, _vendor(ctx), state.node.kernel_version,
+                                      state.node.kernel_config)
     return RuleResult(
         rule=NAME,
-        findings=_running_iommu_off(running_line, _vendor(ctx), state.node.kernel_version),
+        findings=_running_iommu_off(running_line, _vendor(ctx), state.node.kernel_version,
+                                    state.node.kernel_config),
         changes=[
             ManualChange(
                 id="host.cmdline.create",
@@ -398,6 +424,9 @@ def _iommu_pt_change(state: HostState, path: str, refresh: list[str], line_befor
         ),
         evidence=[
             f"boot loader: {loader} (proxmox-boot-tool exit {state.boot_tool.exit_code})",
+            *([host_world.intel_default_basis(state.node)]
+              if state.node.kernel_config is not None and "intel" in (
+                  state.node.cpu_vendor or "").lower() else []),
             f"configured ({', '.join(where) or path}): {line_before}",
             *([f"duplicates removed: {', '.join(dups)}"] if dups else []),
         ],
@@ -490,7 +519,7 @@ def _enable_iommu(
     change of `where` (the file and its refresh command); raises _Refused when pvefix cannot
     make them."""
     path = where[0]
-    kver = state.node.kernel_version
+    kver, config = state.node.kernel_version, state.node.kernel_config
     off = off_tokens(configured, vendor)
     changes: list[HostCmdlineChange] = []
     for token in off:
@@ -500,7 +529,7 @@ def _enable_iommu(
         if token.value != "off" or elsewhere:
             raise _refuse_off(
                 f"{token.raw} turns the IOMMU off",
-                f"{token.raw} disables the {_VENDOR_NAME[name]} IOMMU"
+                f"{token.raw} {_OFF_WHAT[name]}"
                 f" ({_KERNEL_SOURCE[name]}). pvefix removes it only where it is the"
                 " parameter's whole value and in the file it edits: remove `off` by hand.",
                 [f"{path}: {line_before}", *elsewhere],
@@ -509,22 +538,26 @@ def _enable_iommu(
             editor.remove(token.name, token.value)
         except PvefixError as exc:
             raise _refuse_off(
-                f"{token.raw} turns the IOMMU off", f"{token.raw} disables the"
-                f" {_VENDOR_NAME[name]} IOMMU ({_KERNEL_SOURCE[name]}), and pvefix"
+                f"{token.raw} turns the IOMMU off", f"{token.raw} {_OFF_WHAT[name]}"
+                f" ({_KERNEL_SOURCE[name]}), and pvefix"
                 f" cannot edit the file: {exc}.", [f"{path}: {line_before}"],
             ) from None
         after = _effective_after(grub, path, editor)
         changes.append(_iommu_change(
             where, f"host.cmdline.{name}_off", name, line_before, after,
-            f"{token.raw} disables the {_VENDOR_NAME[name]} IOMMU"
+            f"{token.raw} {_OFF_WHAT[name]}"
             f" ({_KERNEL_SOURCE[name]}): after the reboot {_NOT_PRESENT}. Removing it"
             " leaves the IOMMU on" + (" (the Intel IOMMU then needs intel_iommu=on on this"
                                       " kernel, planned below)." if name == "intel_iommu"
-                                      and intel_needs_on(kver) else "."),
+                                      and intel_needs_on(kver, config) else "."),
             f"add {token.raw} back to {path}",
         ))
         line_before = after
-    if vendor == "intel" and intel_needs_on(kver) and intel_setting(
+    if host_world.rests_on_intel_default(Cmdline.parse(line_before), vendor) and config is None:
+        raise _Refused("not established: the Intel IOMMU's build default decides and it was"
+                       " not read (see findings)", host_world.intel_default_unknown(
+                           NAME, state.node, Cmdline.parse(line_before)))
+    if vendor == "intel" and intel_needs_on(kver, config) and intel_setting(
         Cmdline.parse(line_before)
     )[0] != "on":
         try:
@@ -538,13 +571,14 @@ def _enable_iommu(
         after = _effective_after(grub, path, editor)
         changes.append(_iommu_change(
             where, "host.cmdline.intel_iommu_on", "intel_iommu", line_before, after,
-            f"Proxmox kernel {kver} is older than 6.8: the Intel IOMMU stays off unless the"
-            f" command line has intel_iommu=on (pve-docs qm-pci-passthrough.adoc), and without it"
+            f"The Intel IOMMU of kernel {kver} is off unless the command line has"
+            f" intel_iommu=on ({host_world.intel_default_basis(state.node)}; pve-docs"
+            f" qm-pci-passthrough.adoc: Proxmox kernels before 6.8), and without it"
             f" {_NOT_PRESENT}.",
             f"remove intel_iommu=on from {path}",
         ))
         line_before = after
-    if not iommu_enabled(Cmdline.parse(line_before), vendor, kver):
+    if not iommu_enabled(Cmdline.parse(line_before), vendor, kver, config):
         raise _refuse_off(
             "the IOMMU would stay off", "pvefix's edit of the command line would not turn the"
             " IOMMU on (another file overrides it).", [f"after the edit: {line_before}"],
@@ -552,8 +586,14 @@ def _enable_iommu(
     return changes
 
 
-_VENDOR_NAME = {"amd_iommu": "AMD", "intel_iommu": "Intel"}
+_OFF_WHAT = {
+    "amd_iommu": "disables the AMD IOMMU",
+    "intel_iommu": "disables the Intel IOMMU",
+    "iommu": "sets no_iommu: neither the AMD nor the Intel driver looks for an IOMMU, and no"
+    " later token (iommu=pt included) clears it",
+}
 _KERNEL_SOURCE = {
+    "iommu": "arch/x86/kernel/pci-dma.c iommu_setup; amd_iommu_detect, detect_intel_iommu",
     "amd_iommu": "drivers/iommu/amd/init.c parse_amd_iommu_options",
     "intel_iommu": "drivers/iommu/intel/iommu.c intel_iommu_setup",
 }
@@ -604,7 +644,8 @@ def _pt_overridden(configured: Cmdline, where: list[str]) -> Finding:
 
 
 def _base_with_iommu_on(
-    running: Cmdline | None, vendor: CpuVendor | None, kernel_version: str | None
+    running: Cmdline | None, vendor: CpuVendor | None, kernel_version: str | None,
+    kernel_config: dict[str, str] | None = None,
 ) -> tuple[str, list[str]]:
     """The running line as the base of a new cmdline file, with the IOMMU left on: exact
     `amd_iommu=off`/`intel_iommu=off` dropped, `intel_iommu=on` added before 6.8; and what was
@@ -619,7 +660,8 @@ def _base_with_iommu_on(
             notes.append(f"{token.raw} (running now) is left out: after the reboot {_NOT_PRESENT}.")
         else:
             notes.append(f"{token.raw} (running now) turns the IOMMU off: take `off` out of it.")
-    if vendor == "intel" and intel_needs_on(kernel_version) and intel_setting(line)[0] != "on":
+    if vendor == "intel" and intel_needs_on(kernel_version, kernel_config) and intel_setting(
+            line)[0] != "on":
         line.ensure("intel_iommu", "on")
         notes.append(f"intel_iommu=on is added: Proxmox kernel {kernel_version} is older than 6.8.")
     # the tokens only: /proc/cmdline ends in a newline, and a newline in the new file would
@@ -628,10 +670,11 @@ def _base_with_iommu_on(
 
 
 def _running_iommu_off(
-    running: Cmdline | None, vendor: CpuVendor | None, kernel_version: str | None
+    running: Cmdline | None, vendor: CpuVendor | None, kernel_version: str | None,
+    kernel_config: dict[str, str] | None = None,
 ) -> list[Finding]:
     """The running kernel booted with the IOMMU off: passthrough is refused until a reboot."""
-    if running is None or iommu_enabled(running, vendor, kernel_version):
+    if running is None or iommu_enabled(running, vendor, kernel_version, kernel_config):
         return []
     culprits = [t.raw for t in off_tokens(running, vendor)] or [
         f"Proxmox kernel {kernel_version} (before 6.8) and no intel_iommu=on"
