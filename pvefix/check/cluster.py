@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 from pvefix.check.bulk import BULK_COMMAND, RawConfig, parse_bulk
 from pvefix.errors import PvefixError
+from pvefix.facts.node import round_zero
 from pvefix.hostfacts import GRUB_D_LIST, boot_tool_facts, dropin_paths, file_fact
 from pvefix.observed import (
     ObservedNode,
@@ -39,14 +40,8 @@ from pvefix.target.settings import Connection
 from pvefix.target.ssh import CommandResult
 
 DEFAULT_WORKERS = 32
-HOST_COMMANDS: tuple[tuple[str, ...], ...] = (
-    ("hostname",),
-    ("cat", KERNEL_CMDLINE),
-    ("cat", GRUB_DEFAULT),
-    ("cat", PROC_CMDLINE),
-    ("proxmox-boot-tool", "status"),
-    GRUB_D_LIST,
-)
+# The node facts check reads (pvefix.facts.node): hostname first, then the cmdline files.
+HOST_COMMANDS: tuple[tuple[str, ...], ...] = tuple(round_zero("check"))
 
 
 class Shell(Protocol):

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from pvefix.errors import ParseError
+from pvefix.facts.parse import acs_from_lspci
 from pvefix.hosttree.meta import (
     NODE_RE,
     SCHEMA_ID,
@@ -23,7 +24,6 @@ from pvefix.hosttree.meta import (
     Versions,
     VmState,
 )
-from pvefix.sources.remote_facts import acs_from_lspci
 
 FACTS_DIR = ".pvefix-facts"
 _NODE = re.compile(NODE_RE)

@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from pvefix.errors import PvefixError
+from pvefix.facts import node as nf
+from pvefix.facts.node import round_zero
 from pvefix.hostfacts import GRUB_D_LIST, boot_tool_facts, dropin_paths, file_fact
 from pvefix.hosttree.mapping import PciMapping, PciMappingFile
 from pvefix.hosttree.sysfs import PciDevice
@@ -220,20 +222,9 @@ def _elsewhere(vmid: int, known_node: str, named: str | None) -> list[str]:
 
 
 def host_commands() -> list[list[str]]:
-    """SSH round A's commands about the node itself (the VM configs are added to them)."""
-    return [
-        ["cat", KERNEL_CMDLINE],
-        ["cat", GRUB_DEFAULT],
-        ["cat", PROC_CMDLINE],
-        ["proxmox-boot-tool", "status"],
-        ["uname", "-r"],
-        ["cat", MAPPING_FILE],
-        ["lspci", "-D", "-vv"],
-        list(GRUB_D_LIST),
-        ADDRESS_SIZES,
-        ["cat", CPU_MODELS],
-        PACKAGES,
-    ]
+    """SSH round A's commands about the node itself (the VM configs are added to them): the
+    registry's first round for a plan (pvefix.facts.node)."""
+    return [list(argv) for argv in round_zero("plan")]
 
 
 def read_targets(
@@ -315,31 +306,6 @@ def _read_node_vms(
             shell.close()
 
 
-# The host's physical address width decides phys-bits=host (Memory.pm get_max_mem reads it so).
-ADDRESS_SIZES = ["grep", "-m1", "-e", "^address sizes", "/proc/cpuinfo"]
-# The OVMF build and the QEMU (with its SeaBIOS) the next VM start uses; dpkg-query exits 1 when
-# one of them is not installed and still prints the others.
-PACKAGES = ["dpkg-query", "-W", "-f=${Package} ${Version}\\n", "pve-edk2-firmware-ovmf",
-            "pve-edk2-firmware", "pve-qemu-kvm"]
-
-
-def package_versions(result: CommandResult | None) -> dict[str, str]:
-    """`dpkg-query -W -f='${Package} ${Version}\\n' ...` as {package: version} (empty: not run)."""
-    out: dict[str, str] = {}
-    for line in (result.stdout if result is not None else "").splitlines():
-        name, _, version = line.strip().partition(" ")
-        if name and version[:1].isdigit():
-            out[name] = version
-    return out
-
-
-def address_bits(result: CommandResult | None) -> int | None:
-    if result is None or not result.ok:
-        return None
-    m = re.search(r"(\d+) bits physical", result.stdout)
-    return int(m.group(1)) if m else None
-
-
 def _wave_one(reader: _Reader, api: ApiReader, node: str, vmid: int) -> dict[str, Future[Any]]:
     """The VM's and its node's API reads, all at once (errors stay in the futures)."""
     return {**_vm_wave(reader, api, node, vmid), **_node_wave(reader, api, node)}
@@ -412,12 +378,9 @@ def _assemble(
     files: dict[str, FileFact] = {}
     for path in (KERNEL_CMDLINE, GRUB_DEFAULT, PROC_CMDLINE, CPU_MODELS, *dropins):
         files[path] = file_fact(path, results.get(("cat", path)))
-    uname = results.get(("uname", "-r"))
-    lspci = results.get(("lspci", "-D", "-vv"))
-    acs: dict[str, str] = {}
-    if lspci is not None and lspci.ok:
-        acs = rf.acs_from_lspci(lspci.stdout)
-    elif shell is not None:
+    uname = results.get(nf.KERNEL_VERSION.argv())
+    acs = nf.ACS.parse(results.get(nf.ACS.argv()))
+    if acs is None and shell is not None:
         notes.append("ACS settings unknown: `lspci -D -vv` failed on the node")
     if shell is None:
         notes.append(
@@ -425,7 +388,7 @@ def _assemble(
             "and ACS are unknown; pass SSH settings to read them"
         )
     running_qemu = (answers["status"] or {}).get("running-qemu")
-    packages = package_versions(results.get(tuple(PACKAGES)))
+    packages = nf.PACKAGES.parse(results.get(nf.PACKAGES.argv()))
     installed_qemu = re.sub(r"-[0-9][0-9a-z.~+]*$", "", packages.get("pve-qemu-kvm", "")) or None
     node_facts = rf.node_facts(
         node,
@@ -433,7 +396,7 @@ def _assemble(
         uname.stdout.strip() if uname is not None and uname.ok else None,
         str(running_qemu) if running_qemu else installed_qemu,
     ).model_copy(update={
-        "cpu_phys_bits": address_bits(results.get(tuple(ADDRESS_SIZES))),
+        "cpu_phys_bits": nf.CPU_PHYS_BITS.parse(results.get(nf.CPU_PHYS_BITS.argv())),
         "edk2_version": packages.get("pve-edk2-firmware-ovmf") or packages.get(
             "pve-edk2-firmware"),
     })
@@ -442,7 +405,7 @@ def _assemble(
         boot_tool=boot_tool_facts(results.get(("proxmox-boot-tool", "status"))),
         files=files,
         pci_devices=devices,
-        acs=acs,
+        acs=acs or {},
         mappings=mappings,
         vm=vm_facts,
         access=access,

@@ -23,27 +23,10 @@ from pvefix.vmconfig.nextstart import NextStart, as_text
 SYSFS_FILES = (
     "vendor", "device", "class", "subsystem_vendor", "subsystem_device", "numa_node", "resource",
 )
-_ACS_RE = re.compile(r"^\s+ACSCtl:\s*(.*?)\s*$")
-_LSPCI_HEAD_RE = re.compile(r"^([0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]) ")
 _ADDR_RE = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 
 
 # -- files and commands -----------------------------------------------------------------------
-
-
-def acs_from_lspci(text: str) -> dict[str, str]:
-    """Port address -> ACSCtl line, from `lspci -D -vv` output."""
-    acs: dict[str, str] = {}
-    current: str | None = None
-    for line in text.splitlines():
-        head = _LSPCI_HEAD_RE.match(line)
-        if head is not None:
-            current = head.group(1)
-            continue
-        match = _ACS_RE.match(line)
-        if match is not None and current is not None:
-            acs[current] = match.group(1)
-    return acs
 
 
 def readlink_lines(result: CommandResult, paths: Sequence[str]) -> dict[str, str]:

@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pvefix.errors import PvefixError
+from pvefix.facts.parse import acs_from_lspci
 from pvefix.hostfacts import boot_tool_facts, file_fact
 from pvefix.hosttree import resolve_scenario
 from pvefix.sources import remote_facts as rf
@@ -56,7 +57,7 @@ def test_acs_lines_are_read_per_port() -> None:
         "0000:41:00.0 VGA compatible controller: NVIDIA Device 2bb5\n"
         "\tKernel driver in use: vfio-pci\n"
     )
-    assert rf.acs_from_lspci(text) == {"0000:40:01.1": "SrcValid+ TransBlk-"}
+    assert acs_from_lspci(text) == {"0000:40:01.1": "SrcValid+ TransBlk-"}
 
 
 def test_a_readlink_answer_with_missing_lines_is_an_error() -> None:
