@@ -27,6 +27,26 @@ class Output(Protocol):
 
 
 @dataclass(frozen=True)
+class Answer:
+    """An answer made from a host tree (a bundle, a scenario): a file's text as `cat` gives it."""
+
+    exit_code: int | None
+    stdout: str
+    stderr: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
+
+    @classmethod
+    def of_file(cls, text: str | None) -> Answer:
+        """`cat` of a file whose text is `text` (None: no such file)."""
+        if text is None:
+            return cls(1, "", "cat: No such file or directory\n")
+        return cls(0, text)
+
+
+@dataclass(frozen=True)
 class Command:
     """A command run on the node, as an argument list. `{name}` in an argument is the value
     of the fact `name` (read in an earlier round: `Fact.needs`)."""
@@ -55,6 +75,9 @@ class Fact(Generic[T]):
     default: T
     used_by: frozenset[User]
     needs: tuple[str, ...] = ()
+    # The NodeFacts field the parsed value fills as it is, in every reader (the projection
+    # `pvefix.facts.project.node_fields` makes); None: a reader builds it by hand.
+    field: str | None = None
 
     def argv(self, known: Mapping[str, str] | None = None) -> tuple[str, ...]:
         """The command line, `{name}` arguments filled from `known` (the facts it needs)."""

@@ -82,3 +82,20 @@ def round_zero(user: User) -> list[tuple[str, ...]]:
 def later_rounds(user: User) -> list[list[Fact[Any]]]:
     """The rounds after the first: facts whose command names another fact's value."""
     return rounds(facts_for(user))[1:]
+
+
+def collect_copies() -> list[str]:
+    """The host paths the collect script copies into the tree for the file facts, as words to
+    put in double quotes: a path that names another fact's value reads it there
+    (`/boot/config-$(uname -r)`)."""
+    by_name = {f.name: f for f in NODE_FACTS}
+    out: list[str] = []
+    for fact in NODE_FACTS:
+        argv = fact.read.argv if isinstance(fact.read, Command) else ()
+        if "collect" not in fact.used_by or len(argv) != 2 or argv[0] != "cat":
+            continue
+        path = argv[1]
+        for name in fact.needs:
+            path = path.replace("{" + name + "}", "$(" + " ".join(by_name[name].argv()) + ")")
+        out.append(path)
+    return out

@@ -9,6 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from pvefix.errors import ParseError, PvefixError
+from pvefix.facts.node import NODE_FACTS
+from pvefix.facts.project import node_fields, tree_answers, tree_known
 from pvefix.hosttree.meta import META_FILE
 from pvefix.hosttree.tree import HostTree, load_tree
 from pvefix.paths import HOST_FILES
@@ -40,6 +42,7 @@ def node_facts(tree: HostTree) -> NodeFacts:
         boot_mode=meta.boot.mode,
         secureboot=meta.boot.secureboot if meta.boot.mode == "efi" else None,
         memory_bytes=meta.memory_bytes,
+        **node_fields(NODE_FACTS, tree_answers(tree.read_text), tree_known(NODE_FACTS, meta)),
     )
 
 

@@ -30,6 +30,7 @@ from typing import Any, Protocol, TypeVar
 from pvefix.errors import PvefixError
 from pvefix.facts import node as nf
 from pvefix.facts.node import round_zero
+from pvefix.facts.project import known_from, node_fields
 from pvefix.hostfacts import GRUB_D_LIST, boot_tool_facts, dropin_paths, file_fact
 from pvefix.hosttree.mapping import PciMapping, PciMappingFile
 from pvefix.hosttree.sysfs import PciDevice
@@ -54,6 +55,7 @@ from pvefix.state import (
     FileFact,
     GuestFacts,
     HostState,
+    NodeFacts,
     VmFacts,
 )
 from pvefix.target.api import ApiClient, ApiError
@@ -352,6 +354,9 @@ def _assemble(
     round_b = [] if shell is None or ("cat", conf_path) in results else [["cat", conf_path]]
     dropins = dropin_paths(results.get(GRUB_D_LIST))
     round_b += [["cat", d] for d in dropins]
+    known = known_from(nf.facts_for("plan"), lambda f: results.get(f.argv()))
+    round_b += [list(f.argv(known)) for batch in nf.later_rounds("plan") for f in batch
+                if shell is not None and all(n in known for n in f.needs)]
     # Another VM of the same node may have asked already (read_targets): asked once.
     to_run = [c for c in [*round_b, *readlink_cmds] if tuple(c) not in results]
     if shell is not None and to_run:
@@ -378,7 +383,6 @@ def _assemble(
     files: dict[str, FileFact] = {}
     for path in (KERNEL_CMDLINE, GRUB_DEFAULT, PROC_CMDLINE, CPU_MODELS, *dropins):
         files[path] = file_fact(path, results.get(("cat", path)))
-    uname = results.get(nf.KERNEL_VERSION.argv())
     acs = nf.ACS.parse(results.get(nf.ACS.argv()))
     if acs is None and shell is not None:
         notes.append("ACS settings unknown: `lspci -D -vv` failed on the node")
@@ -387,19 +391,7 @@ def _assemble(
             "no SSH: host kernel cmdline files, boot loader, sysfs (root ports, BAR sizes) "
             "and ACS are unknown; pass SSH settings to read them"
         )
-    running_qemu = (answers["status"] or {}).get("running-qemu")
-    packages = nf.PACKAGES.parse(results.get(nf.PACKAGES.argv()))
-    installed_qemu = re.sub(r"-[0-9][0-9a-z.~+]*$", "", packages.get("pve-qemu-kvm", "")) or None
-    node_facts = rf.node_facts(
-        node,
-        answers["node"] or {},
-        uname.stdout.strip() if uname is not None and uname.ok else None,
-        str(running_qemu) if running_qemu else installed_qemu,
-    ).model_copy(update={
-        "cpu_phys_bits": nf.CPU_PHYS_BITS.parse(results.get(nf.CPU_PHYS_BITS.argv())),
-        "edk2_version": packages.get("pve-edk2-firmware-ovmf") or packages.get(
-            "pve-edk2-firmware"),
-    })
+    node_facts = _node_facts(node, answers, results, known)
     return HostState(
         node=node_facts,
         boot_tool=boot_tool_facts(results.get(("proxmox-boot-tool", "status"))),
@@ -411,6 +403,24 @@ def _assemble(
         access=access,
         notes=notes,
     )
+
+
+def _node_facts(node: str, answers: dict[str, Any],
+                results: dict[tuple[str, ...], CommandResult], known: dict[str, str]
+                ) -> NodeFacts:
+    """The node's facts: its API status, and the registry's facts from the SSH rounds."""
+    uname = nf.KERNEL_VERSION.parse(results.get(nf.KERNEL_VERSION.argv()))
+    running_qemu = (answers["status"] or {}).get("running-qemu")
+    packages = nf.PACKAGES.parse(results.get(nf.PACKAGES.argv()))
+    installed_qemu = re.sub(r"-[0-9][0-9a-z.~+]*$", "", packages.get("pve-qemu-kvm", "")) or None
+    return rf.node_facts(
+        node, answers["node"] or {}, uname, str(running_qemu) if running_qemu else installed_qemu,
+    ).model_copy(update={
+        "cpu_phys_bits": nf.CPU_PHYS_BITS.parse(results.get(nf.CPU_PHYS_BITS.argv())),
+        "edk2_version": packages.get("pve-edk2-firmware-ovmf") or packages.get(
+            "pve-edk2-firmware"),
+        **node_fields(nf.facts_for("plan"), lambda f, k: results.get(f.argv(k)), known),
+    })
 
 
 def _vm_facts(
