@@ -35,6 +35,9 @@ class NodeFacts(_Frozen):
     boot_mode: Literal["efi", "legacy-bios"] | None = None
     secureboot: bool | None = None
     memory_bytes: int | None = None
+    # The CONFIG_* lines of /boot/config-<kernel_version> (`uname -r`): name -> value as
+    # written (y, m, "text"); None: not read. Declared in pvefix/facts/node.py.
+    kernel_config: dict[str, str] | None = None
 
 
 

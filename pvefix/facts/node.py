@@ -63,9 +63,15 @@ PACKAGES: Fact[dict[str, str]] = Fact(
                          "pve-edk2-firmware-ovmf", "pve-edk2-firmware", "pve-qemu-kvm")),
     parse.package_versions, "meta:versions", {}, PLAN)
 
+# The running kernel build's config: which drivers and options it was built with.
+KERNEL_CONFIG: Fact[dict[str, str] | None] = Fact(
+    "kernel_config", Command(("cat", "/boot/config-{kernel_version}")), parse.kernel_config,
+    "boot/config-{kernel_version}", None, PLAN, needs=("kernel_version",), field="kernel_config")
+
 NODE_FACTS: tuple[Fact[Any], ...] = (
     HOSTNAME, KERNEL_CMDLINE_FILE, GRUB_DEFAULT_FILE, PROC_CMDLINE_FILE, BOOT_TOOL,
     KERNEL_VERSION, MAPPING, ACS, GRUB_DROPINS, CPU_PHYS_BITS, CPU_MODELS_FILE, PACKAGES,
+    KERNEL_CONFIG,
 )
 
 
