@@ -16,7 +16,14 @@ from pvefix.facts import parse
 from pvefix.facts.model import Command, Fact, Output, User
 from pvefix.facts.rounds import rounds
 from pvefix.hostfacts import GRUB_D_LIST, BootToolFacts, boot_tool_facts, dropin_paths
-from pvefix.paths import CPU_MODELS, GRUB_DEFAULT, KERNEL_CMDLINE, MAPPING_FILE, PROC_CMDLINE
+from pvefix.paths import (
+    CPU_MODELS,
+    GRUB_DEFAULT,
+    HA_RESOURCES,
+    KERNEL_CMDLINE,
+    MAPPING_FILE,
+    PROC_CMDLINE,
+)
 
 PLAN: frozenset[User] = frozenset({"plan", "collect"})
 EVERYWHERE: frozenset[User] = frozenset({"plan", "check", "collect"})
@@ -68,10 +75,14 @@ KERNEL_CONFIG: Fact[dict[str, str] | None] = Fact(
     "kernel_config", Command(("cat", "/boot/config-{kernel_version}")), parse.kernel_config,
     "boot/config-{kernel_version}", None, PLAN, needs=("kernel_version",), field="kernel_config")
 
+# Which VMs HA manages: the API says it in each VM's status/current (`ha`), a bundle keeps the
+# file and `pvefix collect import` puts each VM's state in pvefix-host.json.
+HA_RESOURCES_FILE = _file("ha_resources", HA_RESOURCES, frozenset({"collect"}))
+
 NODE_FACTS: tuple[Fact[Any], ...] = (
     HOSTNAME, KERNEL_CMDLINE_FILE, GRUB_DEFAULT_FILE, PROC_CMDLINE_FILE, BOOT_TOOL,
     KERNEL_VERSION, MAPPING, ACS, GRUB_DROPINS, CPU_PHYS_BITS, CPU_MODELS_FILE, PACKAGES,
-    KERNEL_CONFIG,
+    KERNEL_CONFIG, HA_RESOURCES_FILE,
 )
 
 

@@ -78,3 +78,24 @@ def kernel_config(out: Output | None) -> dict[str, str] | None:
     if out is None or not out.ok:
         return None
     return kernel_config_text(out.stdout)
+
+
+def ha_states(resources: str) -> dict[int, str]:
+    """VMID -> requested state of each `vm: VMID` section of the HA resources file
+    (`state` line; absent: started, ha-manager's default)."""
+    found: dict[int, str] = {}
+    current: int | None = None
+    for line in resources.splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        if not line[:1].isspace():
+            kind, _, name = line.partition(":")
+            name = name.strip()
+            current = int(name) if kind.strip() == "vm" and name.isdigit() else None
+            if current is not None:
+                found[current] = "started"
+            continue
+        key, _, value = line.strip().partition(" ")
+        if current is not None and key == "state" and value.strip():
+            found[current] = value.strip()
+    return found
