@@ -24,8 +24,9 @@ from typing import Any, Protocol
 
 from pvefix.check.bulk import BULK_COMMAND, RawConfig, parse_bulk
 from pvefix.errors import PvefixError
+from pvefix.facts import node as nf
 from pvefix.facts.node import round_zero
-from pvefix.hostfacts import GRUB_D_LIST, boot_tool_facts, dropin_paths, file_fact
+from pvefix.hostfacts import GRUB_D_LIST, dropin_paths, file_fact
 from pvefix.observed import (
     ObservedNode,
     ObservedVm,
@@ -33,7 +34,7 @@ from pvefix.observed import (
     vm_from_api,
     vm_from_config,
 )
-from pvefix.paths import GRUB_DEFAULT, KERNEL_CMDLINE, PROC_CMDLINE
+from pvefix.target.nodes import RESOURCES, RESOURCES_PARAMS, listed_vms
 from pvefix.target.privileges import unseen_vm_hint
 from pvefix.target.reading import ApiReader
 from pvefix.target.settings import Connection
@@ -89,16 +90,15 @@ def node_from_commands(results: Sequence[CommandResult]) -> tuple[str, ObservedN
     """The node an SSH session reaches, from the HOST_COMMANDS results and the `cat` of each
     GRUB drop-in they listed (found by their argv: other results may be among them)."""
     by_argv = {r.argv: r for r in results}
-    host = by_argv[("hostname",)]
-    if not host.ok or not host.stdout.strip():
+    host = nf.HOSTNAME.parse(by_argv.get(nf.HOSTNAME.argv()))
+    if host is None:
         raise PvefixError("`hostname` failed over SSH: cannot tell which node SSH reaches")
-    name = host.stdout.strip().split(".")[0]
-    dropins = dropin_paths(by_argv.get(GRUB_D_LIST))
-    files = {
-        path: file_fact(path, by_argv.get(("cat", path))).text
-        for path in (KERNEL_CMDLINE, GRUB_DEFAULT, PROC_CMDLINE, *dropins)
-    }
-    boot = boot_tool_facts(by_argv.get(("proxmox-boot-tool", "status")))
+    name = host.split(".")[0]
+    files = {f.tree: f.parse(by_argv.get(f.argv()))
+             for f in (nf.KERNEL_CMDLINE_FILE, nf.GRUB_DEFAULT_FILE, nf.PROC_CMDLINE_FILE)}
+    for path in nf.GRUB_DROPINS.parse(by_argv.get(nf.GRUB_DROPINS.argv())):
+        files[path] = file_fact(path, by_argv.get(("cat", path))).text
+    boot = nf.BOOT_TOOL.parse(by_argv.get(nf.BOOT_TOOL.argv()))
     return name, node_from_files(name, boot, files)
 
 
@@ -133,12 +133,8 @@ def read_cluster(
         if node_shells is not None:
             # Its own threads: the node sessions must not queue behind per-VM API reads.
             nodes_future = pool.submit(_other_nodes, node_shells)
-        resources = api.get("/cluster/resources", {"type": "vm"}) or []
-        where: dict[int, tuple[str, bool]] = {}
-        for item in resources:
-            if item.get("type", "qemu") != "qemu" or "vmid" not in item:
-                continue
-            where[int(item["vmid"])] = (str(item["node"]), item.get("status") == "running")
+        where = {vmid: (vm.node, vm.running)
+                 for vmid, vm in listed_vms(api.get(RESOURCES, RESOURCES_PARAMS)).items()}
         out.listed = {vmid: node for vmid, (node, _) in sorted(where.items())}
         wanted = sorted(where) if vmids is None else list(dict.fromkeys(vmids))
         who = api.api_user

@@ -5,6 +5,7 @@ name on the node."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -13,6 +14,7 @@ from pvefix.executor.neighbours import NodeVm, startup_order
 from pvefix.hosttree.mapping import PciMapping
 from pvefix.sources.common import vm_device_addresses
 from pvefix.sources.remote_facts import mappings_from_api
+from pvefix.target.nodes import RESOURCES, RESOURCES_PARAMS, listed_vms
 from pvefix.vmconfig.config import VMConfig
 from pvefix.vmconfig.hostpci import HOSTPCI_KEY
 
@@ -23,12 +25,9 @@ def node_vms(get: Get, node: str) -> list[NodeVm]:
     """The VMs of `node`, from the API (list, HA state, each config); `get`: an API GET."""
     items = get(f"/nodes/{node}/qemu", {"full": "1"}) or []
     ha: dict[int, str] = {}
-    try:
-        for item in get("/cluster/resources", {"type": "vm"}) or []:
-            if item.get("hastate"):
-                ha[int(item["vmid"])] = str(item["hastate"])
-    except PvefixError:
-        pass
+    with contextlib.suppress(PvefixError):  # no right to the listing: HA states unknown
+        listed = listed_vms(get(RESOURCES, RESOURCES_PARAMS))
+        ha = {vmid: vm.hastate for vmid, vm in listed.items() if vm.hastate}
     try:
         mappings = mappings_from_api(get("/cluster/mapping/pci", None) or [])
     except PvefixError:

@@ -31,7 +31,7 @@ from pvefix.errors import PvefixError
 from pvefix.facts import node as nf
 from pvefix.facts.node import round_zero
 from pvefix.facts.project import known_from, node_fields
-from pvefix.hostfacts import GRUB_D_LIST, boot_tool_facts, dropin_paths, file_fact
+from pvefix.hostfacts import GRUB_D_LIST, dropin_paths, file_fact
 from pvefix.hosttree.mapping import PciMapping, PciMappingFile
 from pvefix.hosttree.sysfs import PciDevice
 from pvefix.paths import (
@@ -60,7 +60,7 @@ from pvefix.state import (
 )
 from pvefix.target.api import ApiClient, ApiError
 from pvefix.target.guest.access import GuestAccess
-from pvefix.target.nodes import ClusterView
+from pvefix.target.nodes import RESOURCES, RESOURCES_PARAMS, ClusterView
 from pvefix.target.open import open_api, vm_node
 from pvefix.target.reading import ApiReader
 from pvefix.target.sessions import Sessions, node_shells, reader_access
@@ -181,7 +181,7 @@ def read_target(
     try:
         # Wave 0: where the VM lives and what the cluster is, whatever node the connection
         # names; a named node's wave 1 goes out at the same time (used when it is right).
-        resources = reader.submit(api.get, "/cluster/resources", {"type": "vm"})
+        resources = reader.submit(api.get, RESOURCES, RESOURCES_PARAMS)
         status = reader.submit(api.get, "/cluster/status", None)
         guessed = _wave_one(reader, api, node, vmid) if node is not None else None
         known_node = reader.find_node(vmid, resources)
@@ -251,7 +251,7 @@ def read_targets(
     cluster_notes: list[str] = []
     reader = _Reader(api, shell_factory, trace, cluster_notes)
     try:
-        resources = reader.submit(api.get, "/cluster/resources", {"type": "vm"})
+        resources = reader.submit(api.get, RESOURCES, RESOURCES_PARAMS)
         status = reader.submit(api.get, "/cluster/status", None)
         where = {vmid: reader.find_node(vmid, resources) for vmid in vmids}
         cluster = reader.cluster_view(status)
@@ -394,7 +394,7 @@ def _assemble(
     node_facts = _node_facts(node, answers, results, known)
     return HostState(
         node=node_facts,
-        boot_tool=boot_tool_facts(results.get(("proxmox-boot-tool", "status"))),
+        boot_tool=nf.BOOT_TOOL.parse(results.get(nf.BOOT_TOOL.argv())),
         files=files,
         pci_devices=devices,
         acs=acs or {},

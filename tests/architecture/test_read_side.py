@@ -1,0 +1,50 @@
+"""The read side says each host command and the cluster's VM listing once: the registry
+(pvefix/facts) holds the commands, target/nodes.py the one walk of /cluster/resources."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from pvefix.facts.model import Command
+from pvefix.facts.node import NODE_FACTS, round_zero
+from tests.architecture.test_import_graph import PACKAGE
+
+# target/ opens sessions (it checks `hostname` itself, and imports no feature); the simulator
+# answers the commands (by name, as a shell does).
+OWNERS = {"facts", "target", "sim"}
+
+
+def _literal_argvs(path: Path) -> set[tuple[str, ...]]:
+    """Every list or tuple literal of string constants in a module."""
+    found: set[tuple[str, ...]] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.List | ast.Tuple) and node.elts and all(
+                isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts):
+            found.add(tuple(e.value for e in node.elts if isinstance(e, ast.Constant)))
+    return found
+
+
+def _outside(owners: set[str]) -> list[Path]:
+    return [p for p in sorted(PACKAGE.rglob("*.py"))
+            if p.relative_to(PACKAGE).parts[0] not in owners]
+
+
+def test_no_registry_command_is_spelled_outside_the_registry() -> None:
+    commands = {f.read.argv for f in NODE_FACTS if isinstance(f.read, Command) and not f.needs}
+    found = {p.relative_to(PACKAGE).as_posix(): sorted(hits) for p in _outside(OWNERS)
+             if (hits := _literal_argvs(p) & commands)}
+    assert found == {}, f"node commands of the registry spelled again: {found}"
+
+
+def test_the_cluster_listing_is_walked_in_one_place() -> None:
+    found = [p.relative_to(PACKAGE).as_posix() for p in _outside({"sim"})
+             if '"/cluster/resources"' in p.read_text(encoding="utf-8")]
+    assert found == ["target/nodes.py"]
+
+
+def test_the_literal_finder_sees_a_command(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text('X = ["uname", "-r"]\nY = ("cat", path)\n', encoding="utf-8")
+    assert _literal_argvs(module) == {("uname", "-r")}
+    assert ("uname", "-r") in round_zero("plan")
