@@ -137,11 +137,9 @@ def read_cluster(
                  for vmid, vm in listed_vms(api.get(RESOURCES, RESOURCES_PARAMS)).items()}
         out.listed = {vmid: node for vmid, (node, _) in sorted(where.items())}
         wanted = sorted(where) if vmids is None else list(dict.fromkeys(vmids))
-        who = api.api_user
-        for vmid in wanted:
-            if vmid not in where:
-                out.vms[vmid] = ("not a QEMU VM of this cluster (GET /cluster/resources)"
-                                 + unseen_vm_hint(vmid, who))
+        for vmid in (v for v in wanted if v not in where):
+            out.vms[vmid] = ("not a QEMU VM of this cluster (GET /cluster/resources)"
+                             + unseen_vm_hint(vmid, api.api_user))
         todo = [v for v in wanted if v in where]
         status_future = pool.submit(_running_machines, api, pool, todo, where)
         host_results: list[CommandResult] | None = None
@@ -159,44 +157,67 @@ def read_cluster(
                 out.notes.append(f"bulk read failed, reading VM by VM through the API: {exc}")
         by_api = [v for v in todo if v not in raw or raw[v].node != where[v][0]]
         out.api_vm_reads = len(by_api)
-        pending = {pool.submit(api.get, f"{_vm_path(v, where[v][0])}/pending"): v
-                   for v in by_api}
-        statuses = status_future.result()
-        rows: dict[int, Any] = {}
-        for done, future in enumerate(as_completed(pending), start=1):
-            vmid = pending[future]
-            try:
-                rows[vmid] = future.result() or []
-            except PvefixError as exc:
-                out.vms[vmid] = f"cannot read: {exc}"
-            if progress is not None:
-                progress(done, len(todo))
-        for vmid in todo:
-            status = statuses.get(vmid, {"status": "stopped"})
-            if vmid in rows:
-                out.vms[vmid] = vm_from_api(vmid, where[vmid][0], rows[vmid], status)
-            elif vmid in raw and vmid not in pending.values():
-                machine = status.get("running-machine")
-                out.vms[vmid] = vm_from_config(
-                    vmid, raw[vmid].node, raw[vmid].text,
-                    "running" if status.get("status") == "running" else "stopped",
-                    str(machine) if machine else None)
-        if progress is not None and not pending and todo:
+        rows = _pending_rows(api, pool, out, by_api, where, len(todo), progress)
+        _fill_vms(out, todo, where, rows, {v: r for v, r in raw.items() if v not in by_api},
+                  status_future.result())
+        if progress is not None and not by_api and todo:
             progress(len(todo), len(todo))
-        if host_results is not None:
-            try:
-                name, node = node_from_commands(host_results)
-                out.ssh_node = name
-                out.nodes[name] = node
-            except PvefixError as exc:
-                out.notes.append(f"host facts not read over SSH: {exc}")
-        if nodes_future is not None:
-            others = nodes_future.result()
-            out.node_sessions = len(others)
-            for name, node in others.items():
-                out.nodes.setdefault(name, node)
+        _add_nodes(out, host_results, nodes_future)
     out.elapsed_s = time.perf_counter() - start
     return out
+
+
+def _pending_rows(
+    api: ApiReader, pool: ThreadPoolExecutor, out: ClusterRead, by_api: list[int],
+    where: Mapping[int, tuple[str, bool]], total: int, progress: Progress | None,
+) -> dict[int, Any]:
+    """GET .../pending of each VM of `by_api`, in parallel; a failure is the VM's entry."""
+    pending = {pool.submit(api.get, f"{_vm_path(v, where[v][0])}/pending"): v for v in by_api}
+    rows: dict[int, Any] = {}
+    for done, future in enumerate(as_completed(pending), start=1):
+        vmid = pending[future]
+        try:
+            rows[vmid] = future.result() or []
+        except PvefixError as exc:
+            out.vms[vmid] = f"cannot read: {exc}"
+        if progress is not None:
+            progress(done, total)
+    return rows
+
+
+def _fill_vms(
+    out: ClusterRead, todo: list[int], where: Mapping[int, tuple[str, bool]],
+    rows: Mapping[int, Any], raw: Mapping[int, RawConfig],
+    statuses: Mapping[int, Mapping[str, Any]],
+) -> None:
+    """Each VM's observed state: from its API rows, or from its raw config (bulk)."""
+    for vmid in todo:
+        status = statuses.get(vmid, {"status": "stopped"})
+        if vmid in rows:
+            out.vms[vmid] = vm_from_api(vmid, where[vmid][0], rows[vmid], status)
+        elif vmid in raw:
+            machine = status.get("running-machine")
+            out.vms[vmid] = vm_from_config(
+                vmid, raw[vmid].node, raw[vmid].text,
+                "running" if status.get("status") == "running" else "stopped",
+                str(machine) if machine else None)
+
+
+def _add_nodes(out: ClusterRead, host_results: list[CommandResult] | None,
+               nodes_future: Future[dict[str, ObservedNode]] | None) -> None:
+    """The SSH node's facts and the other nodes' (read through their own sessions)."""
+    if host_results is not None:
+        try:
+            name, node = node_from_commands(host_results)
+            out.ssh_node = name
+            out.nodes[name] = node
+        except PvefixError as exc:
+            out.notes.append(f"host facts not read over SSH: {exc}")
+    if nodes_future is not None:
+        others = nodes_future.result()
+        out.node_sessions = len(others)
+        for name, node in others.items():
+            out.nodes.setdefault(name, node)
 
 
 def _other_nodes(node_shells: NodeShells) -> dict[str, ObservedNode]:

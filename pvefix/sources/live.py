@@ -346,34 +346,17 @@ def _assemble(
     api_mappings = rf.mappings_from_api(answers["mapping"] or [])
     addresses = [str(item["id"]) for item in pci_items if "id" in item]
 
-    # Round B: the VM's raw config (if round A could not name its path) with the physical
-    # path of every PCI function (readlink -m), which needs hardware/pci's list.
     conf_path = vm_config(node, vmid)
-    dev_paths = [f"{SYSFS_PCI}/{a}" for a in addresses]
-    readlink_cmds = _chunks(["readlink", "-m"], dev_paths) if shell is not None else []
-    round_b = [] if shell is None or ("cat", conf_path) in results else [["cat", conf_path]]
     dropins = dropin_paths(results.get(GRUB_D_LIST))
-    round_b += [["cat", d] for d in dropins]
     known = known_from(nf.facts_for("plan"), lambda f: results.get(f.argv()))
-    round_b += [list(f.argv(known)) for batch in nf.later_rounds("plan") for f in batch
-                if shell is not None and all(n in known for n in f.needs)]
-    # Another VM of the same node may have asked already (read_targets): asked once.
-    to_run = [c for c in [*round_b, *readlink_cmds] if tuple(c) not in results]
-    if shell is not None and to_run:
-        for result in reader.rounds(shell, to_run):
-            results[result.argv] = result
-    links: dict[str, str] = {}
-    for command in readlink_cmds:
-        links.update(rf.readlink_lines(results[tuple(command)], command[2:]))
-    paths = {a: rf.parent_path(links[p]) for a, p in zip(addresses, dev_paths, strict=True)
-             if p in links}
+    paths = _round_b(reader, shell, conf_path, addresses, dropins, known, results)
     cfg, vm_facts = _vm_facts(vmid, node, answers, results.get(("cat", conf_path)), notes)
 
     mappings = api_mappings
     if shell is not None:
-        mapping_file = file_fact(MAPPING_FILE, results.get(("cat", MAPPING_FILE)))
-        if mapping_file.text is not None:
-            mappings = list(PciMappingFile.parse(mapping_file.text, MAPPING_FILE).mappings.values())
+        mapping_text = nf.MAPPING.parse(results.get(nf.MAPPING.argv()))
+        if mapping_text is not None:
+            mappings = list(PciMappingFile.parse(mapping_text, MAPPING_FILE).mappings.values())
         elif api_mappings:
             notes.append(f"{MAPPING_FILE} not readable over SSH; mappings from the API")
 
@@ -403,6 +386,34 @@ def _assemble(
         access=access,
         notes=notes,
     )
+
+
+def _round_b(
+    reader: _Reader, shell: Shell | None, conf_path: str, addresses: list[str],
+    dropins: list[str], known: dict[str, str], results: dict[tuple[str, ...], CommandResult],
+) -> dict[str, list[str]]:
+    """SSH round B, its results added to `results`: the VM's raw config (if round A could not
+    name its path), the GRUB drop-ins round A listed, the registry's later facts, and the
+    physical path of every PCI function (readlink -m, which needs hardware/pci's list).
+    Returns each function's parent path (root port, bridges)."""
+    if shell is None:
+        return {}
+    dev_paths = [f"{SYSFS_PCI}/{a}" for a in addresses]
+    readlink_cmds = _chunks(["readlink", "-m"], dev_paths)
+    round_b = [] if ("cat", conf_path) in results else [["cat", conf_path]]
+    round_b += [["cat", d] for d in dropins]
+    round_b += [list(f.argv(known)) for batch in nf.later_rounds("plan") for f in batch
+                if all(n in known for n in f.needs)]
+    # Another VM of the same node may have asked already (read_targets): asked once.
+    to_run = [c for c in [*round_b, *readlink_cmds] if tuple(c) not in results]
+    if to_run:
+        for result in reader.rounds(shell, to_run):
+            results[result.argv] = result
+    links: dict[str, str] = {}
+    for command in readlink_cmds:
+        links.update(rf.readlink_lines(results[tuple(command)], command[2:]))
+    return {a: rf.parent_path(links[p]) for a, p in zip(addresses, dev_paths, strict=True)
+            if p in links}
 
 
 def _node_facts(node: str, answers: dict[str, Any],

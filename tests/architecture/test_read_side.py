@@ -48,3 +48,20 @@ def test_the_literal_finder_sees_a_command(tmp_path: Path) -> None:
     module.write_text('X = ["uname", "-r"]\nY = ("cat", path)\n', encoding="utf-8")
     assert _literal_argvs(module) == {("uname", "-r")}
     assert ("uname", "-r") in round_zero("plan")
+
+
+READ_SIDE = ("sources", "check", "collect", "facts", "flow/neighbours.py", "hostfacts.py",
+             "observed.py")
+
+
+def test_no_function_on_the_read_side_is_over_60_lines() -> None:
+    long: dict[str, int] = {}
+    for part in READ_SIDE:
+        where = PACKAGE / part
+        for path in [where] if where.is_file() else sorted(where.rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.end_lineno:
+                    lines = node.end_lineno - node.lineno + 1
+                    if lines > 60:
+                        long[f"{path.relative_to(PACKAGE).as_posix()}:{node.name}"] = lines
+    assert long == {}, f"functions over 60 lines on the read side: {long}"
