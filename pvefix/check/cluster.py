@@ -25,6 +25,7 @@ from typing import Any, Protocol
 from pvefix.check.bulk import BULK_COMMAND, RawConfig, parse_bulk
 from pvefix.errors import PvefixError
 from pvefix.facts import node as nf
+from pvefix.facts.api import CLUSTER_STATUS, NODE_VMS, VM_PENDING, VM_STATUS
 from pvefix.facts.node import round_zero
 from pvefix.hostfacts import GRUB_D_LIST, dropin_paths, file_fact
 from pvefix.observed import (
@@ -102,10 +103,6 @@ def node_from_commands(results: Sequence[CommandResult]) -> tuple[str, ObservedN
     return name, node_from_files(name, boot, files)
 
 
-def _vm_path(vmid: int, node: str) -> str:
-    return f"/nodes/{node}/qemu/{vmid}"
-
-
 def read_cluster(
     api: ApiReader,
     shell_factory: Callable[[], Shell] | None,
@@ -172,7 +169,7 @@ def _pending_rows(
     where: Mapping[int, tuple[str, bool]], total: int, progress: Progress | None,
 ) -> dict[int, Any]:
     """GET .../pending of each VM of `by_api`, in parallel; a failure is the VM's entry."""
-    pending = {pool.submit(api.get, f"{_vm_path(v, where[v][0])}/pending"): v for v in by_api}
+    pending = {pool.submit(api.get, *VM_PENDING.at(where[v][0], v)): v for v in by_api}
     rows: dict[int, Any] = {}
     for done, future in enumerate(as_completed(pending), start=1):
         vmid = pending[future]
@@ -263,7 +260,7 @@ def _running_machines(
     running with its machine unknown (skipped), never taken as stopped.
     """
     nodes = sorted({where[v][0] for v in todo})
-    lists = {node: pool.submit(api.get, f"/nodes/{node}/qemu", {"full": "1"}) for node in nodes}
+    lists = {node: pool.submit(api.get, *NODE_VMS.at(node)) for node in nodes}
     found: dict[int, Mapping[str, Any]] = {}
     for node, future in lists.items():
         try:
@@ -278,7 +275,7 @@ def _running_machines(
         if v not in found
         or (found[v].get("status") == "running" and not found[v].get("running-machine"))
     ]
-    asked = {pool.submit(api.get, f"{_vm_path(v, where[v][0])}/status/current"): v
+    asked = {pool.submit(api.get, *VM_STATUS.at(where[v][0], v)): v
              for v in missing}
     for future, vmid in asked.items():
         try:
@@ -330,7 +327,7 @@ def node_shells_for(connection: Connection, api: ApiReader,
         view: ClusterView | None = None
         if any(node not in connection.ssh_nodes for node in nodes):
             try:
-                view = ClusterView.parse(api.get("/cluster/status"))
+                view = ClusterView.parse(api.get(*CLUSTER_STATUS.at()))
             except PvefixError:
                 view = None
         own = (connection.effective_ssh_host, connection.ssh_port)

@@ -61,6 +61,15 @@ class Api:
     path: str
     params: tuple[tuple[str, str], ...] = ()
 
+    def at(self, node: str = "", vmid: int | None = None) -> tuple[str, dict[str, str] | None]:
+        """The path with `{node}` and `{vmid}` filled, and the query parameters (None: none)."""
+        path = self.path.replace("{node}", node)
+        if vmid is not None:
+            path = path.replace("{vmid}", str(vmid))
+        if "{" in path:
+            raise KeyError(f"GET {self.path}: a node or VMID is missing")
+        return path, dict(self.params) or None
+
 
 @dataclass(frozen=True)
 class Fact(Generic[T]):

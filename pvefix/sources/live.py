@@ -29,6 +29,15 @@ from typing import Any, Protocol, TypeVar
 
 from pvefix.errors import PvefixError
 from pvefix.facts import node as nf
+from pvefix.facts.api import (
+    CLUSTER_STATUS,
+    MAPPINGS,
+    NODE_PCI,
+    NODE_STATUS,
+    VM_CURRENT,
+    VM_PENDING,
+    VM_STATUS,
+)
 from pvefix.facts.node import round_zero
 from pvefix.facts.project import known_from, node_fields
 from pvefix.hostfacts import GRUB_D_LIST, dropin_paths, file_fact
@@ -182,7 +191,7 @@ def read_target(
         # Wave 0: where the VM lives and what the cluster is, whatever node the connection
         # names; a named node's wave 1 goes out at the same time (used when it is right).
         resources = reader.submit(api.get, RESOURCES, RESOURCES_PARAMS)
-        status = reader.submit(api.get, "/cluster/status", None)
+        status = reader.submit(api.get, *CLUSTER_STATUS.at())
         guessed = _wave_one(reader, api, node, vmid) if node is not None else None
         known_node = reader.find_node(vmid, resources)
         cluster = reader.cluster_view(status)
@@ -252,7 +261,7 @@ def read_targets(
     reader = _Reader(api, shell_factory, trace, cluster_notes)
     try:
         resources = reader.submit(api.get, RESOURCES, RESOURCES_PARAMS)
-        status = reader.submit(api.get, "/cluster/status", None)
+        status = reader.submit(api.get, *CLUSTER_STATUS.at())
         where = {vmid: reader.find_node(vmid, resources) for vmid in vmids}
         cluster = reader.cluster_view(status)
         by_node: dict[str, list[int]] = {}
@@ -315,20 +324,19 @@ def _wave_one(reader: _Reader, api: ApiReader, node: str, vmid: int) -> dict[str
 
 def _vm_wave(reader: _Reader, api: ApiReader, node: str, vmid: int) -> dict[str, Future[Any]]:
     """The VM's own API reads."""
-    base = f"/nodes/{node}/qemu/{vmid}"
     return {
-        "config": reader.submit(api.get, f"{base}/config", {"current": "1"}),
-        "pending": reader.submit(api.get, f"{base}/pending", None),
-        "status": reader.submit(api.get, f"{base}/status/current", None),
+        "config": reader.submit(api.get, *VM_CURRENT.at(node, vmid)),
+        "pending": reader.submit(api.get, *VM_PENDING.at(node, vmid)),
+        "status": reader.submit(api.get, *VM_STATUS.at(node, vmid)),
     }
 
 
 def _node_wave(reader: _Reader, api: ApiReader, node: str) -> dict[str, Future[Any]]:
     """The node's API reads (and the cluster's mappings), shared by its VMs."""
     return {
-        "node": reader.submit(api.get, f"/nodes/{node}/status", None),
-        "pci": reader.submit(api.get, f"/nodes/{node}/hardware/pci", {"pci-class-blacklist": ""}),
-        "mapping": reader.submit(api.get, "/cluster/mapping/pci", None),
+        "node": reader.submit(api.get, *NODE_STATUS.at(node)),
+        "pci": reader.submit(api.get, *NODE_PCI.at(node)),
+        "mapping": reader.submit(api.get, *MAPPINGS.at()),
     }
 
 

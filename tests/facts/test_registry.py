@@ -97,3 +97,12 @@ def test_the_parsers_take_any_command_result() -> None:
     ok = CommandResult(("uname", "-r"), 0, "6.8.12-4-pve\n", "")
     assert first_line(ok) == "6.8.12-4-pve"
     assert first_line(CommandResult(("uname", "-r"), 127, "", "not found")) is None
+
+
+def test_an_api_read_is_filled_per_node_and_vm_and_refuses_a_hole() -> None:
+    from pvefix.facts.api import NODE_PCI, VM_STATUS
+
+    assert VM_STATUS.at("kpro6", 100) == ("/nodes/kpro6/qemu/100/status/current", None)
+    assert NODE_PCI.at("kpro6") == ("/nodes/kpro6/hardware/pci", {"pci-class-blacklist": ""})
+    with pytest.raises(KeyError, match="missing"):
+        VM_STATUS.at("kpro6")
