@@ -40,6 +40,15 @@ from pvefix.facts.api import (
 )
 from pvefix.facts.node import round_zero
 from pvefix.facts.project import known_from, node_fields
+from pvefix.facts.sysfs import (
+    GREP_FILES,
+    READLINK,
+    SYSFS_FILES,
+    SYSFS_LINKS,
+    chunks,
+    grep_files,
+    readlink_lines,
+)
 from pvefix.hostfacts import GRUB_D_LIST, dropin_paths, file_fact
 from pvefix.hosttree.mapping import PciMapping, PciMappingFile
 from pvefix.hosttree.sysfs import PciDevice
@@ -78,7 +87,6 @@ from pvefix.target.ssh import CommandResult
 from pvefix.vmconfig.config import VMConfig
 
 T = TypeVar("T")
-MAX_COMMAND = 96 * 1024  # one exec request's command line (the remote `sh -c` argument)
 
 
 ShellFactory = Callable[[str, ClusterView], "Shell"]
@@ -150,22 +158,6 @@ class _Reader:
 
     def submit(self, fn: Callable[..., T], *args: Any) -> Future[T]:
         return self.pool.submit(fn, *args)
-
-
-def _chunks(prefix: list[str], paths: list[str]) -> list[list[str]]:
-    """Split one long argument list into commands whose line stays under MAX_COMMAND."""
-    out: list[list[str]] = []
-    current: list[str] = []
-    size = 0
-    for path in paths:
-        if current and size + len(path) + 3 > MAX_COMMAND:
-            out.append([*prefix, *current])
-            current, size = [], 0
-        current.append(path)
-        size += len(path) + 3
-    if current:
-        out.append([*prefix, *current])
-    return out
 
 
 def read_target(
@@ -407,7 +399,7 @@ def _round_b(
     if shell is None:
         return {}
     dev_paths = [f"{SYSFS_PCI}/{a}" for a in addresses]
-    readlink_cmds = _chunks(["readlink", "-m"], dev_paths)
+    readlink_cmds = chunks(READLINK, dev_paths)
     round_b = [] if ("cat", conf_path) in results else [["cat", conf_path]]
     round_b += [["cat", d] for d in dropins]
     round_b += [list(f.argv(known)) for batch in nf.later_rounds("plan") for f in batch
@@ -419,7 +411,7 @@ def _round_b(
             results[result.argv] = result
     links: dict[str, str] = {}
     for command in readlink_cmds:
-        links.update(rf.readlink_lines(results[tuple(command)], command[2:]))
+        links.update(readlink_lines(results[tuple(command)], command[2:]))
     return {a: rf.parent_path(links[p]) for a, p in zip(addresses, dev_paths, strict=True)
             if p in links}
 
@@ -531,24 +523,23 @@ def _pci_devices(
     wanted = sorted(set(wanted))
     if not wanted:
         return sorted(api_devices.values(), key=lambda d: d.address)
-    file_paths = [f"{SYSFS_PCI}/{a}/{name}" for a in wanted for name in rf.SYSFS_FILES]
-    link_paths = [f"{SYSFS_PCI}/{a}/{name}" for a in wanted for name in ("iommu_group",
-                                                                              "driver")]
-    grep_cmds = _chunks(["grep", "-H", ""], file_paths)
-    link_cmds = _chunks(["readlink", "-m"], link_paths)
+    file_paths = [f"{SYSFS_PCI}/{a}/{name}" for a in wanted for name in SYSFS_FILES]
+    link_paths = [f"{SYSFS_PCI}/{a}/{name}" for a in wanted for name in SYSFS_LINKS]
+    grep_cmds = chunks(GREP_FILES, file_paths)
+    link_cmds = chunks(READLINK, link_paths)
     results = reader.rounds(shell, [*grep_cmds, *link_cmds])
     texts: dict[str, str] = {}
     targets: dict[str, str] = {}
     for command, result in zip(grep_cmds, results[: len(grep_cmds)], strict=True):
-        texts.update(rf.grep_files(result, command[3:]))
+        texts.update(grep_files(result, command[3:]))
     for command, result in zip(link_cmds, results[len(grep_cmds) :], strict=True):
-        targets.update(rf.readlink_lines(result, command[2:]))
+        targets.update(readlink_lines(result, command[2:]))
     for address in wanted:
         prefix = f"{SYSFS_PCI}/{address}/"
         device = rf.sysfs_device(
             address,
-            {name: texts[prefix + name] for name in rf.SYSFS_FILES if prefix + name in texts},
-            {name: targets.get(prefix + name, "") for name in ("iommu_group", "driver")},
+            {name: texts[prefix + name] for name in SYSFS_FILES if prefix + name in texts},
+            {name: targets.get(prefix + name, "") for name in SYSFS_LINKS},
             paths.get(address, []),
         )
         if device is not None:

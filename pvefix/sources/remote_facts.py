@@ -7,49 +7,22 @@ this module knows the shapes (Proxmox's JSON, `cat`, `readlink -m`, `grep -H`, `
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from pvefix.errors import ParseError, PvefixError
+from pvefix.errors import ParseError
 from pvefix.hosttree.mapping import PciMapping, parse_map_entry
 from pvefix.hosttree.sysfs import PciDevice, parse_resource
 from pvefix.paths import SYSFS_PCI
 from pvefix.sources.common import cpu_vendor, pve_version
 from pvefix.state import NodeFacts
-from pvefix.target.ssh import CommandResult
 from pvefix.vmconfig.config import VMConfig
 from pvefix.vmconfig.nextstart import NextStart, as_text
 
-SYSFS_FILES = (
-    "vendor", "device", "class", "subsystem_vendor", "subsystem_device", "numa_node", "resource",
-)
 _ADDR_RE = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 
 
 # -- files and commands -----------------------------------------------------------------------
-
-
-def readlink_lines(result: CommandResult, paths: Sequence[str]) -> dict[str, str]:
-    """`readlink -m P...` prints one canonical path per argument, in order."""
-    lines = result.stdout.splitlines()
-    if result.exit_code != 0 or len(lines) != len(paths):
-        raise PvefixError(
-            f"readlink -m answered {len(lines)} lines for {len(paths)} paths "
-            f"(exit {result.exit_code}): {result.stderr.strip()}"
-        )
-    return dict(zip(paths, lines, strict=True))
-
-
-def grep_files(result: CommandResult, paths: Sequence[str]) -> dict[str, str]:
-    """`grep -H '' P...` output back into file -> text (missing files are left out)."""
-    by_length = sorted(paths, key=len, reverse=True)
-    texts: dict[str, list[str]] = {}
-    for line in result.stdout.splitlines():
-        for path in by_length:
-            if line.startswith(path + ":"):
-                texts.setdefault(path, []).append(line[len(path) + 1 :])
-                break
-    return {path: "\n".join(lines) + "\n" for path, lines in texts.items()}
 
 
 def parent_path(physical: str) -> list[str]:

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from pvefix.errors import PvefixError
 from pvefix.facts.parse import acs_from_lspci
+from pvefix.facts.sysfs import grep_files, readlink_lines
 from pvefix.hostfacts import boot_tool_facts, file_fact
 from pvefix.hosttree import resolve_scenario
 from pvefix.sources import remote_facts as rf
@@ -63,7 +64,7 @@ def test_acs_lines_are_read_per_port() -> None:
 def test_a_readlink_answer_with_missing_lines_is_an_error() -> None:
     result = CommandResult(("readlink", "-m", "a", "b"), 0, "/x\n", "")
     with pytest.raises(PvefixError, match="1 lines for 2 paths"):
-        rf.readlink_lines(result, ["a", "b"])
+        readlink_lines(result, ["a", "b"])
 
 
 def test_sysfs_paths_give_the_parent_bridges() -> None:
@@ -86,5 +87,5 @@ def test_grep_output_splits_back_into_the_files_it_came_from(
 ) -> None:
     contents = {p: data.draw(_lines) for p in paths}
     out = "".join(f"{p}:{line}\n" for p in paths for line in contents[p])
-    got = rf.grep_files(CommandResult(("grep",), 0, out, ""), paths)
+    got = grep_files(CommandResult(("grep",), 0, out, ""), paths)
     assert got == {p: "\n".join(lines) + "\n" for p, lines in contents.items()}
