@@ -20,9 +20,12 @@ def _literal_argvs(path: Path) -> set[tuple[str, ...]]:
     """Every list or tuple literal of string constants in a module."""
     found: set[tuple[str, ...]] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.List | ast.Tuple) and node.elts and all(
-                isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts):
-            found.add(tuple(e.value for e in node.elts if isinstance(e, ast.Constant)))
+        if not isinstance(node, ast.List | ast.Tuple) or not node.elts:
+            continue
+        words = [e.value for e in node.elts
+                 if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+        if len(words) == len(node.elts):
+            found.add(tuple(words))
     return found
 
 

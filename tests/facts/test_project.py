@@ -26,8 +26,9 @@ class _Meta:
 
 
 def test_a_fact_that_names_another_is_read_with_its_value_and_projected_to_its_field() -> None:
-    answers = {("uname", "-r"): Answer(0, "6.8.12-4-pve\n"),
-               ("cat", "/boot/banner-6.8.12-4-pve"): Answer(0, "hello\n")}
+    answers: dict[tuple[str, ...], Answer] = {("uname", "-r"): Answer(0, "6.8.12-4-pve\n"),
+                                              ("cat", "/boot/banner-6.8.12-4-pve"):
+                                              Answer(0, "hello\n")}
 
     def answer(f: Fact[Any], k: Mapping[str, str] | None = None) -> Output | None:
         return answers.get(f.argv(k))
@@ -42,11 +43,13 @@ def test_an_unknown_need_leaves_the_default() -> None:
 
 
 def test_a_tree_answers_from_its_file_at_the_tree_path(tmp_path: Any) -> None:
-    files = {"/boot/banner-6.8.12-4-pve": "from the tree\n"}
+    files: dict[str, str] = {"/boot/banner-6.8.12-4-pve": "from the tree\n"}
+    none: dict[str, str] = {}
     known = tree_known(FACTS, _Meta)
     assert known == {"release": "6.8.12-4-pve"}
-    assert node_fields(FACTS, tree_answers(files.get), known) == {"banner": "from the tree"}
-    assert node_fields(FACTS, tree_answers({}.get), known) == {"banner": None}
+    assert node_fields(FACTS, tree_answers(lambda p: files.get(p)), known) == {
+        "banner": "from the tree"}
+    assert node_fields(FACTS, tree_answers(lambda p: none.get(p)), known) == {"banner": None}
 
 
 def test_the_collect_script_copies_every_file_fact_with_the_needed_value_read_there() -> None:
