@@ -25,6 +25,8 @@ def kernel_config(kernel_version: str) -> str:
 # Proxmox's cluster file system (pmxcfs): every node's VM configs, the PCI mappings.
 NODES_DIR = "/etc/pve/nodes"
 MAPPING_FILE = "/etc/pve/mapping/pci.cfg"
+# The HA resources (ha-manager): a `vm: VMID` section per HA-managed VM, its requested state.
+HA_RESOURCES = "/etc/pve/ha/resources.cfg"
 
 # The kernel's view of PCI functions (one directory per function, by address).
 SYSFS_PCI = "/sys/bus/pci/devices"

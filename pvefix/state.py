@@ -35,8 +35,8 @@ class NodeFacts(_Frozen):
     boot_mode: Literal["efi", "legacy-bios"] | None = None
     secureboot: bool | None = None
     memory_bytes: int | None = None
-    # The CONFIG_* lines of /boot/config-<kernel_version> ({"CONFIG_X": "y"}; a bool not set is
-    # absent). None: not read, and a verdict that rests on a build default is not established.
+    # The CONFIG_* lines of /boot/config-<kernel_version> (`uname -r`): name -> value as
+    # written (y, m, "text"); None: not read. Declared in pvefix/facts/node.py.
     kernel_config: dict[str, str] | None = None
 
 

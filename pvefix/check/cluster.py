@@ -24,7 +24,10 @@ from typing import Any, Protocol
 
 from pvefix.check.bulk import BULK_COMMAND, RawConfig, parse_bulk
 from pvefix.errors import PvefixError
-from pvefix.hostfacts import GRUB_D_LIST, boot_tool_facts, dropin_paths, file_fact
+from pvefix.facts import node as nf
+from pvefix.facts.api import CLUSTER_STATUS, NODE_VMS, VM_PENDING, VM_STATUS
+from pvefix.facts.node import round_zero
+from pvefix.hostfacts import GRUB_D_LIST, dropin_paths, file_fact
 from pvefix.observed import (
     ObservedNode,
     ObservedVm,
@@ -32,21 +35,15 @@ from pvefix.observed import (
     vm_from_api,
     vm_from_config,
 )
-from pvefix.paths import GRUB_DEFAULT, KERNEL_CMDLINE, PROC_CMDLINE
+from pvefix.target.nodes import RESOURCES, RESOURCES_PARAMS, listed_vms
 from pvefix.target.privileges import unseen_vm_hint
 from pvefix.target.reading import ApiReader
 from pvefix.target.settings import Connection
 from pvefix.target.ssh import CommandResult
 
 DEFAULT_WORKERS = 32
-HOST_COMMANDS: tuple[tuple[str, ...], ...] = (
-    ("hostname",),
-    ("cat", KERNEL_CMDLINE),
-    ("cat", GRUB_DEFAULT),
-    ("cat", PROC_CMDLINE),
-    ("proxmox-boot-tool", "status"),
-    GRUB_D_LIST,
-)
+# The node facts check reads (pvefix.facts.node): hostname first, then the cmdline files.
+HOST_COMMANDS: tuple[tuple[str, ...], ...] = tuple(round_zero("check"))
 
 
 class Shell(Protocol):
@@ -94,21 +91,16 @@ def node_from_commands(results: Sequence[CommandResult]) -> tuple[str, ObservedN
     """The node an SSH session reaches, from the HOST_COMMANDS results and the `cat` of each
     GRUB drop-in they listed (found by their argv: other results may be among them)."""
     by_argv = {r.argv: r for r in results}
-    host = by_argv[("hostname",)]
-    if not host.ok or not host.stdout.strip():
+    host = nf.HOSTNAME.parse(by_argv.get(nf.HOSTNAME.argv()))
+    if host is None:
         raise PvefixError("`hostname` failed over SSH: cannot tell which node SSH reaches")
-    name = host.stdout.strip().split(".")[0]
-    dropins = dropin_paths(by_argv.get(GRUB_D_LIST))
-    files = {
-        path: file_fact(path, by_argv.get(("cat", path))).text
-        for path in (KERNEL_CMDLINE, GRUB_DEFAULT, PROC_CMDLINE, *dropins)
-    }
-    boot = boot_tool_facts(by_argv.get(("proxmox-boot-tool", "status")))
+    name = host.split(".")[0]
+    files = {f.tree: f.parse(by_argv.get(f.argv()))
+             for f in (nf.KERNEL_CMDLINE_FILE, nf.GRUB_DEFAULT_FILE, nf.PROC_CMDLINE_FILE)}
+    for path in nf.GRUB_DROPINS.parse(by_argv.get(nf.GRUB_DROPINS.argv())):
+        files[path] = file_fact(path, by_argv.get(("cat", path))).text
+    boot = nf.BOOT_TOOL.parse(by_argv.get(nf.BOOT_TOOL.argv()))
     return name, node_from_files(name, boot, files)
-
-
-def _vm_path(vmid: int, node: str) -> str:
-    return f"/nodes/{node}/qemu/{vmid}"
 
 
 def read_cluster(
@@ -138,19 +130,13 @@ def read_cluster(
         if node_shells is not None:
             # Its own threads: the node sessions must not queue behind per-VM API reads.
             nodes_future = pool.submit(_other_nodes, node_shells)
-        resources = api.get("/cluster/resources", {"type": "vm"}) or []
-        where: dict[int, tuple[str, bool]] = {}
-        for item in resources:
-            if item.get("type", "qemu") != "qemu" or "vmid" not in item:
-                continue
-            where[int(item["vmid"])] = (str(item["node"]), item.get("status") == "running")
+        where = {vmid: (vm.node, vm.running)
+                 for vmid, vm in listed_vms(api.get(RESOURCES, RESOURCES_PARAMS)).items()}
         out.listed = {vmid: node for vmid, (node, _) in sorted(where.items())}
         wanted = sorted(where) if vmids is None else list(dict.fromkeys(vmids))
-        who = api.api_user
-        for vmid in wanted:
-            if vmid not in where:
-                out.vms[vmid] = ("not a QEMU VM of this cluster (GET /cluster/resources)"
-                                 + unseen_vm_hint(vmid, who))
+        for vmid in (v for v in wanted if v not in where):
+            out.vms[vmid] = ("not a QEMU VM of this cluster (GET /cluster/resources)"
+                             + unseen_vm_hint(vmid, api.api_user))
         todo = [v for v in wanted if v in where]
         status_future = pool.submit(_running_machines, api, pool, todo, where)
         host_results: list[CommandResult] | None = None
@@ -168,44 +154,67 @@ def read_cluster(
                 out.notes.append(f"bulk read failed, reading VM by VM through the API: {exc}")
         by_api = [v for v in todo if v not in raw or raw[v].node != where[v][0]]
         out.api_vm_reads = len(by_api)
-        pending = {pool.submit(api.get, f"{_vm_path(v, where[v][0])}/pending"): v
-                   for v in by_api}
-        statuses = status_future.result()
-        rows: dict[int, Any] = {}
-        for done, future in enumerate(as_completed(pending), start=1):
-            vmid = pending[future]
-            try:
-                rows[vmid] = future.result() or []
-            except PvefixError as exc:
-                out.vms[vmid] = f"cannot read: {exc}"
-            if progress is not None:
-                progress(done, len(todo))
-        for vmid in todo:
-            status = statuses.get(vmid, {"status": "stopped"})
-            if vmid in rows:
-                out.vms[vmid] = vm_from_api(vmid, where[vmid][0], rows[vmid], status)
-            elif vmid in raw and vmid not in pending.values():
-                machine = status.get("running-machine")
-                out.vms[vmid] = vm_from_config(
-                    vmid, raw[vmid].node, raw[vmid].text,
-                    "running" if status.get("status") == "running" else "stopped",
-                    str(machine) if machine else None)
-        if progress is not None and not pending and todo:
+        rows = _pending_rows(api, pool, out, by_api, where, len(todo), progress)
+        _fill_vms(out, todo, where, rows, {v: r for v, r in raw.items() if v not in by_api},
+                  status_future.result())
+        if progress is not None and not by_api and todo:
             progress(len(todo), len(todo))
-        if host_results is not None:
-            try:
-                name, node = node_from_commands(host_results)
-                out.ssh_node = name
-                out.nodes[name] = node
-            except PvefixError as exc:
-                out.notes.append(f"host facts not read over SSH: {exc}")
-        if nodes_future is not None:
-            others = nodes_future.result()
-            out.node_sessions = len(others)
-            for name, node in others.items():
-                out.nodes.setdefault(name, node)
+        _add_nodes(out, host_results, nodes_future)
     out.elapsed_s = time.perf_counter() - start
     return out
+
+
+def _pending_rows(
+    api: ApiReader, pool: ThreadPoolExecutor, out: ClusterRead, by_api: list[int],
+    where: Mapping[int, tuple[str, bool]], total: int, progress: Progress | None,
+) -> dict[int, Any]:
+    """GET .../pending of each VM of `by_api`, in parallel; a failure is the VM's entry."""
+    pending = {pool.submit(api.get, *VM_PENDING.at(where[v][0], v)): v for v in by_api}
+    rows: dict[int, Any] = {}
+    for done, future in enumerate(as_completed(pending), start=1):
+        vmid = pending[future]
+        try:
+            rows[vmid] = future.result() or []
+        except PvefixError as exc:
+            out.vms[vmid] = f"cannot read: {exc}"
+        if progress is not None:
+            progress(done, total)
+    return rows
+
+
+def _fill_vms(
+    out: ClusterRead, todo: list[int], where: Mapping[int, tuple[str, bool]],
+    rows: Mapping[int, Any], raw: Mapping[int, RawConfig],
+    statuses: Mapping[int, Mapping[str, Any]],
+) -> None:
+    """Each VM's observed state: from its API rows, or from its raw config (bulk)."""
+    for vmid in todo:
+        status = statuses.get(vmid, {"status": "stopped"})
+        if vmid in rows:
+            out.vms[vmid] = vm_from_api(vmid, where[vmid][0], rows[vmid], status)
+        elif vmid in raw:
+            machine = status.get("running-machine")
+            out.vms[vmid] = vm_from_config(
+                vmid, raw[vmid].node, raw[vmid].text,
+                "running" if status.get("status") == "running" else "stopped",
+                str(machine) if machine else None)
+
+
+def _add_nodes(out: ClusterRead, host_results: list[CommandResult] | None,
+               nodes_future: Future[dict[str, ObservedNode]] | None) -> None:
+    """The SSH node's facts and the other nodes' (read through their own sessions)."""
+    if host_results is not None:
+        try:
+            name, node = node_from_commands(host_results)
+            out.ssh_node = name
+            out.nodes[name] = node
+        except PvefixError as exc:
+            out.notes.append(f"host facts not read over SSH: {exc}")
+    if nodes_future is not None:
+        others = nodes_future.result()
+        out.node_sessions = len(others)
+        for name, node in others.items():
+            out.nodes.setdefault(name, node)
 
 
 def _other_nodes(node_shells: NodeShells) -> dict[str, ObservedNode]:
@@ -251,7 +260,7 @@ def _running_machines(
     running with its machine unknown (skipped), never taken as stopped.
     """
     nodes = sorted({where[v][0] for v in todo})
-    lists = {node: pool.submit(api.get, f"/nodes/{node}/qemu", {"full": "1"}) for node in nodes}
+    lists = {node: pool.submit(api.get, *NODE_VMS.at(node)) for node in nodes}
     found: dict[int, Mapping[str, Any]] = {}
     for node, future in lists.items():
         try:
@@ -266,7 +275,7 @@ def _running_machines(
         if v not in found
         or (found[v].get("status") == "running" and not found[v].get("running-machine"))
     ]
-    asked = {pool.submit(api.get, f"{_vm_path(v, where[v][0])}/status/current"): v
+    asked = {pool.submit(api.get, *VM_STATUS.at(where[v][0], v)): v
              for v in missing}
     for future, vmid in asked.items():
         try:
@@ -318,7 +327,7 @@ def node_shells_for(connection: Connection, api: ApiReader,
         view: ClusterView | None = None
         if any(node not in connection.ssh_nodes for node in nodes):
             try:
-                view = ClusterView.parse(api.get("/cluster/status"))
+                view = ClusterView.parse(api.get(*CLUSTER_STATUS.at()))
             except PvefixError:
                 view = None
         own = (connection.effective_ssh_host, connection.ssh_port)

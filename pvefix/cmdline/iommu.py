@@ -81,17 +81,6 @@ KernelConfig = Mapping[str, str]
 DEFAULT_ON_KEY = "CONFIG_INTEL_IOMMU_DEFAULT_ON"
 
 
-def parse_kernel_config(text: str) -> dict[str, str]:
-    """The CONFIG_* lines of a kernel's build config (`CONFIG_X=y` as {"CONFIG_X": "y"}; a
-    quoted string keeps its quotes). `# CONFIG_X is not set` lines and anything else are left
-    out: a bool that is not set is absent."""
-    out: dict[str, str] = {}
-    for line in text.splitlines():
-        key, eq, value = line.strip().partition("=")
-        if eq and key.startswith("CONFIG_") and key.isascii() and " " not in key:
-            out[key] = value
-    return out
-
 
 def intel_default_on(kernel_config: KernelConfig | None) -> bool | None:
     """Whether the booted kernel's build turns VT-d on without `intel_iommu=on`, from its

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from pvefix.errors import ParseError
+from pvefix.facts.parse import acs_from_lspci, ha_states
 from pvefix.hosttree.meta import (
     NODE_RE,
     SCHEMA_ID,
@@ -23,7 +24,7 @@ from pvefix.hosttree.meta import (
     Versions,
     VmState,
 )
-from pvefix.sources.remote_facts import acs_from_lspci
+from pvefix.paths import HA_RESOURCES
 
 FACTS_DIR = ".pvefix-facts"
 _NODE = re.compile(NODE_RE)
@@ -232,13 +233,24 @@ def vm_state(facts: Facts, vmid: str) -> VmState:
 
 
 def vm_states(facts: Facts) -> dict[str, VmState]:
-    """Every VM the script ran `qm status` for, by VMID."""
+    """Every VM the script ran `qm status` for, by VMID, with its HA state from the HA
+    resources file the script copied (`qm status` does not say it)."""
     states: dict[str, VmState] = {}
+    ha = ha_states(_tree_text(facts, HA_RESOURCES))
     for path in sorted(facts.folder.glob("qm-status-*")):
         vmid = path.name.removeprefix("qm-status-")
         if vmid.isdigit():
-            states[vmid] = vm_state(facts, vmid)
+            states[vmid] = vm_state(facts, vmid).model_copy(
+                update={"ha_state": ha.get(int(vmid))})
     return dict(sorted(states.items(), key=lambda item: int(item[0])))
+
+
+def _tree_text(facts: Facts, host_path: str) -> str:
+    """A file the script copied into the tree beside the facts folder ("" when it has none)."""
+    path = facts.folder.parent / host_path.lstrip("/")
+    if not path.is_file() or path.is_symlink():
+        return ""
+    return path.read_text(encoding="utf-8", errors="replace")
 
 
 def acs(facts: Facts) -> dict[str, str]:

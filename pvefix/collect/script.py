@@ -7,6 +7,7 @@ from pathlib import Path
 
 from pvefix import __version__
 from pvefix.errors import PvefixError
+from pvefix.facts.node import collect_copies
 
 # templates/ at the top of the repository; pvefix/templates links to it, so a wheel carries it.
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
@@ -30,4 +31,5 @@ def render_script(vmids: Sequence[int] = (), templates: Path = TEMPLATES) -> str
         undefined=jinja2.StrictUndefined,
     )
     ordered = sorted(set(vmids))
-    return env.get_template(TEMPLATE).render(vmids=[str(v) for v in ordered], version=__version__)
+    return env.get_template(TEMPLATE).render(
+        vmids=[str(v) for v in ordered], version=__version__, files=collect_copies())

@@ -5,14 +5,17 @@ name on the node."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from pvefix.errors import PvefixError
 from pvefix.executor.neighbours import NodeVm, startup_order
+from pvefix.facts.api import MAPPINGS, NODE_VMS, VM_CONFIG
 from pvefix.hosttree.mapping import PciMapping
 from pvefix.sources.common import vm_device_addresses
 from pvefix.sources.remote_facts import mappings_from_api
+from pvefix.target.nodes import RESOURCES, RESOURCES_PARAMS, listed_vms
 from pvefix.vmconfig.config import VMConfig
 from pvefix.vmconfig.hostpci import HOSTPCI_KEY
 
@@ -21,22 +24,19 @@ Get = Callable[[str, Mapping[str, str] | None], Any]
 
 def node_vms(get: Get, node: str) -> list[NodeVm]:
     """The VMs of `node`, from the API (list, HA state, each config); `get`: an API GET."""
-    items = get(f"/nodes/{node}/qemu", {"full": "1"}) or []
+    items = get(*NODE_VMS.at(node)) or []
     ha: dict[int, str] = {}
+    with contextlib.suppress(PvefixError):  # no right to the listing: HA states unknown
+        listed = listed_vms(get(RESOURCES, RESOURCES_PARAMS))
+        ha = {vmid: vm.hastate for vmid, vm in listed.items() if vm.hastate}
     try:
-        for item in get("/cluster/resources", {"type": "vm"}) or []:
-            if item.get("hastate"):
-                ha[int(item["vmid"])] = str(item["hastate"])
-    except PvefixError:
-        pass
-    try:
-        mappings = mappings_from_api(get("/cluster/mapping/pci", None) or [])
+        mappings = mappings_from_api(get(*MAPPINGS.at()) or [])
     except PvefixError:
         mappings = []
     out: list[NodeVm] = []
     for item in sorted(items, key=lambda i: int(i.get("vmid", 0))):
         vmid = int(item["vmid"])
-        cfg = get(f"/nodes/{node}/qemu/{vmid}/config", None) or {}
+        cfg = get(*VM_CONFIG.at(node, vmid)) or {}
         gpus = [f"{k}: {v}" for k, v in sorted(cfg.items()) if HOSTPCI_KEY.match(str(k))]
         out.append(NodeVm(
             vmid=vmid, name=str(cfg.get("name") or item.get("name") or ""),

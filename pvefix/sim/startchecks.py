@@ -4,9 +4,10 @@ Cross-checked with Proxmox's own code in tests/conformance/test_sim_start_verdic
 
 from __future__ import annotations
 
-from pvefix.cmdline.iommu import IOMMU_NOT_PRESENT, iommu_enabled, parse_kernel_config
+from pvefix.cmdline.iommu import IOMMU_NOT_PRESENT, iommu_enabled
 from pvefix.cmdline.tokens import Cmdline
 from pvefix.errors import PvefixError, ValidationError
+from pvefix.facts.parse import kernel_config_text
 from pvefix.hosttree.sysfs import PciDevice
 from pvefix.paths import PROC_CMDLINE, kernel_config
 from pvefix.planner import mmio
@@ -238,7 +239,7 @@ def iommu_present(state: NodeState, inventory: list[PciDevice]) -> bool:
     booted = Cmdline.parse(state.read_host(PROC_CMDLINE) or "")
     kver = meta.versions.kernel
     config_text = state.read_host(kernel_config(kver)) if kver else None
-    config = parse_kernel_config(config_text) if config_text is not None else None
+    config = kernel_config_text(config_text) if config_text is not None else None
     if not iommu_enabled(booted, "amd" if "amd" in vendor else "intel" if "intel" in vendor
                          else None, kver, config):
         return False

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pvefix import paths
-from pvefix.cmdline.iommu import parse_kernel_config
 from pvefix.errors import ParseError, PvefixError
+from pvefix.facts.node import NODE_FACTS
+from pvefix.facts.project import node_fields, tree_answers, tree_known
 from pvefix.hosttree.meta import META_FILE
 from pvefix.hosttree.tree import HostTree, load_tree
 from pvefix.paths import HOST_FILES
@@ -42,14 +42,9 @@ def node_facts(tree: HostTree) -> NodeFacts:
         boot_mode=meta.boot.mode,
         secureboot=meta.boot.secureboot if meta.boot.mode == "efi" else None,
         memory_bytes=meta.memory_bytes,
-        kernel_config=kernel_config(tree, meta.versions.kernel),
+        **node_fields(NODE_FACTS, tree_answers(tree.read_text), tree_known(NODE_FACTS, meta)),
     )
 
-
-def kernel_config(tree: HostTree, kernel_version: str | None) -> dict[str, str] | None:
-    """The tree's boot/config-<kernel_version> as CONFIG_* lines; None when it has none."""
-    text = tree.read_text(paths.kernel_config(kernel_version)) if kernel_version else None
-    return None if text is None else parse_kernel_config(text)
 
 
 def vm_facts(tree: HostTree, vmid: int) -> VmFacts:

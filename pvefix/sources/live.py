@@ -28,7 +28,28 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from pvefix.errors import PvefixError
-from pvefix.hostfacts import GRUB_D_LIST, boot_tool_facts, dropin_paths, file_fact
+from pvefix.facts import node as nf
+from pvefix.facts.api import (
+    CLUSTER_STATUS,
+    MAPPINGS,
+    NODE_PCI,
+    NODE_STATUS,
+    VM_CURRENT,
+    VM_PENDING,
+    VM_STATUS,
+)
+from pvefix.facts.node import round_zero
+from pvefix.facts.project import known_from, node_fields
+from pvefix.facts.sysfs import (
+    GREP_FILES,
+    READLINK,
+    SYSFS_FILES,
+    SYSFS_LINKS,
+    chunks,
+    grep_files,
+    readlink_lines,
+)
+from pvefix.hostfacts import GRUB_D_LIST, dropin_paths, file_fact
 from pvefix.hosttree.mapping import PciMapping, PciMappingFile
 from pvefix.hosttree.sysfs import PciDevice
 from pvefix.paths import (
@@ -38,7 +59,6 @@ from pvefix.paths import (
     MAPPING_FILE,
     PROC_CMDLINE,
     SYSFS_PCI,
-    kernel_config,
     vm_config,
 )
 from pvefix.sources import remote_facts as rf
@@ -53,11 +73,12 @@ from pvefix.state import (
     FileFact,
     GuestFacts,
     HostState,
+    NodeFacts,
     VmFacts,
 )
 from pvefix.target.api import ApiClient, ApiError
 from pvefix.target.guest.access import GuestAccess
-from pvefix.target.nodes import ClusterView
+from pvefix.target.nodes import RESOURCES, RESOURCES_PARAMS, ClusterView
 from pvefix.target.open import open_api, vm_node
 from pvefix.target.reading import ApiReader
 from pvefix.target.sessions import Sessions, node_shells, reader_access
@@ -66,7 +87,6 @@ from pvefix.target.ssh import CommandResult
 from pvefix.vmconfig.config import VMConfig
 
 T = TypeVar("T")
-MAX_COMMAND = 96 * 1024  # one exec request's command line (the remote `sh -c` argument)
 
 
 ShellFactory = Callable[[str, ClusterView], "Shell"]
@@ -140,22 +160,6 @@ class _Reader:
         return self.pool.submit(fn, *args)
 
 
-def _chunks(prefix: list[str], paths: list[str]) -> list[list[str]]:
-    """Split one long argument list into commands whose line stays under MAX_COMMAND."""
-    out: list[list[str]] = []
-    current: list[str] = []
-    size = 0
-    for path in paths:
-        if current and size + len(path) + 3 > MAX_COMMAND:
-            out.append([*prefix, *current])
-            current, size = [], 0
-        current.append(path)
-        size += len(path) + 3
-    if current:
-        out.append([*prefix, *current])
-    return out
-
-
 def read_target(
     api: ApiReader,
     shell_factory: ShellFactory | None,
@@ -178,8 +182,8 @@ def read_target(
     try:
         # Wave 0: where the VM lives and what the cluster is, whatever node the connection
         # names; a named node's wave 1 goes out at the same time (used when it is right).
-        resources = reader.submit(api.get, "/cluster/resources", {"type": "vm"})
-        status = reader.submit(api.get, "/cluster/status", None)
+        resources = reader.submit(api.get, RESOURCES, RESOURCES_PARAMS)
+        status = reader.submit(api.get, *CLUSTER_STATUS.at())
         guessed = _wave_one(reader, api, node, vmid) if node is not None else None
         known_node = reader.find_node(vmid, resources)
         cluster = reader.cluster_view(status)
@@ -221,20 +225,9 @@ def _elsewhere(vmid: int, known_node: str, named: str | None) -> list[str]:
 
 
 def host_commands() -> list[list[str]]:
-    """SSH round A's commands about the node itself (the VM configs are added to them)."""
-    return [
-        ["cat", KERNEL_CMDLINE],
-        ["cat", GRUB_DEFAULT],
-        ["cat", PROC_CMDLINE],
-        ["proxmox-boot-tool", "status"],
-        ["uname", "-r"],
-        ["cat", MAPPING_FILE],
-        ["lspci", "-D", "-vv"],
-        list(GRUB_D_LIST),
-        ADDRESS_SIZES,
-        ["cat", CPU_MODELS],
-        PACKAGES,
-    ]
+    """SSH round A's commands about the node itself (the VM configs are added to them): the
+    registry's first round for a plan (pvefix.facts.node)."""
+    return [list(argv) for argv in round_zero("plan")]
 
 
 def read_targets(
@@ -259,8 +252,8 @@ def read_targets(
     cluster_notes: list[str] = []
     reader = _Reader(api, shell_factory, trace, cluster_notes)
     try:
-        resources = reader.submit(api.get, "/cluster/resources", {"type": "vm"})
-        status = reader.submit(api.get, "/cluster/status", None)
+        resources = reader.submit(api.get, RESOURCES, RESOURCES_PARAMS)
+        status = reader.submit(api.get, *CLUSTER_STATUS.at())
         where = {vmid: reader.find_node(vmid, resources) for vmid in vmids}
         cluster = reader.cluster_view(status)
         by_node: dict[str, list[int]] = {}
@@ -316,31 +309,6 @@ def _read_node_vms(
             shell.close()
 
 
-# The host's physical address width decides phys-bits=host (Memory.pm get_max_mem reads it so).
-ADDRESS_SIZES = ["grep", "-m1", "-e", "^address sizes", "/proc/cpuinfo"]
-# The OVMF build and the QEMU (with its SeaBIOS) the next VM start uses; dpkg-query exits 1 when
-# one of them is not installed and still prints the others.
-PACKAGES = ["dpkg-query", "-W", "-f=${Package} ${Version}\\n", "pve-edk2-firmware-ovmf",
-            "pve-edk2-firmware", "pve-qemu-kvm"]
-
-
-def package_versions(result: CommandResult | None) -> dict[str, str]:
-    """`dpkg-query -W -f='${Package} ${Version}\\n' ...` as {package: version} (empty: not run)."""
-    out: dict[str, str] = {}
-    for line in (result.stdout if result is not None else "").splitlines():
-        name, _, version = line.strip().partition(" ")
-        if name and version[:1].isdigit():
-            out[name] = version
-    return out
-
-
-def address_bits(result: CommandResult | None) -> int | None:
-    if result is None or not result.ok:
-        return None
-    m = re.search(r"(\d+) bits physical", result.stdout)
-    return int(m.group(1)) if m else None
-
-
 def _wave_one(reader: _Reader, api: ApiReader, node: str, vmid: int) -> dict[str, Future[Any]]:
     """The VM's and its node's API reads, all at once (errors stay in the futures)."""
     return {**_vm_wave(reader, api, node, vmid), **_node_wave(reader, api, node)}
@@ -348,20 +316,19 @@ def _wave_one(reader: _Reader, api: ApiReader, node: str, vmid: int) -> dict[str
 
 def _vm_wave(reader: _Reader, api: ApiReader, node: str, vmid: int) -> dict[str, Future[Any]]:
     """The VM's own API reads."""
-    base = f"/nodes/{node}/qemu/{vmid}"
     return {
-        "config": reader.submit(api.get, f"{base}/config", {"current": "1"}),
-        "pending": reader.submit(api.get, f"{base}/pending", None),
-        "status": reader.submit(api.get, f"{base}/status/current", None),
+        "config": reader.submit(api.get, *VM_CURRENT.at(node, vmid)),
+        "pending": reader.submit(api.get, *VM_PENDING.at(node, vmid)),
+        "status": reader.submit(api.get, *VM_STATUS.at(node, vmid)),
     }
 
 
 def _node_wave(reader: _Reader, api: ApiReader, node: str) -> dict[str, Future[Any]]:
     """The node's API reads (and the cluster's mappings), shared by its VMs."""
     return {
-        "node": reader.submit(api.get, f"/nodes/{node}/status", None),
-        "pci": reader.submit(api.get, f"/nodes/{node}/hardware/pci", {"pci-class-blacklist": ""}),
-        "mapping": reader.submit(api.get, "/cluster/mapping/pci", None),
+        "node": reader.submit(api.get, *NODE_STATUS.at(node)),
+        "pci": reader.submit(api.get, *NODE_PCI.at(node)),
+        "mapping": reader.submit(api.get, *MAPPINGS.at()),
     }
 
 
@@ -379,36 +346,17 @@ def _assemble(
     api_mappings = rf.mappings_from_api(answers["mapping"] or [])
     addresses = [str(item["id"]) for item in pci_items if "id" in item]
 
-    # Round B: the VM's raw config (if round A could not name its path) with the physical
-    # path of every PCI function (readlink -m), which needs hardware/pci's list.
     conf_path = vm_config(node, vmid)
-    dev_paths = [f"{SYSFS_PCI}/{a}" for a in addresses]
-    readlink_cmds = _chunks(["readlink", "-m"], dev_paths) if shell is not None else []
-    round_b = [] if shell is None or ("cat", conf_path) in results else [["cat", conf_path]]
     dropins = dropin_paths(results.get(GRUB_D_LIST))
-    round_b += [["cat", d] for d in dropins]
-    uname = results.get(("uname", "-r"))
-    kver = uname.stdout.strip() if uname is not None and uname.ok else None
-    # the booted kernel's build config (a verdict on the Intel IOMMU's default rests on it)
-    config_cmd = ["cat", kernel_config(kver)] if shell is not None and kver else None
-    round_b += [config_cmd] if config_cmd else []
-    # Another VM of the same node may have asked already (read_targets): asked once.
-    to_run = [c for c in [*round_b, *readlink_cmds] if tuple(c) not in results]
-    if shell is not None and to_run:
-        for result in reader.rounds(shell, to_run):
-            results[result.argv] = result
-    links: dict[str, str] = {}
-    for command in readlink_cmds:
-        links.update(rf.readlink_lines(results[tuple(command)], command[2:]))
-    paths = {a: rf.parent_path(links[p]) for a, p in zip(addresses, dev_paths, strict=True)
-             if p in links}
+    known = known_from(nf.facts_for("plan"), lambda f: results.get(f.argv()))
+    paths = _round_b(reader, shell, conf_path, addresses, dropins, known, results)
     cfg, vm_facts = _vm_facts(vmid, node, answers, results.get(("cat", conf_path)), notes)
 
     mappings = api_mappings
     if shell is not None:
-        mapping_file = file_fact(MAPPING_FILE, results.get(("cat", MAPPING_FILE)))
-        if mapping_file.text is not None:
-            mappings = list(PciMappingFile.parse(mapping_file.text, MAPPING_FILE).mappings.values())
+        mapping_text = nf.MAPPING.parse(results.get(nf.MAPPING.argv()))
+        if mapping_text is not None:
+            mappings = list(PciMappingFile.parse(mapping_text, MAPPING_FILE).mappings.values())
         elif api_mappings:
             notes.append(f"{MAPPING_FILE} not readable over SSH; mappings from the API")
 
@@ -418,42 +366,72 @@ def _assemble(
     files: dict[str, FileFact] = {}
     for path in (KERNEL_CMDLINE, GRUB_DEFAULT, PROC_CMDLINE, CPU_MODELS, *dropins):
         files[path] = file_fact(path, results.get(("cat", path)))
-    lspci = results.get(("lspci", "-D", "-vv"))
-    acs: dict[str, str] = {}
-    if lspci is not None and lspci.ok:
-        acs = rf.acs_from_lspci(lspci.stdout)
-    elif shell is not None:
+    acs = nf.ACS.parse(results.get(nf.ACS.argv()))
+    if acs is None and shell is not None:
         notes.append("ACS settings unknown: `lspci -D -vv` failed on the node")
     if shell is None:
         notes.append(
             "no SSH: host kernel cmdline files, boot loader, sysfs (root ports, BAR sizes) "
             "and ACS are unknown; pass SSH settings to read them"
         )
-    running_qemu = (answers["status"] or {}).get("running-qemu")
-    packages = package_versions(results.get(tuple(PACKAGES)))
-    installed_qemu = re.sub(r"-[0-9][0-9a-z.~+]*$", "", packages.get("pve-qemu-kvm", "")) or None
-    node_facts = rf.node_facts(
-        node,
-        answers["node"] or {},
-        kver,
-        str(running_qemu) if running_qemu else installed_qemu,
-    ).model_copy(update={
-        "kernel_config": rf.kernel_config(results.get(tuple(config_cmd)) if config_cmd else None),
-        "cpu_phys_bits": address_bits(results.get(tuple(ADDRESS_SIZES))),
-        "edk2_version": packages.get("pve-edk2-firmware-ovmf") or packages.get(
-            "pve-edk2-firmware"),
-    })
+    node_facts = _node_facts(node, answers, results, known)
     return HostState(
         node=node_facts,
-        boot_tool=boot_tool_facts(results.get(("proxmox-boot-tool", "status"))),
+        boot_tool=nf.BOOT_TOOL.parse(results.get(nf.BOOT_TOOL.argv())),
         files=files,
         pci_devices=devices,
-        acs=acs,
+        acs=acs or {},
         mappings=mappings,
         vm=vm_facts,
         access=access,
         notes=notes,
     )
+
+
+def _round_b(
+    reader: _Reader, shell: Shell | None, conf_path: str, addresses: list[str],
+    dropins: list[str], known: dict[str, str], results: dict[tuple[str, ...], CommandResult],
+) -> dict[str, list[str]]:
+    """SSH round B, its results added to `results`: the VM's raw config (if round A could not
+    name its path), the GRUB drop-ins round A listed, the registry's later facts, and the
+    physical path of every PCI function (readlink -m, which needs hardware/pci's list).
+    Returns each function's parent path (root port, bridges)."""
+    if shell is None:
+        return {}
+    dev_paths = [f"{SYSFS_PCI}/{a}" for a in addresses]
+    readlink_cmds = chunks(READLINK, dev_paths)
+    round_b = [] if ("cat", conf_path) in results else [["cat", conf_path]]
+    round_b += [["cat", d] for d in dropins]
+    round_b += [list(f.argv(known)) for batch in nf.later_rounds("plan") for f in batch
+                if all(n in known for n in f.needs)]
+    # Another VM of the same node may have asked already (read_targets): asked once.
+    to_run = [c for c in [*round_b, *readlink_cmds] if tuple(c) not in results]
+    if to_run:
+        for result in reader.rounds(shell, to_run):
+            results[result.argv] = result
+    links: dict[str, str] = {}
+    for command in readlink_cmds:
+        links.update(readlink_lines(results[tuple(command)], command[2:]))
+    return {a: rf.parent_path(links[p]) for a, p in zip(addresses, dev_paths, strict=True)
+            if p in links}
+
+
+def _node_facts(node: str, answers: dict[str, Any],
+                results: dict[tuple[str, ...], CommandResult], known: dict[str, str]
+                ) -> NodeFacts:
+    """The node's facts: its API status, and the registry's facts from the SSH rounds."""
+    uname = nf.KERNEL_VERSION.parse(results.get(nf.KERNEL_VERSION.argv()))
+    running_qemu = (answers["status"] or {}).get("running-qemu")
+    packages = nf.PACKAGES.parse(results.get(nf.PACKAGES.argv()))
+    installed_qemu = re.sub(r"-[0-9][0-9a-z.~+]*$", "", packages.get("pve-qemu-kvm", "")) or None
+    return rf.node_facts(
+        node, answers["node"] or {}, uname, str(running_qemu) if running_qemu else installed_qemu,
+    ).model_copy(update={
+        "cpu_phys_bits": nf.CPU_PHYS_BITS.parse(results.get(nf.CPU_PHYS_BITS.argv())),
+        "edk2_version": packages.get("pve-edk2-firmware-ovmf") or packages.get(
+            "pve-edk2-firmware"),
+        **node_fields(nf.facts_for("plan"), lambda f, k: results.get(f.argv(k)), known),
+    })
 
 
 def _vm_facts(
@@ -545,24 +523,23 @@ def _pci_devices(
     wanted = sorted(set(wanted))
     if not wanted:
         return sorted(api_devices.values(), key=lambda d: d.address)
-    file_paths = [f"{SYSFS_PCI}/{a}/{name}" for a in wanted for name in rf.SYSFS_FILES]
-    link_paths = [f"{SYSFS_PCI}/{a}/{name}" for a in wanted for name in ("iommu_group",
-                                                                              "driver")]
-    grep_cmds = _chunks(["grep", "-H", ""], file_paths)
-    link_cmds = _chunks(["readlink", "-m"], link_paths)
+    file_paths = [f"{SYSFS_PCI}/{a}/{name}" for a in wanted for name in SYSFS_FILES]
+    link_paths = [f"{SYSFS_PCI}/{a}/{name}" for a in wanted for name in SYSFS_LINKS]
+    grep_cmds = chunks(GREP_FILES, file_paths)
+    link_cmds = chunks(READLINK, link_paths)
     results = reader.rounds(shell, [*grep_cmds, *link_cmds])
     texts: dict[str, str] = {}
     targets: dict[str, str] = {}
     for command, result in zip(grep_cmds, results[: len(grep_cmds)], strict=True):
-        texts.update(rf.grep_files(result, command[3:]))
+        texts.update(grep_files(result, command[3:]))
     for command, result in zip(link_cmds, results[len(grep_cmds) :], strict=True):
-        targets.update(rf.readlink_lines(result, command[2:]))
+        targets.update(readlink_lines(result, command[2:]))
     for address in wanted:
         prefix = f"{SYSFS_PCI}/{address}/"
         device = rf.sysfs_device(
             address,
-            {name: texts[prefix + name] for name in rf.SYSFS_FILES if prefix + name in texts},
-            {name: targets.get(prefix + name, "") for name in ("iommu_group", "driver")},
+            {name: texts[prefix + name] for name in SYSFS_FILES if prefix + name in texts},
+            {name: targets.get(prefix + name, "") for name in SYSFS_LINKS},
             paths.get(address, []),
         )
         if device is not None:

@@ -7,67 +7,22 @@ this module knows the shapes (Proxmox's JSON, `cat`, `readlink -m`, `grep -H`, `
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from pvefix.cmdline.iommu import parse_kernel_config
-from pvefix.errors import ParseError, PvefixError
+from pvefix.errors import ParseError
 from pvefix.hosttree.mapping import PciMapping, parse_map_entry
 from pvefix.hosttree.sysfs import PciDevice, parse_resource
 from pvefix.paths import SYSFS_PCI
 from pvefix.sources.common import cpu_vendor, pve_version
 from pvefix.state import NodeFacts
-from pvefix.target.ssh import CommandResult
 from pvefix.vmconfig.config import VMConfig
 from pvefix.vmconfig.nextstart import NextStart, as_text
 
-SYSFS_FILES = (
-    "vendor", "device", "class", "subsystem_vendor", "subsystem_device", "numa_node", "resource",
-)
-_ACS_RE = re.compile(r"^\s+ACSCtl:\s*(.*?)\s*$")
-_LSPCI_HEAD_RE = re.compile(r"^([0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]) ")
 _ADDR_RE = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 
 
 # -- files and commands -----------------------------------------------------------------------
-
-
-def acs_from_lspci(text: str) -> dict[str, str]:
-    """Port address -> ACSCtl line, from `lspci -D -vv` output."""
-    acs: dict[str, str] = {}
-    current: str | None = None
-    for line in text.splitlines():
-        head = _LSPCI_HEAD_RE.match(line)
-        if head is not None:
-            current = head.group(1)
-            continue
-        match = _ACS_RE.match(line)
-        if match is not None and current is not None:
-            acs[current] = match.group(1)
-    return acs
-
-
-def readlink_lines(result: CommandResult, paths: Sequence[str]) -> dict[str, str]:
-    """`readlink -m P...` prints one canonical path per argument, in order."""
-    lines = result.stdout.splitlines()
-    if result.exit_code != 0 or len(lines) != len(paths):
-        raise PvefixError(
-            f"readlink -m answered {len(lines)} lines for {len(paths)} paths "
-            f"(exit {result.exit_code}): {result.stderr.strip()}"
-        )
-    return dict(zip(paths, lines, strict=True))
-
-
-def grep_files(result: CommandResult, paths: Sequence[str]) -> dict[str, str]:
-    """`grep -H '' P...` output back into file -> text (missing files are left out)."""
-    by_length = sorted(paths, key=len, reverse=True)
-    texts: dict[str, list[str]] = {}
-    for line in result.stdout.splitlines():
-        for path in by_length:
-            if line.startswith(path + ":"):
-                texts.setdefault(path, []).append(line[len(path) + 1 :])
-                break
-    return {path: "\n".join(lines) + "\n" for path, lines in texts.items()}
 
 
 def parent_path(physical: str) -> list[str]:
@@ -164,12 +119,6 @@ def node_facts(
         memory_bytes=int(memory) if isinstance(memory, int) else None,
     )
 
-
-def kernel_config(result: CommandResult | None) -> dict[str, str] | None:
-    """`cat /boot/config-<kernel>` as its CONFIG_* lines; None when not read (no such file)."""
-    if result is None or not result.ok:
-        return None
-    return parse_kernel_config(result.stdout)
 
 
 def mappings_from_api(items: Iterable[Mapping[str, Any]]) -> list[PciMapping]:

@@ -51,6 +51,10 @@ class Node(Protocol):
         """Run an argument list within `timeout` seconds (None: the connection's
         --timeout); past it the result is `timed_out`."""
 
+    def run_many(self, commands: Sequence[Sequence[str]]) -> list[CommandResult]:
+        """Independent short reads at once (the fact registry's rounds), results in order,
+        within the connection's --timeout each."""
+
     def read_file(self, path: str) -> str | None:
         """A file's text, None when it does not exist."""
 
@@ -73,6 +77,9 @@ class SshNode:
 
     def run(self, argv: Sequence[str], timeout: float | None = None) -> CommandResult:
         return self.shell.execute(argv, timeout)
+
+    def run_many(self, commands: Sequence[Sequence[str]]) -> list[CommandResult]:
+        return self.shell.run_many(commands)
 
     def read_file(self, path: str) -> str | None:
         return self.shell.read_file(path)
@@ -99,6 +106,9 @@ class LocalNode:
         if argv and argv[0] in _IN_PROCESS:
             return self.shell.run(argv)
         return self.shell.execute(argv, timeout)
+
+    def run_many(self, commands: Sequence[Sequence[str]]) -> list[CommandResult]:
+        return self.shell.run_many(commands)
 
     def read_file(self, path: str) -> str | None:
         return self.shell.read_file(path)

@@ -20,6 +20,35 @@ if TYPE_CHECKING:
     pass
 
 
+# Where every VM of the cluster lives: the one read of /cluster/resources (live, check --all,
+# the activation's neighbours, the guest agent's node), walked once by `listed_vms`.
+RESOURCES = "/cluster/resources"
+RESOURCES_PARAMS = {"type": "vm"}
+
+
+@dataclass(frozen=True)
+class ListedVm:
+    """One QEMU VM as GET /cluster/resources?type=vm lists it. `running` is pvestatd's view
+    (up to 10 s stale): a witness of where the VM lives, not of its run state."""
+
+    node: str
+    running: bool
+    hastate: str | None
+
+
+def listed_vms(items: Sequence[Mapping[str, Any]] | None) -> dict[int, ListedVm]:
+    """The QEMU VMs of GET /cluster/resources?type=vm by VMID (containers and entries without
+    a VMID left out), in VMID order."""
+    out: dict[int, ListedVm] = {}
+    for item in items or []:
+        if item.get("type", "qemu") != "qemu" or "vmid" not in item or not item.get("node"):
+            continue
+        out[int(item["vmid"])] = ListedVm(
+            node=str(item["node"]), running=item.get("status") == "running",
+            hastate=str(item["hastate"]) if item.get("hastate") else None)
+    return dict(sorted(out.items()))
+
+
 class NodeMismatch(RefusedError):
     """The SSH session reached a host whose hostname is not the VM's node (exit 3)."""
 

@@ -22,7 +22,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pvefix.errors import PvefixError, RefusedError
-from pvefix.target.nodes import NodeAddress, check_hostname, node_connection
+from pvefix.target.nodes import (
+    RESOURCES,
+    RESOURCES_PARAMS,
+    NodeAddress,
+    check_hostname,
+    listed_vms,
+    node_connection,
+)
 from pvefix.target.privileges import agent_exec_refusal, unseen_vm_hint
 from pvefix.target.settings import Connection
 
@@ -110,9 +117,9 @@ def vm_node(items: Sequence[Mapping[str, Any]] | None, vmid: int,
             who: str | None = None) -> str:
     """The node QEMU VM `vmid` lives on, from GET /cluster/resources?type=vm. `who` (the API
     user or token) lets a miss say what a privilege-separated token needs to see the VM."""
-    for item in items or []:
-        if item.get("vmid") == vmid and item.get("type", "qemu") == "qemu":
-            return str(item["node"])
+    listed = listed_vms(items)
+    if vmid in listed:
+        return listed[vmid].node
     nodes = sorted({str(item["node"]) for item in items or [] if item.get("node")})
     raise PvefixError(f"no QEMU VM {vmid} in this cluster; nodes looked at: "
                       f"{', '.join(nodes) or 'none with VMs'} (GET /cluster/resources)"
@@ -139,7 +146,7 @@ def open_guest(conn: Connection | None, guest: GuestAccess, vmid: int, *,
     owns = api is None
     client = ApiClient(conn) if api is None else api
     try:
-        node = conn.node or vm_node(client.get("/cluster/resources", {"type": "vm"}), vmid,
+        node = conn.node or vm_node(client.get(RESOURCES, RESOURCES_PARAMS), vmid,
                                     conn.api_user)
         channel = AgentChannel(client, node, vmid, python=guest.python, owns_api=owns)
         channel.ping()

@@ -96,7 +96,10 @@ def make_fake_host(base: Path, scenario: str = "kpro6") -> FakeHost:
     source = resolve_scenario(scenario)
     meta = load_tree(source).meta
     root = base / "host"
-    shutil.copytree(source, root, ignore=shutil.ignore_patterns("pvefix-host.json", ".*"))
+    # nodes/NAME/ of a cluster tree holds the other nodes' own files: not on this host.
+    shutil.copytree(source, root, ignore=lambda d, names: [
+        n for n in names if n == "pvefix-host.json" or n.startswith(".")
+        or (Path(d) == source and n == "nodes")])
     data = base / "tool-data"
     data.mkdir()
     bin_dir = base / "bin"
@@ -105,8 +108,14 @@ def make_fake_host(base: Path, scenario: str = "kpro6") -> FakeHost:
     # VM configs live in pmxcfs under nodes/NODE; etc/pve/qemu-server links to the local one.
     local = root / "etc/pve/qemu-server"
     node_dir = root / f"etc/pve/nodes/{meta.node}/qemu-server"
-    node_dir.parent.mkdir(parents=True)
-    local.rename(node_dir)
+    node_dir.parent.mkdir(parents=True, exist_ok=True)
+    if node_dir.is_dir():  # a cluster tree: pmxcfs's layout already
+        if local.is_dir():
+            for conf in local.iterdir():
+                conf.rename(node_dir / conf.name)
+            local.rmdir()
+    else:
+        local.rename(node_dir)
     local.symlink_to(f"nodes/{meta.node}/qemu-server")
     (root / "etc/pve/priv").mkdir()
     (root / "etc/pve/priv/authkey.key").write_text(SECRET)
@@ -138,6 +147,12 @@ def make_fake_host(base: Path, scenario: str = "kpro6") -> FakeHost:
         f"MemTotal:       {meta.memory_bytes // 1024} kB\nMemFree:        123456 kB\n"
     )
     (root / "root").mkdir()
+    managed = {vmid: s.ha_state for vmid, s in meta.vms.items() if s.ha_state}
+    if managed:  # ha-manager's resources file: a section per HA-managed VM
+        (root / "etc/pve/ha").mkdir(parents=True, exist_ok=True)
+        (root / "etc/pve/ha/resources.cfg").write_text("".join(
+            f"vm: {vmid}\n\tstate {state}\n\tmax_restart 1\n\n"
+            for vmid, state in managed.items()))
 
     boot = meta.proxmox_boot_tool
     (data / "pbt.out").write_text(boot.output)

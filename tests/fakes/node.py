@@ -47,6 +47,9 @@ class FakeNode:
             return CommandResult(args, 127, "", f"{args[0]}: not scripted in this test\n")
         return answer if isinstance(answer, CommandResult) else answer(self, args, timeout)
 
+    def run_many(self, commands: Sequence[Sequence[str]]) -> list[CommandResult]:
+        return [self.run(argv) for argv in commands]
+
     def read_file(self, path: str) -> str | None:
         return self.files.get(path)
 

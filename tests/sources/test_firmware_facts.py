@@ -11,11 +11,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pvefix.facts.parse import package_versions
 from pvefix.hosttree import resolve_scenario
 from pvefix.paths import CPU_MODELS
 from pvefix.planner.plan import PlanOptions, plan
 from pvefix.sources.bundle import read_bundle
-from pvefix.sources.live import package_versions, read_live
+from pvefix.sources.live import read_live
 from pvefix.target.result import CommandResult
 from tests.sources.test_live import assert_same_for_planner, connection
 

@@ -8,7 +8,8 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pvefix.cmdline.iommu import intel_default_on, parse_kernel_config
+from pvefix.cmdline.iommu import intel_default_on
+from pvefix.facts.parse import kernel_config_text
 from pvefix.sources.bundle import read_bundle
 from tests.planner.loader import build_tree
 
@@ -43,4 +44,4 @@ def test_the_shipped_intel_scenario_says_vt_d_is_on_by_default() -> None:
                        st.from_regex(r"[ymn0-9]|\"[a-z-]{0,8}\"", fullmatch=True)))
 def test_config_lines_round_trip_and_unset_ones_are_absent(values: dict[str, str]) -> None:
     text = "".join(f"{k}={v}\n# {k}_X is not set\n" for k, v in values.items())
-    assert parse_kernel_config(text) == values
+    assert kernel_config_text(text) == values

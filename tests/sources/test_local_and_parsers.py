@@ -10,6 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pvefix.errors import PvefixError
+from pvefix.facts.parse import acs_from_lspci
+from pvefix.facts.sysfs import grep_files, readlink_lines
 from pvefix.hostfacts import boot_tool_facts, file_fact
 from pvefix.hosttree import resolve_scenario
 from pvefix.sources import remote_facts as rf
@@ -56,13 +58,13 @@ def test_acs_lines_are_read_per_port() -> None:
         "0000:41:00.0 VGA compatible controller: NVIDIA Device 2bb5\n"
         "\tKernel driver in use: vfio-pci\n"
     )
-    assert rf.acs_from_lspci(text) == {"0000:40:01.1": "SrcValid+ TransBlk-"}
+    assert acs_from_lspci(text) == {"0000:40:01.1": "SrcValid+ TransBlk-"}
 
 
 def test_a_readlink_answer_with_missing_lines_is_an_error() -> None:
     result = CommandResult(("readlink", "-m", "a", "b"), 0, "/x\n", "")
     with pytest.raises(PvefixError, match="1 lines for 2 paths"):
-        rf.readlink_lines(result, ["a", "b"])
+        readlink_lines(result, ["a", "b"])
 
 
 def test_sysfs_paths_give_the_parent_bridges() -> None:
@@ -85,5 +87,5 @@ def test_grep_output_splits_back_into_the_files_it_came_from(
 ) -> None:
     contents = {p: data.draw(_lines) for p in paths}
     out = "".join(f"{p}:{line}\n" for p in paths for line in contents[p])
-    got = rf.grep_files(CommandResult(("grep",), 0, out, ""), paths)
+    got = grep_files(CommandResult(("grep",), 0, out, ""), paths)
     assert got == {p: "\n".join(lines) + "\n" for p, lines in contents.items()}

@@ -1,0 +1,118 @@
+"""Every node fact pvefix reads, declared once: the one list of the host's commands.
+
+The live reader (`sources/live.py`) sends `round_zero("plan")` with the VM configs in its first
+SSH round and the later rounds `rounds` gives; `check`'s cluster read sends `round_zero("check")`;
+the collect script and the bundle reader keep the file facts at their `tree` paths. To add a
+host fact: declare it here, give HostState (`pvefix/state.py`) its field, and read it into the
+field in `sources/facts_read.py`; docs/architecture.md shows the recipe.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+from pvefix.facts import parse
+from pvefix.facts.model import Command, Fact, Output, User
+from pvefix.facts.rounds import rounds
+from pvefix.hostfacts import GRUB_D_LIST, BootToolFacts, boot_tool_facts, dropin_paths
+from pvefix.paths import (
+    CPU_MODELS,
+    GRUB_DEFAULT,
+    HA_RESOURCES,
+    KERNEL_CMDLINE,
+    MAPPING_FILE,
+    PROC_CMDLINE,
+)
+
+PLAN: frozenset[User] = frozenset({"plan", "collect"})
+EVERYWHERE: frozenset[User] = frozenset({"plan", "check", "collect"})
+
+
+def _file(name: str, path: str, used_by: frozenset[User] = PLAN) -> Fact[str | None]:
+    return Fact(name, Command(("cat", path)), partial(parse.text, path), path, None, used_by)
+
+
+def _boot_tool(out: Output | None) -> BootToolFacts:
+    return boot_tool_facts(out)  # type: ignore[arg-type]  # any Output: exit code, stdout
+
+
+def _dropins(out: Output | None) -> list[str]:
+    return dropin_paths(out)  # type: ignore[arg-type]  # any Output: ok, stdout
+
+
+HOSTNAME: Fact[str | None] = Fact(
+    "hostname", Command(("hostname",)), parse.first_line, "meta:node", None,
+    frozenset({"check", "collect"}))
+KERNEL_CMDLINE_FILE = _file("kernel_cmdline", KERNEL_CMDLINE, EVERYWHERE)
+GRUB_DEFAULT_FILE = _file("grub_default", GRUB_DEFAULT, EVERYWHERE)
+PROC_CMDLINE_FILE = _file("proc_cmdline", PROC_CMDLINE, EVERYWHERE)
+BOOT_TOOL: Fact[BootToolFacts] = Fact(
+    "boot_tool", Command(("proxmox-boot-tool", "status")), _boot_tool,
+    "meta:proxmox_boot_tool", BootToolFacts(), EVERYWHERE)
+GRUB_DROPINS: Fact[list[str]] = Fact(
+    "grub_dropins", Command(GRUB_D_LIST), _dropins, "etc/default/grub.d/*.cfg", [], EVERYWHERE)
+KERNEL_VERSION: Fact[str | None] = Fact(
+    "kernel_version", Command(("uname", "-r")), parse.first_line, "meta:versions.kernel", None,
+    PLAN)
+MAPPING: Fact[str | None] = _file("mapping_file", MAPPING_FILE)
+ACS: Fact[dict[str, str] | None] = Fact(
+    "acs", Command(("lspci", "-D", "-vv")), parse.acs, "meta:acs", None, PLAN)
+# The host's physical address width decides phys-bits=host (Memory.pm get_max_mem reads it so).
+CPU_PHYS_BITS: Fact[int | None] = Fact(
+    "cpu_phys_bits", Command(("grep", "-m1", "-e", "^address sizes", "/proc/cpuinfo")),
+    parse.address_bits, "meta:cpu.phys_bits", None, PLAN)
+CPU_MODELS_FILE = _file("cpu_models", CPU_MODELS)
+# The OVMF build and the QEMU (with its SeaBIOS) the next VM start uses; dpkg-query exits 1 when
+# one of them is not installed and still prints the others.
+PACKAGES: Fact[dict[str, str]] = Fact(
+    "packages", Command(("dpkg-query", "-W", "-f=${Package} ${Version}\\n",
+                         "pve-edk2-firmware-ovmf", "pve-edk2-firmware", "pve-qemu-kvm")),
+    parse.package_versions, "meta:versions", {}, PLAN)
+
+# The running kernel build's config: which drivers and options it was built with.
+KERNEL_CONFIG: Fact[dict[str, str] | None] = Fact(
+    "kernel_config", Command(("cat", "/boot/config-{kernel_version}")), parse.kernel_config,
+    "boot/config-{kernel_version}", None, PLAN, needs=("kernel_version",), field="kernel_config")
+
+# Which VMs HA manages: the API says it in each VM's status/current (`ha`), a bundle keeps the
+# file and `pvefix collect import` puts each VM's state in pvefix-host.json.
+HA_RESOURCES_FILE = _file("ha_resources", HA_RESOURCES, frozenset({"collect"}))
+
+NODE_FACTS: tuple[Fact[Any], ...] = (
+    HOSTNAME, KERNEL_CMDLINE_FILE, GRUB_DEFAULT_FILE, PROC_CMDLINE_FILE, BOOT_TOOL,
+    KERNEL_VERSION, MAPPING, ACS, GRUB_DROPINS, CPU_PHYS_BITS, CPU_MODELS_FILE, PACKAGES,
+    KERNEL_CONFIG, HA_RESOURCES_FILE,
+)
+
+
+def facts_for(user: User) -> list[Fact[Any]]:
+    """The node facts `user` reads, in declaration order."""
+    return [f for f in NODE_FACTS if user in f.used_by]
+
+
+def round_zero(user: User) -> list[tuple[str, ...]]:
+    """The commands of the first SSH round for `user`: every fact that needs no other."""
+    return [f.argv() for f in rounds(facts_for(user))[0]]
+
+
+def later_rounds(user: User) -> list[list[Fact[Any]]]:
+    """The rounds after the first: facts whose command names another fact's value."""
+    return rounds(facts_for(user))[1:]
+
+
+def collect_copies() -> list[str]:
+    """The host paths the collect script copies into the tree for the file facts, as words to
+    put in double quotes: a path that names another fact's value reads it there
+    (`/boot/config-$(uname -r)`)."""
+    by_name = {f.name: f for f in NODE_FACTS}
+    out: list[str] = []
+    for fact in NODE_FACTS:
+        argv = fact.read.argv if isinstance(fact.read, Command) else ()
+        if "collect" not in fact.used_by or len(argv) != 2 or argv[0] != "cat":
+            continue
+        path = argv[1]
+        for name in fact.needs:
+            path = path.replace("{" + name + "}", "$(" + " ".join(by_name[name].argv()) + ")")
+        out.append(path)
+    return out

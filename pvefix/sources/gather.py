@@ -1,0 +1,39 @@
+"""The registry's node facts gathered over one Node (SSH or --local): its rounds, each as one
+batch (`Node.run_many`), then the same projection every read path uses."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from pvefix.facts.model import Fact, User
+from pvefix.facts.node import facts_for
+from pvefix.facts.project import known_from, node_fields
+from pvefix.facts.rounds import rounds
+from pvefix.target.result import CommandResult
+
+
+class Batch(Protocol):
+    """What gathering needs of a node (pvefix.target.node.Node is one)."""
+
+    def run_many(self, commands: Sequence[Sequence[str]]) -> list[CommandResult]: ...
+
+
+def gather(node: Batch, user: User = "plan") -> tuple[dict[str, Any], dict[tuple[str, ...],
+                                                                       CommandResult]]:
+    """`user`'s node facts read over `node`, round by round: the NodeFacts fields of the
+    facts that have one, and every command's result by argument list (for the readers that
+    build the rest by hand)."""
+    facts = facts_for(user)
+    results: dict[tuple[str, ...], CommandResult] = {}
+    known: dict[str, str] = {}
+    for batch in rounds(facts):
+        ready = [f for f in batch if all(n in known for n in f.needs)]
+        for result in node.run_many([f.argv(known) for f in ready]):
+            results[result.argv] = result
+        known = known_from(facts, lambda f: results.get(f.argv()) if not f.needs else None)
+
+    def answer(fact: Fact[Any], values: Mapping[str, str]) -> CommandResult | None:
+        return results.get(fact.argv(values))
+
+    return node_fields(facts, answer, known), results

@@ -1,0 +1,57 @@
+"""Gathering the registry's facts over one Node: one batch per round, the later round only
+with what the first gave, and the fields equal to the tree's through the same projection."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from pathlib import Path
+from types import SimpleNamespace
+
+from pvefix.facts.node import KERNEL_CONFIG, round_zero
+from pvefix.hosttree.scenarios import materialize_scenario
+from pvefix.sim.commands import Shell
+from pvefix.sim.state import NodeState
+from pvefix.sources.bundle import read_bundle
+from pvefix.sources.gather import gather
+from pvefix.target.result import CommandResult
+from tests.facts.test_kernel_config import CONFIG, WANT
+from tests.fakes.node import FakeNode
+
+
+class _SimNode:
+    """The simulator's shell over a host tree, as a Node's batch call; batches recorded."""
+
+    def __init__(self, shell: Shell) -> None:
+        self.shell = shell
+        self.batches: list[list[tuple[str, ...]]] = []
+
+    def run_many(self, commands: Sequence[Sequence[str]]) -> list[CommandResult]:
+        self.batches.append([tuple(c) for c in commands])
+        out = []
+        for argv in commands:
+            done = self.shell.run(shlex.join(argv))
+            out.append(CommandResult(tuple(argv), done.code, done.stdout, done.stderr))
+        return out
+
+
+def test_a_node_is_gathered_in_two_batches_into_the_trees_fields(tmp_path: Path) -> None:
+    tree = materialize_scenario("kpro6", tmp_path / "tree")
+    (tree.root / "boot").mkdir(exist_ok=True)
+    (tree.root / f"boot/config-{tree.meta.versions.kernel}").write_text(CONFIG)
+    node = _SimNode(Shell(NodeState(tree, SimpleNamespace(dir=tmp_path), faults=None)))  # type: ignore[arg-type]
+    fields, results = gather(node)
+    assert node.batches[0] == round_zero("plan")
+    assert node.batches[1] == [KERNEL_CONFIG.argv({"kernel_version": tree.meta.versions.kernel})]
+    assert len(node.batches) == 2
+    assert fields == {"kernel_config": WANT}
+    bundle = read_bundle(tree.root, 100).node
+    assert all(getattr(bundle, name) == value for name, value in fields.items())
+    assert all(r.exit_code != 127 for r in results.values())
+
+
+def test_a_node_that_answers_nothing_leaves_every_field_at_its_default() -> None:
+    node = FakeNode()
+    fields, _ = gather(node)
+    assert fields == {"kernel_config": None}
+    assert node.commands() == round_zero("plan")  # no later round: nothing it needs is known
