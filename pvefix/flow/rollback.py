@@ -33,6 +33,7 @@ from pvefix.flow.guards import refuse_ha_restart, refuse_missing_privileges
 from pvefix.flow.hostreboot import confirm_reboot, guard_host_reboot
 from pvefix.hints import Context
 from pvefix.state import HostState
+from pvefix.store.statedir import check_state_tree
 from pvefix.target.guest.access import GuestAccess
 from pvefix.target.guest.channel import GuestChannel
 from pvefix.target.sessions import Sessions
@@ -44,6 +45,7 @@ def run_rollback(conn: Connection, state_dir: Path, vmid: int | None, snapshot_i
                  guest: GuestAccess | None = None) -> RollbackResult:
     """`pvefix rollback`: pick the snapshot, refuse if the target moved, confirm, restore.
     One API session, one SSH session to the node and one guest channel serve it all."""
+    check_state_tree(state_dir)  # a snapshot another user could have planted is never restored
     with Sessions(conn) as sessions:
         cluster = sessions.cluster_identity()
         if options.reboot_host and snapshot_id is None and vmid is not None:
