@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from pvefix.planner.model import Plan
-from pvefix.render.inert import UNSAFE
+from pvefix.unseen import UNSAFE
 
 # The apply flag that activates a phase of each disruption, as the phase's activation says
 # (planner/plan.py): a guest reboot is the admin's, and a stopped VM's changes need no restart.

@@ -59,6 +59,29 @@ def phase_privileges(vmid: int, phase: Phase, *, api_keys: bool, starts: bool,
     return wants
 
 
+def restore_privileges(vmid: int, saved: str, now: str, *, api_keys: bool,
+                       starts: bool) -> dict[str, list[str]]:
+    """path -> every privilege a token needs to put the VM config `saved` back over `now`
+    through the API (`api_keys`: not the file byte for byte over SSH): each key whose next-start
+    value differs or waits in [PENDING], and the start's VM.PowerMgmt."""
+    from pvefix.vmconfig.nextstart import NextStart
+
+    wants: dict[str, list[str]] = {}
+    if api_keys:
+        snap = NextStart.from_text(saved, "snapshot")
+        view = NextStart.from_text(now, f"VM {vmid} now")
+        keys = {k for k in snap.values.keys() | view.values.keys()
+                if snap.values.get(k) != view.values.get(k)}
+        for key in sorted(keys | set(view.pending) | set(view.deletes)):
+            values = [snap.values.get(key), view.values.get(key)]
+            for path, privs in key_privileges(vmid, key, values).items():
+                wants.setdefault(path, [])
+                wants[path] += [p for p in privs if p not in wants[path]]
+    if starts:
+        wants.setdefault(f"/vms/{vmid}", []).append("VM.PowerMgmt")
+    return wants
+
+
 def refuse_missing_privileges(get: Callable[..., Any], live: HostState,
                               wants: Mapping[str, Sequence[str]], what: str) -> None:
     """A token that lacks a privilege the command needs (any planned write's, the restart's

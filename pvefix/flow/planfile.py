@@ -102,16 +102,17 @@ def config_after_differences(plan: Plan) -> list[str]:
 
 
 def _keyed(cfg: VMConfig) -> dict[str, str]:
-    """Every value of a config by section and key (`[PENDING] memory`), the description too."""
-    out: dict[str, str] = {}
+    """Every value of a config by where it is: main's keys, `[PENDING] KEY`, `[PENDING] delete
+    KEY` and other sections' keys (`[snap] memory`), descriptions included."""
+    from pvefix.vmconfig.nextstart import NextStart
+
+    view = NextStart.from_config(cfg)
+    out = dict(view.current)
+    out |= {f"[PENDING] {k}": v for k, v in view.pending.items()}
+    out |= {f"[PENDING] delete {k}": "forced" if f else "yes" for k, f in view.deletes.items()}
     for sec in cfg.sections:
-        name = "PENDING" if sec.kind == "pending" else sec.name
-        prefix = "" if sec.kind == "main" else f"[{name}] "
-        out |= {prefix + k: v for k, v in sec.as_dict().items()}
-        if sec.get("delete") is not None:
-            out[prefix + "delete"] = sec.get("delete") or ""
-        if sec.description is not None:
-            out[prefix + "description"] = sec.description
+        if sec.kind not in ("main", "pending"):
+            out |= {f"[{sec.name}] {k}": v for k, v in sec.as_dict().items()}
     return out
 
 

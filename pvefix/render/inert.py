@@ -26,10 +26,9 @@ from __future__ import annotations
 
 import re
 
+from pvefix.unseen import UNSAFE
+
 _SGR = r"\x1b\[[0-9;]*m"  # pvefix's own colours (render/plan_text.py)
-# C0 but tab and LF, DEL and C1, the line/paragraph separators, and the invisible reorderers.
-UNSAFE = ("\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029"
-          "\u061c\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff")
 _CONTROL = re.compile(f"[{UNSAFE}]")
 _CONTROL_BUT_SGR = re.compile(f"(?!{_SGR})[{UNSAFE}]")
 _COMMAND_AT_START = re.compile(r"^([^\S\n]*)::", re.MULTILINE)

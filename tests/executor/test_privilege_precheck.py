@@ -63,3 +63,19 @@ def test_a_token_holding_them_all_applies(node: Callable[..., Node]) -> None:
     n = node("kpro6")
     result = n.apply(100, 1, conn=_privsep(n), restart=True)
     assert result.done and b"machine: q35" in n.conf(100)
+
+
+def test_a_rollback_through_the_api_asks_for_every_key_it_puts_back(
+    node: Callable[..., Node],
+) -> None:
+    n = node("kpro6")
+    n.apply(100, 1, conn=n.conn(ssh=False))
+    applied = n.conf(100)
+    conn = _privsep(n).model_copy(update={"ssh": False})
+    grant(n.sim.state.tree.root, n.info.privsep_token_id or "", "PVEVMUser", "/vms/100")
+    with pytest.raises(RefusedError) as caught:
+        n.rollback(100, conn=conn)
+    said = str(caught.value)
+    assert "VM.Config.HWType on /vms/100" in said  # machine, hostpciN
+    assert "nothing was written" in said
+    assert n.conf(100) == applied
