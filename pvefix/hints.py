@@ -11,11 +11,13 @@ where it is.
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Sequence
 from typing import NamedTuple
 
 from pvefix.planner.model import Plan
+from pvefix.unseen import UNSAFE
 
 # The apply flag that activates a phase of each disruption, as the phase's activation says
 # (planner/plan.py): a guest reboot is the admin's, and a stopped VM's changes need no restart.
@@ -32,8 +34,31 @@ class Context(NamedTuple):
     guest: tuple[str, ...] = ()
 
     def command(self, words: Sequence[str], *, guest: bool = True) -> str:
-        """`pvefix WORDS... OPTIONS...`, shell-quoted (shlex.join): what every hint prints."""
-        return shlex.join(["pvefix", *words, *self.target, *(self.guest if guest else ())])
+        """`pvefix WORDS... OPTIONS...`, each word shell-quoted (`shell_word`): what every
+        hint prints."""
+        argv = ["pvefix", *words, *self.target, *(self.guest if guest else ())]
+        return " ".join(shell_word(word) for word in argv)
+
+
+# A word holding one of these is written in bash's $'...' form: printed raw they would act on
+# the terminal, and printed escaped (render/inert.py) the line would run with other bytes.
+_UNSEEN = re.compile(f"[{UNSAFE}\t\n\ud800-\udfff]")
+
+
+def shell_word(word: str) -> str:
+    """`word` as a shell word that runs as printed: shlex.quote's '...', or, for a word with a
+    control, bidi, zero-width or undecodable character, $'...' with each such character as
+    the \\xHH escapes of its bytes (bash, zsh and ksh read them back to exactly those bytes,
+    in any locale); nothing in it acts on a terminal or is escaped again when printed."""
+    if not _UNSEEN.search(word):
+        return shlex.quote(word)
+    out = []
+    for char in word:
+        if char in "\\'" or _UNSEEN.match(char):
+            out += [f"\\x{b:02x}" for b in char.encode("utf-8", "surrogateescape")]
+        else:
+            out.append(char)
+    return "$'" + "".join(out) + "'"
 
 
 def apply_words(plan: Plan, number: int) -> list[str]:

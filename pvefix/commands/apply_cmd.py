@@ -112,7 +112,7 @@ def apply_command(
     from pvefix.flow.apply import apply_phase
     from pvefix.flow.planfile import load_plan_file
     from pvefix.flow.prepare import NothingToDo
-    from pvefix.store.statedir import resolve_state_dir
+    from pvefix.store.statedir import open_state_dir
 
     if opts.bundle is not None:
         raise PvefixError("apply writes to a live target: a bundle (--bundle) is read-only")
@@ -129,7 +129,7 @@ def apply_command(
     conn = resolve_connection_options(opts)
     access = optional_guest(guest)
     options = ApplyOptions(
-        phase=phase, state_dir=resolve_state_dir(state_dir), yes=yes, replan=replan,
+        phase=phase, state_dir=open_state_dir(state_dir), yes=yes, replan=replan,
         restart=restart, force_stop=force_stop, reboot_host=reboot_host,
         stop_others=stop_others, start=start,
         auto_rollback=auto_rollback, pve_snapshot=pve_snapshot, qm_set=qm_set,

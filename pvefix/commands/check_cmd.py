@@ -42,9 +42,9 @@ def _desired(desired: Path | None, state_dir: Path | None, vmids: list[int],
 
         return load_desired(desired)  # the recorded-state store (and what it needs) unloaded
     from pvefix.desired.store import load_recorded
-    from pvefix.store.statedir import resolve_state_dir
+    from pvefix.store.statedir import open_state_dir
 
-    return load_recorded(resolve_state_dir(state_dir), vmids or None, cluster)
+    return load_recorded(open_state_dir(state_dir), vmids or None, cluster)
 
 
 def _cluster(opts: ConnectionOptions) -> str | None:
@@ -65,9 +65,9 @@ def _rule_files(desired: Path | None, state_dir: Path | None,
     if desired is not None:
         return lambda item: desired
     from pvefix.desired.store import recorded_path
-    from pvefix.store.statedir import resolve_state_dir
+    from pvefix.store.statedir import open_state_dir
 
-    folder = resolve_state_dir(state_dir)
+    folder = open_state_dir(state_dir)
 
     def recorded(item: Any) -> Path | None:
         path = recorded_path(folder, item.vmid, cluster) if item.vmid is not None else None

@@ -61,7 +61,7 @@ def desired_command(
     (`[vms.VMID.p2p]`), so `plan` and `apply` plan phase 3 for it without the flag."""
     from pvefix.desired import desired_from_state, dumps_desired, record
     from pvefix.errors import PvefixError
-    from pvefix.store.statedir import resolve_state_dir
+    from pvefix.store.statedir import open_state_dir
 
     vmids = list(dict.fromkeys(vmids))
     if len(vmids) == 1:
@@ -79,7 +79,7 @@ def desired_command(
 
         cluster = _cluster(opts)
         for state, what, wants in wanted:
-            path = record(resolve_state_dir(state_dir), state,
+            path = record(open_state_dir(state_dir), state,
                           note=f"pvefix desired --record: {what}", cluster=cluster, p2p=wants)
             print(f"desired state recorded in {path}", file=sys.stderr)
         return 0

@@ -84,9 +84,9 @@ def plan_options(ask: P2PAsk, opts: ConnectionOptions, vmid: int,
     the cluster's folder) and the connection profile (not read for a bundle unless --profile
     names one)."""
     from pvefix.desired.paths import may_have_recorded
-    from pvefix.store.statedir import resolve_state_dir
+    from pvefix.store.statedir import open_state_dir
 
-    folder = resolve_state_dir(state_dir)
+    folder = open_state_dir(state_dir)
     rule, path = None, None
     if may_have_recorded(folder, vmid):  # the desired-state machinery only when it is needed
         from pvefix.commands.check_cmd import _cluster

@@ -72,7 +72,7 @@ def rollback_command(
     from pvefix.executor.console import Console
     from pvefix.executor.rollback import RollbackOptions
     from pvefix.flow.rollback import run_rollback
-    from pvefix.store.statedir import resolve_state_dir
+    from pvefix.store.statedir import open_state_dir
 
     if vmid is None and snapshot is None:
         raise PvefixError("name the VM (VMID) or the snapshot (--snapshot ID)")
@@ -84,7 +84,7 @@ def rollback_command(
                               shutdown_timeout=shutdown_timeout, task_timeout=task_timeout,
                               context=hint_context(opts, state_dir, guest))
     console = Console()
-    result = run_rollback(resolve_connection_options(opts), resolve_state_dir(state_dir), vmid,
+    result = run_rollback(resolve_connection_options(opts), open_state_dir(state_dir), vmid,
                           snapshot, options, console, optional_guest(guest))
     for line in render_rollback(result):
         console.say(line)

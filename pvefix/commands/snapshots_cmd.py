@@ -22,9 +22,9 @@ def snapshots_command(
 ) -> int:
     """List pvefix's snapshots, oldest first."""
     from pvefix.executor.snapshot import list_snapshots
-    from pvefix.store.statedir import resolve_state_dir
+    from pvefix.store.statedir import open_state_dir
 
-    root = resolve_state_dir(state_dir)
+    root = open_state_dir(state_dir)
     found = list_snapshots(root, vmid)
     if as_json:
         items = []

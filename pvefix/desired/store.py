@@ -20,12 +20,12 @@ import pydantic
 
 from pvefix.desired.derive import desired_from_state
 from pvefix.desired.model import CmdlineRules, DesiredState, NodeDesired, P2PRule, VmDesired
-from pvefix.desired.parse import load_desired
+from pvefix.desired.parse import loads_desired
 from pvefix.desired.paths import DESIRED_DIR, may_have_recorded
 from pvefix.desired.writer import dumps_desired
 from pvefix.errors import ParseError, PvefixError, plain_words
 from pvefix.state import HostState
-from pvefix.store.statedir import ensure_private_dir, write_private
+from pvefix.store.statedir import ensure_private_dir, read_private_text, write_private
 from pvefix.target.identity import SEPARATOR, name_of
 
 
@@ -92,7 +92,7 @@ def recorded_p2p(state_dir: Path, vmid: int,
     path = recorded_path(state_dir, vmid, cluster())
     if not path.is_file():
         return None, None
-    vm = load_desired(path).vms.get(vmid)
+    vm = _load_private(path).vms.get(vmid)
     return (vm.p2p if vm is not None else None), path
 
 
@@ -149,5 +149,14 @@ def load_recorded(state_dir: Path, vmids: list[int] | None = None,
                 f"with `pvefix desired {vmid} -o {path}`, or pass --desired FILE)",
                 source=str(path),
             )
-        loaded.append((str(path), load_desired(path)))
+        loaded.append((str(path), _load_private(path)))
     return merge(loaded)
+
+
+def _load_private(path: Path) -> DesiredState:
+    """A recorded desired state: a file of the state dir, never read through a symlink."""
+    try:
+        text = read_private_text(path)
+    except UnicodeDecodeError as exc:
+        raise PvefixError(f"not UTF-8 (byte {exc.start})", source=str(path)) from None
+    return loads_desired(text, str(path))

@@ -7,6 +7,8 @@ import sys
 from collections.abc import Callable
 from typing import TextIO
 
+from pvefix.render.inert import inert_text
+
 
 class Console:
     """`answer` decides confirmations in tests; otherwise a terminal is asked, and without one
@@ -29,7 +31,7 @@ class Console:
         self.undo = undo
 
     def say(self, text: str = "") -> None:
-        print(text, file=self.out, flush=True)
+        print(inert_text(text), file=self.out, flush=True)  # host text in it acts on nothing
 
     def say_wrapped(self, text: str, hang: int | None = None) -> None:
         """`text` (prose, never a command to copy) filled to the output's width, each line
@@ -44,7 +46,7 @@ class Console:
             self.say(term.wrap(body, indent, hang=hang) if len(line) > term.width else line)
 
     def progress(self, text: str) -> None:
-        print(f"pvefix: {text}", file=self.err, flush=True)
+        print(inert_text(f"pvefix: {text}"), file=self.err, flush=True)
 
     def confirm(self, question: str) -> bool:
         if self.answer is not None:
@@ -64,7 +66,7 @@ class Console:
         """The terminal's one-line reply to `prompt`; None without a terminal."""
         if not sys.stdin.isatty():
             return None
-        print(prompt, end="", file=self.err, flush=True)
+        print(inert_text(prompt), end="", file=self.err, flush=True)
         try:
             return sys.stdin.readline()
         except (EOFError, OSError):

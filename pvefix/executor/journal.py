@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pvefix.store.statedir import FILE_MODE, fsync_dir
+from pvefix.store.statedir import FILE_MODE, fsync_dir, read_private_text
 
 JOURNAL_FILE = "journal.jsonl"
 # A crash drill: hold the process after record N, or after each record of an event (a comma-
@@ -36,7 +36,8 @@ class Journal:
         existing = read_journal(path) if path.exists() else []
         self.seq = existing[-1]["seq"] if existing else 0
         created = not path.exists()
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, FILE_MODE)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     FILE_MODE)
         os.close(fd)
         if created:
             fsync_dir(path.parent)
@@ -51,7 +52,7 @@ class Journal:
             **fields,
         }
         line = json.dumps(entry, sort_keys=True) + "\n"
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC)
         try:
             os.write(fd, line.encode("utf-8"))
             os.fsync(fd)
@@ -74,7 +75,7 @@ def read_journal(path: Path) -> list[Record]:
     """Every complete record; a torn last line (power cut mid-write) is ignored."""
     records: list[Record] = []
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = read_private_text(path).splitlines()
     except FileNotFoundError:
         return []
     for line in lines:

@@ -11,8 +11,11 @@ reboot clears it) on the VM's own node, holding an `owner` file. It comes into b
 owner (made under a temporary name, then renamed into place), and a lock whose holder is gone
 (a process of this machine that no longer runs) is taken over atomically: renamed to a
 tombstone named after the exact owner text read, which only one taker can do, and a second
-taker that read the same owner cannot move the new holder's lock there. Any other node lock is
-reported with how to clear it by hand.
+taker that read the same owner cannot move the new holder's lock there. The taker removes its
+tombstone when it releases the lock, so /run/pvefix keeps no litter; a taker that moved a lock
+whose owner is not the one it read (a late taker whose read predates a tombstone now gone)
+puts it back at once and takes nothing. Any other node lock is reported with how to clear it
+by hand.
 """
 
 from __future__ import annotations
@@ -156,21 +159,25 @@ def local_lock_note(state_dir: Path, vmid: int) -> str | None:
     return "; ".join(notes) or None
 
 
-def _take_node(remote: Remote, vmid: int, me: Holder, say: Callable[[str], None]) -> str:
+def _take_node(remote: Remote, vmid: int, me: Holder,
+               say: Callable[[str], None]) -> tuple[str, list[str]]:
+    """The node lock taken: its folder, and the tombstones of stale locks this taker moved away
+    (removed with the lock)."""
     folder = f"{NODE_DIR}/vm-{vmid}.lock"
     owner = f"{folder}/owner"
     remote.check(["mkdir", "-p", DIR_MODE_FLAG, NODE_DIR])
+    tombs: list[str] = []
     for attempt in range(3):
         if _make_node_lock(remote, folder, me):
-            return folder
+            return folder, tombs
         text = remote.read_file(owner)
         holder = _parse(text)
         if text is None and attempt < 2:
             continue  # released between our try and our read: try again
         if holder is not None and holder.gone():
-            # Atomic: one rename moves this very lock away; the tombstone's name is the owner
-            # text read, so a second taker that read the same text cannot move a new lock.
-            if remote.run(["mv", "-T", folder, tombstone(folder, text or "")]).ok:
+            tomb = take_over(remote, folder, text or "")
+            if tomb is not None:
+                tombs.append(tomb)
                 say(f"cleared a stale lock on the node ({holder.describe()}: that process is"
                     " gone)")
             continue
@@ -186,9 +193,25 @@ def _take_node(remote: Remote, vmid: int, me: Holder, say: Callable[[str], None]
     raise RefusedError("could not take the node lock", source=f"node {remote.node}")
 
 
+def take_over(remote: Remote, folder: str, owner_text: str) -> str | None:
+    """Move the stale lock whose owner read `owner_text` to its tombstone; the tombstone, or
+    None when another taker was first. Atomic: one rename moves this very lock away, and the
+    tombstone's name is the owner text read, so a second taker that read the same text cannot
+    move a new lock while the tombstone stands. Once it is gone (its taker released the lock),
+    a very late taker may move a newer lock: it sees the owner is not the one it read, and puts
+    the lock back at once."""
+    tomb = tombstone(folder, owner_text)
+    if not remote.run(["mv", "-T", folder, tomb]).ok:
+        return None
+    if remote.read_file(f"{tomb}/owner") != owner_text:
+        remote.run(["mv", "-T", tomb, folder])
+        return None
+    return tomb
+
+
 def tombstone(folder: str, owner_text: str) -> str:
-    """Where a stale node lock is moved: named after its owner's exact text. Tombstones stay
-    (tiny, in /run: a reboot clears them), so a late taker's rename onto one fails."""
+    """Where a stale node lock is moved: named after its owner's exact text. A tombstone stays
+    while its taker holds the lock, so a late taker's rename onto it fails."""
     return f"{folder}.gone-{hashlib.sha256(owner_text.encode()).hexdigest()[:16]}"
 
 
@@ -216,12 +239,13 @@ def vm_lock(state_dir: Path, remote: Remote, vmid: int, action: str,
     local = ensure_private_dir(state_dir / LOCAL_DIR) / f"{remote.node}-{vmid}.lock"
     fd = _take_local(local, me, say)
     folder: str | None = None
+    tombs: list[str] = []
     try:
         if remote.has_ssh:
-            folder = _take_node(remote, vmid, me, say)
+            folder, tombs = _take_node(remote, vmid, me, say)
         yield
     finally:
-        if folder is not None:
+        for path in [folder, *tombs] if folder is not None else []:
             with contextlib.suppress(PvefixError, OSError):
-                remote.run(["rm", "-rf", folder])
+                remote.run(["rm", "-rf", path])
         _release_local(local, fd)

@@ -30,7 +30,7 @@ from pvefix.executor.journal import JOURNAL_FILE, Hook, Journal, Record, read_jo
 from pvefix.paths import PROC_CMDLINE
 from pvefix.planner.model import Plan
 from pvefix.state import HostState, PendingItem
-from pvefix.store.statedir import ensure_private_dir, write_private
+from pvefix.store.statedir import ensure_private_dir, read_private_text, write_private
 from pvefix.target.identity import SEPARATOR, name_of
 
 SNAPSHOT_SCHEMA = "pvefix.snapshot/v1"
@@ -111,7 +111,7 @@ class Snapshot:
         return self.meta.id
 
     def vm_config_text(self) -> str:
-        return (self.path / VM_FILE).read_text(encoding="utf-8", errors="surrogateescape")
+        return read_private_text(self.path / VM_FILE, "surrogateescape")
 
     def file_text(self, path: str) -> str | None:
         """The snapshot's copy of a target file (None when it did not exist)."""
@@ -120,7 +120,7 @@ class Snapshot:
                 if record.stored_as is None:
                     return None
                 stored = self.path / FILES_DIR / record.stored_as
-                return stored.read_text(encoding="utf-8", errors="surrogateescape")
+                return read_private_text(stored, "surrogateescape")
         raise PvefixError(f"the snapshot does not hold {path}", source=str(self.path))
 
     def guest_file_text(self, path: str) -> str | None:
@@ -130,7 +130,7 @@ class Snapshot:
                 if record.stored_as is None:
                     return None
                 stored = self.path / FILES_DIR / record.stored_as
-                return stored.read_text(encoding="utf-8", errors="surrogateescape")
+                return read_private_text(stored, "surrogateescape")
         raise PvefixError(f"the snapshot holds no guest {path} (was the guest read?)",
                           source=str(self.path))
 
@@ -138,7 +138,7 @@ class Snapshot:
         return next((f for f in self.meta.files if f.path == path), None)
 
     def plan(self) -> Plan:
-        data = json.loads((self.path / PLAN_FILE).read_text(encoding="utf-8"))
+        data = json.loads(read_private_text(self.path / PLAN_FILE))
         data.pop("created_at", None)
         return Plan.model_validate(data)
 
@@ -254,7 +254,7 @@ def _write_meta(folder: Path, meta: SnapshotMeta) -> None:
 
 def load_snapshot(path: Path) -> Snapshot:
     try:
-        data = json.loads((path / META_FILE).read_text(encoding="utf-8"))
+        data = json.loads(read_private_text(path / META_FILE))
     except FileNotFoundError:
         raise PvefixError("not a pvefix snapshot (no meta.json)", source=str(path)) from None
     except json.JSONDecodeError as exc:

@@ -35,7 +35,11 @@ from pvefix.executor.remote import Remote
 from pvefix.executor.rollback import RollbackOptions
 from pvefix.executor.transaction import ApplyFailed
 from pvefix.executor.write import write
-from pvefix.flow.guards import refuse_ha_restart, refuse_missing_privileges
+from pvefix.flow.guards import (
+    phase_privileges,
+    refuse_ha_restart,
+    refuse_missing_privileges,
+)
 from pvefix.flow.guest_verify import probe_after, probe_before
 from pvefix.flow.hostreboot import confirm_reboot, guard_host_reboot
 from pvefix.flow.neighbours import node_vms
@@ -49,6 +53,7 @@ from pvefix.planner.model import Phase, Plan
 from pvefix.probe.report import Report
 from pvefix.rehearse.flow import Settings
 from pvefix.state import HostState
+from pvefix.store.statedir import check_state_tree
 from pvefix.target.guest.access import GuestAccess
 from pvefix.target.sessions import Sessions
 from pvefix.target.settings import Connection
@@ -126,6 +131,7 @@ def apply_phase(
     if options.verify and guest is None:
         raise PvefixError("--verify runs the probe inside the guest: give a way into it "
                           "(--guest-agent, or --guest-ssh-host HOST); nothing was written")
+    check_state_tree(options.state_dir)  # before anything is read from it or written
     with Sessions(conn) as sessions:
         return _apply_phase(conn, vmid, options, console, plan, hook, read, guest, sessions,
                             rehearse)
@@ -147,6 +153,9 @@ def _apply_phase(
     prepared = prepare(live, plan, _asked(options, guest, conn), console.progress,
                        _reviewed(options, sessions, console))
     plan, phase = prepared.plan, prepared.phase
+    wants = phase_privileges(vmid, phase, api_keys=not prepared.use_qm, starts=prepared.starts,
+                             agent=guest is not None and guest.method == "agent")
+    refuse_missing_privileges(sessions.api().get, live, wants, f"phase {phase.number}")
     others = _refuse_for_activation(conn, sessions, live, prepared, options, console)
     if rehearse is not None:
         _rehearse_phase(conn, sessions, live, plan, phase, rehearse, console)
@@ -201,9 +210,6 @@ def _refuse_for_activation(conn: Connection, sessions: Sessions, live: HostState
     if not (reboots or starts):
         return []
     refuse_ha_restart(live, "a host reboot" if reboots else "--restart/--start")
-    if starts:
-        refuse_missing_privileges(sessions.api().get, live,
-                                  {f"/vms/{vmid}": ["VM.PowerMgmt"]}, "--restart/--start")
     vms = node_vms(sessions.api().get, live.vm.node)
     if starts:
         check_start(vms, vmid)

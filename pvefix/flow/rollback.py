@@ -29,10 +29,15 @@ from pvefix.executor.rollback import (
     what_differs,
 )
 from pvefix.executor.snapshot import Snapshot, find_snapshot, list_snapshots
-from pvefix.flow.guards import refuse_ha_restart, refuse_missing_privileges
+from pvefix.flow.guards import (
+    refuse_ha_restart,
+    refuse_missing_privileges,
+    restore_privileges,
+)
 from pvefix.flow.hostreboot import confirm_reboot, guard_host_reboot
 from pvefix.hints import Context
 from pvefix.state import HostState
+from pvefix.store.statedir import check_state_tree
 from pvefix.target.guest.access import GuestAccess
 from pvefix.target.guest.channel import GuestChannel
 from pvefix.target.sessions import Sessions
@@ -44,6 +49,7 @@ def run_rollback(conn: Connection, state_dir: Path, vmid: int | None, snapshot_i
                  guest: GuestAccess | None = None) -> RollbackResult:
     """`pvefix rollback`: pick the snapshot, refuse if the target moved, confirm, restore.
     One API session, one SSH session to the node and one guest channel serve it all."""
+    check_state_tree(state_dir)  # a snapshot another user could have planted is never restored
     with Sessions(conn) as sessions:
         cluster = sessions.cluster_identity()
         if options.reboot_host and snapshot_id is None and vmid is not None:
@@ -100,8 +106,12 @@ def _run_rollback(conn: Connection, snapshot: Snapshot, options: RollbackOptions
                        f"VM {meta.vmid} now", f"snapshot {meta.id}")
     if options.restart and not held:
         refuse_ha_restart(live, "rollback --restart")
-        refuse_missing_privileges(sessions.api().get, live,
-                                  {f"/vms/{meta.vmid}": ["VM.PowerMgmt"]}, "rollback --restart")
+    by_api = differs.vm_differs and not (conn.reaches_node and meta.vm.config_source == "file")
+    refuse_missing_privileges(
+        sessions.api().get, live,
+        restore_privileges(meta.vmid, snapshot.vm_config_text(), live.vm.config_text,
+                           api_keys=by_api, starts=options.restart and not held),
+        "the rollback")
     others = guard_host_reboot(conn, sessions, live, stop_others=options.stop_others,
                                start=options.start, console=console,
                                command="the rollback") if reboot else []

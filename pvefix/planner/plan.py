@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pvefix import __version__
 from pvefix.planner import closed
 from pvefix.planner.context import Context, build_context
@@ -151,15 +153,19 @@ def _topological(group: list[Change]) -> list[Change]:
     return done
 
 
-def _config_after(ctx: Context, changes: list[Change]) -> str:
+def config_after(config_text: str, source: str, running: bool, phases: Sequence[Phase]) -> str:
+    """The VM config text once every phase's VM-config changes are written, phase by phase:
+    a plan's `config_after`, and what a plan file's must be (`flow/planfile.py` re-derives
+    it, so `show` and the ticket can never draw another diff than apply writes). A running
+    VM's changes are staged in [PENDING], as Proxmox does."""
     from pvefix.vmconfig import VMConfig
     from pvefix.vmconfig.nextstart import stage
 
-    cfg = VMConfig.parse(ctx.state.vm.config_text, ctx.cfg.source)
-    for c in changes:
+    cfg = VMConfig.parse(config_text, source)
+    for c in (c for p in phases for c in p.changes):
         if c.target != "vm-config":
             continue
-        if ctx.running:  # the API stages it in [PENDING], as Proxmox does
+        if running:
             stage(cfg, c.key, c.after)
         elif c.after is None:
             cfg.main.delete(c.key)
@@ -192,6 +198,7 @@ def plan(state: HostState, options: PlanOptions | None = None) -> Plan:
         guest_after.update(r.guest_files_after)
     guest_read = state.guest.files if state.guest is not None else {}
     vm = state.vm
+    phases = _phases(ctx, changes)
     return Plan(
         pvefix_version=__version__,
         target={"node": vm.node, "vmid": vm.vmid},
@@ -206,10 +213,10 @@ def plan(state: HostState, options: PlanOptions | None = None) -> Plan:
             access=f"{state.access.method}:{state.access.user or '-'}:{state.access.auth}",
         ),
         findings=findings,
-        phases=_phases(ctx, changes),
+        phases=phases,
         noops=noops,
         config_before=vm.config_text,
-        config_after=_config_after(ctx, changes),
+        config_after=config_after(vm.config_text, ctx.cfg.source, ctx.running, phases),
         host_files_before={p: state.file(p).text or "" for p in files_after},
         host_files_after=files_after,
         guest_files_before={p: guest_read[p].text or "" for p in guest_after},

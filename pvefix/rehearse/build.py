@@ -263,6 +263,12 @@ def ram_mb(showcmd_m: str | None, today: str | None, planned: str | None) -> int
     return ram_bytes(planned) >> 20
 
 
+# Only these two shapes are kept: a number for OVMF's 64-bit window, or the hole's size. A
+# `file=` (the node's own files into the guest) or any other option is left out.
+_FW_CFG_MMIO = re.compile(r"name=opt/ovmf/X-PciMmio64Mb,string=[0-9]{1,9}")
+_HOLE64 = re.compile(r"[A-Za-z0-9_-]+\.pci-hole64-size=[0-9]{1,20}[KMGT]?")
+
+
 def mmio_args(args: str | None) -> tuple[list[str], list[str]]:
     """The words of `args` that move the 64-bit window (kept), and a note on the rest."""
     if not args:
@@ -274,8 +280,8 @@ def mmio_args(args: str | None) -> tuple[list[str], list[str]]:
     while i < len(words):
         name = words[i]
         value = words[i + 1] if i + 1 < len(words) else ""
-        keep = (name == "-fw_cfg" and "opt/ovmf/" in value) or (
-            name == "-global" and "pci-hole64" in value)
+        keep = bool((name == "-fw_cfg" and _FW_CFG_MMIO.fullmatch(value)) or (
+            name == "-global" and _HOLE64.fullmatch(value)))
         (kept if keep else dropped).extend([name, value] if value else [name])
         i += 2 if value and name.startswith("-") else 1
     notes = ([f"args: left out of the rehearsal (no BAR placement effect known): "

@@ -57,18 +57,25 @@ def planned_config(state: HostState, plan: Plan | None,
                    phase: int | None) -> tuple[dict[str, str], str]:
     """The config to rehearse and its label: today's main section (no plan); with a plan and a
     phase, today's start config with the VM-config changes of phases 1..N; with a plan alone,
-    the plan's config once every phase is applied."""
+    today's start config with every phase's changes. Always what apply would write onto the
+    VM as it is now, never the plan file's own `config_after` text (a file may say anything)."""
     today, started = sections(state.vm.config_text, f"{state.vm.vmid}.conf")
     if plan is None:
         return today, "today's config"
     if phase is None:
-        return sections(plan.config_after, "the plan's config_after")[1], "the plan's end"
+        every = max((p.number for p in plan.phases), default=0)
+        return _with_phases(started, plan, every), "the plan's end"
     if plan.phase(phase) is None:
         numbers = ", ".join(str(p.number) for p in plan.phases) or "none"
         raise PvefixError(f"the plan has no phase {phase} (its phases: {numbers})")
+    return _with_phases(started, plan, phase), f"phase {phase}"
+
+
+def _with_phases(started: dict[str, str], plan: Plan, last: int) -> dict[str, str]:
+    """`started` with the VM-config changes of phases 1..`last`."""
     out = dict(started)
     for p in plan.phases:
-        if p.number > phase:
+        if p.number > last:
             continue
         for c in p.changes:
             if c.target != "vm-config":
@@ -77,7 +84,7 @@ def planned_config(state: HostState, plan: Plan | None,
                 out.pop(c.key, None)
             else:
                 out[c.key] = c.after
-    return out, f"phase {phase}"
+    return out
 
 
 def bar_functions(state: HostState, config: dict[str, str]) -> dict[str, list[tuple[str, int]]]:

@@ -10,6 +10,10 @@ the ANSI sequence ESC[0K. So, in every line pvefix writes:
 
 - control characters (CR, ESC, the other C0 and C1 codes, U+2028/U+2029) are shown escaped
   (`\\r`, `\\x1b`); tabs and line ends stay, and with `color` pvefix's own colour codes;
+- so are the characters that reorder or hide text without being seen (Unicode's bidirectional
+  embeddings, overrides and isolates U+202A-U+202E and U+2066-U+2069, the marks U+200E/U+200F
+  and U+061C, the zero-width U+200B-U+200D and U+FEFF): a terminal or a rendered ticket would
+  show a line, a guest command to copy included, other than the bytes it holds (`\\u202e`);
 - a line that would start with `::` gets a backslash first (`\\::stop-commands::x`);
 - `##[` is written `##\\[`, `section_start:` and `section_end:` as `section_start\\:` ...
 
@@ -22,9 +26,11 @@ from __future__ import annotations
 
 import re
 
+from pvefix.unseen import UNSAFE
+
 _SGR = r"\x1b\[[0-9;]*m"  # pvefix's own colours (render/plan_text.py)
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
-_CONTROL_BUT_SGR = re.compile(f"(?!{_SGR})[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+_CONTROL = re.compile(f"[{UNSAFE}]")
+_CONTROL_BUT_SGR = re.compile(f"(?!{_SGR})[{UNSAFE}]")
 _COMMAND_AT_START = re.compile(r"^([^\S\n]*)::", re.MULTILINE)
 _MARKERS = re.compile(r"##\[|section_(?:start|end):")
 _NAMED = {"\r": "\\r", "\x1b": "\\x1b"}

@@ -38,11 +38,18 @@ GROUPS = {
 # three filters: prose with its HTML escaped, code spans and fences longer than any backtick
 # run in the text (so no text can close them), and, for the whole document, inert_text.
 _TICKS = re.compile("`+")
+_FENCE_RUN = re.compile("`{3,}|~{3,}")
 
 
 def _md(text: object) -> str:
-    """Prose (a table cell or a sentence): no raw HTML, no line break, no cell break."""
-    return html.escape(str(text), quote=False).replace("|", "\\|").replace("\n", " ")
+    """Prose (a table cell or a sentence): no raw HTML, no line break, no cell break, and no
+    run of three backticks or tildes (escaped one by one): prose that starts a line (a phase's
+    activation, a list item) could open a fence with one, which would swallow the document up
+    to the next fence's end, and what follows that, a diff's host text, would be read as
+    Markdown and HTML. pvefix's own `code` in prose stays code."""
+    text = html.escape(str(text), quote=False).replace("|", "\\|")
+    text = text.replace("\r", " ").replace("\n", " ")
+    return _FENCE_RUN.sub(lambda m: "".join("\\" + c for c in m.group(0)), text)
 
 
 def _longest_ticks(text: str) -> int:

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from pvefix.sim.api_qemu import config_summary
 from pvefix.sim.errors import param_error
+from pvefix.sim.perms import TOP_PATHS
 
 if TYPE_CHECKING:
     from pvefix.sim.api import Call
@@ -58,7 +59,7 @@ def _vm_resource(state: NodeState, vmid: int, node: str) -> dict[str, object]:
 
 def access_permissions(call: Call) -> object:
     """GET /access/permissions: the caller's own effective privileges (or a token's of its
-    own user), on `path` or on every path an ACL names (and `/`)."""
+    own user), on `path` or on every path an ACL names and Proxmox's top-level ones."""
     who = call.params.get("userid") or call.ident.authuser
     if who != call.ident.authuser and who.partition("!")[0] != call.ident.authuser:
         call.state.access.check(call.ident.authuser, "/access", ["Sys.Audit"])
@@ -66,6 +67,6 @@ def access_permissions(call: Call) -> object:
     with call.state.lock:
         if path := call.params.get("path"):
             return {path: access.effective(who, path)}
-        paths = sorted({"/", *(a.path for a in access.acls)})
+        paths = sorted({*TOP_PATHS, *(a.path for a in access.acls)})
         found = {p: access.effective(who, p) for p in paths}
         return {p: privs for p, privs in found.items() if privs}

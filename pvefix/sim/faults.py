@@ -27,6 +27,11 @@ class FaultSettings(BaseModel):
     fail_write: int | None = Field(None, ge=1)
     edit_between: bool = False
     lock: dict[int, str] = Field(default_factory=dict)
+    config_lock: dict[int, int] = Field(
+        default_factory=dict,
+        description="VMID -> how many of its next config updates find its config lock held "
+                    "(another task: a backup, qmeventd's cleanup after a restart) and fail as "
+                    "Proxmox's do after their 10 s wait: `can't lock file ... - got timeout`")
     ssh_disconnect_after: int | None = Field(None, ge=0)
     fail_start: dict[int, str] = Field(
         default_factory=dict, description="vmid -> the error its next start task ends with"
@@ -39,7 +44,8 @@ class FaultSettings(BaseModel):
 
 
 INJECT_HELP = (
-    "latency=MS | drip=MS | fail-write=N | edit-between | lock=VMID:NAME | ssh-disconnect=BYTES"
+    "latency=MS | drip=MS | fail-write=N | edit-between | lock=VMID:NAME | config-lock=VMID:N"
+    " | ssh-disconnect=BYTES"
     " | fail-start=VMID[:MESSAGE] | p2p-blocked=VMID"
 )
 
@@ -63,6 +69,11 @@ def parse_inject(specs: list[str]) -> dict[str, object]:
             elif name == "lock":
                 vmid, _, lock = value.partition(":")
                 locks[int(vmid)] = lock or "backup"
+            elif name == "config-lock":
+                vmid, _, times = value.partition(":")
+                held = dict(out.get("config_lock", {}))  # type: ignore[call-overload]
+                held[int(vmid)] = int(times or "1")
+                out["config_lock"] = held
             elif name == "ssh-disconnect":
                 out["ssh_disconnect_after"] = int(value)
             elif name == "fail-start":
@@ -139,6 +150,17 @@ class Faults:
             if not self._settings.edit_between:
                 return False
             self._settings = self._settings.model_copy(update={"edit_between": False})
+            return True
+
+    def take_config_lock(self, vmid: int) -> bool:
+        """True when this config update of `vmid` finds its config lock held (one of the
+        armed number; each use counts down)."""
+        with self._lock:
+            left = self._settings.config_lock.get(vmid, 0)
+            if left <= 0:
+                return False
+            held = {**self._settings.config_lock, vmid: left - 1}
+            self._settings = self._settings.model_copy(update={"config_lock": held})
             return True
 
     def take_locks(self) -> dict[int, str]:

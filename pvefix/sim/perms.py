@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pvefix.sim.errors import ApiError
+from pvefix.target.privileges import KEY_PRIVILEGE
 
 # category -> (root-only, admin, user, audit) privileges
 _GROUPS: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {
@@ -193,19 +194,7 @@ class AccessControl:
 
 # -- what a config key needs (qemu-server's check_vm_modify_config_perm) ---------------------
 
-_KEY_PRIVS: dict[str, str] = {
-    **dict.fromkeys(("cores", "cpu", "runningcpu", "cpulimit", "cpuunits", "numa", "smp",
-                     "sockets", "vcpus"), "VM.Config.CPU"),
-    **dict.fromkeys(("memory", "balloon", "shares", "allow-ksm"), "VM.Config.Memory"),
-    **dict.fromkeys(("acpi", "hotplug", "kvm", "machine", "runningmachine", "scsihw", "smbios1",
-                     "tablet", "vga", "watchdog", "audio0", "rng0"), "VM.Config.HWType"),
-    **dict.fromkeys(("agent", "autostart", "bios", "description", "keyboard", "localtime",
-                     "migrate_downtime", "migrate_speed", "name", "onboot", "ostype",
-                     "protection", "reboot", "startdate", "startup", "tdf", "template"),
-                    "VM.Config.Options"),
-    "freeze": "VM.PowerMgmt",
-    **dict.fromkeys(("boot", "bootdisk", "vmstatestorage"), "VM.Config.Disk"),
-}
+_KEY_PRIVS = KEY_PRIVILEGE  # the pre-check's table: one place (pvefix.target.privileges)
 _CLOUDINIT = frozenset({"cicustom", "cipassword", "citype", "ciuser", "ciupgrade", "nameserver",
                         "searchdomain", "sshkeys"})
 _DRIVE_RE = re.compile(r"(ide|sata|scsi|virtio)\d+|efidisk0|tpmstate0")
@@ -255,6 +244,9 @@ _CAP_FILTERS = {
     "dc": r"Sys\.Audit|Sys\.Modify|SDN\.",
     "mapping": r"Mapping\.|Permissions.Modify",
 }
+#: The paths GET /access/permissions always reports (RPCEnvironment get_effective_permissions),
+#: beside every path an ACL names.
+TOP_PATHS = ("/", "/access", "/access/groups", "/nodes", "/pool", "/sdn", "/storage", "/vms")
 _CAP_PATHS = ("/", "/nodes", "/access/groups", "/vms", "/storage", "/sdn", "/mapping")
 
 

@@ -143,6 +143,8 @@ def update_config(
         return loaded
 
     def work(log: TaskLog) -> None:
+        if state.faults.take_config_lock(vmid):  # another task held it for the whole wait
+            raise die(f"can't lock file '/var/lock/qemu-server/lock-{vmid}.conf' - got timeout")
         loaded = checks()
         log(f"update VM {vmid}: {shown}")
         cfg = loaded.parse()

@@ -21,12 +21,13 @@ from typing import Any
 from pvefix.errors import PvefixError
 from pvefix.target.api import ApiError
 from pvefix.target.files import cat_text, temp_path
-from pvefix.target.process import run_process, start_process
+from pvefix.target.process import run_process, start_process, stop_group
 from pvefix.target.result import CommandResult
 from pvefix.target.ssh import MAX_CHANNELS
 
 #: File commands the executor sends (locks, backups), done under the root by LocalShell.
 _FILE_COMMANDS = frozenset({"mkdir", "rm", "cp", "mv"})
+CLEAN_UP = 15.0  # seconds a command stopped by Ctrl-C has to clean up before SIGKILL
 
 
 def _mkdir(path: Path, parents: bool, *, private: bool) -> None:
@@ -140,15 +141,17 @@ class LocalShell:
             done = run_process(args, self.timeout)
         except FileNotFoundError:
             return CommandResult(args, 127, "", f"{args[0]}: command not found\n")
-        except subprocess.TimeoutExpired:
-            return CommandResult(args, 124, "", f"{args[0]}: timed out\n")
+        except subprocess.TimeoutExpired:  # as a Node reports it: no exit status
+            return CommandResult(args, None, "", f"{args[0]}: not done within "
+                                 f"{self.timeout:g} s (--timeout)\n", timed_out=True)
         return CommandResult(args, done.returncode, done.stdout, done.stderr)
 
     def execute(self, argv: Sequence[str], timeout: float | None = None, *,
                 errors: str = "surrogateescape") -> CommandResult:
         """A long command as a subprocess (SshShell.execute's face): no stdin, its own time
-        limit (default: the connection's; past it, `timed_out`). Ctrl-C sends it SIGTERM and
-        waits a little for it to clean up (a `timeout` wrapper passes the signal on)."""
+        limit (default: the connection's; past it, its process group is stopped and the
+        result is `timed_out`). Ctrl-C sends the group SIGTERM and waits a little for it to
+        clean up (a `timeout` wrapper passes the signal on), then SIGKILL."""
         self.exec_count += 1
         args = tuple(argv)
         try:
@@ -158,13 +161,10 @@ class LocalShell:
         try:
             out, err = proc.communicate(timeout=self.timeout if timeout is None else timeout)
         except subprocess.TimeoutExpired:
-            proc.terminate()
-            proc.communicate()
+            stop_group(proc)
             return CommandResult(args, None, "", "", timed_out=True)
         except BaseException:  # Ctrl-C: let it clean up, then go on unwinding
-            proc.terminate()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.communicate(timeout=15)
+            stop_group(proc, grace=CLEAN_UP)
             raise
         return CommandResult(args, proc.returncode, out.decode("utf-8", errors),
                              err.decode("utf-8", errors))

@@ -52,10 +52,12 @@ def unseen_vm_hint(vmid: int, who: str | None) -> str:
 
 def missing_privileges(get: Callable[..., Any], wants: Mapping[str, Sequence[str]],
                        who: str | None) -> list[str]:
-    """Each `PRIV on PATH` of `wants` that the API's caller lacks, from GET /access/permissions
-    (the caller's effective privileges at each path: Proxmox applies propagation and a token's
-    privilege separation itself). An answer pvefix cannot read lacks nothing: the write then
-    meets Proxmox's own check."""
+    """Each `PRIV on PATH` of `wants` that the API's caller lacks (`A|B`: any of them will
+    do), from GET /access/permissions?path=PATH, one per path (Proxmox computes the caller's
+    effective privileges there: propagation and a token's privilege separation). The
+    whole-tree answer (no `path`) is not enough: it leaves out every path where the caller
+    holds nothing, so a `NoAccess` entry below a granting one would not show. An answer pvefix
+    cannot read lacks nothing: the write then meets Proxmox's own check."""
     out: list[str] = []
     for path, privs in wants.items():
         try:
@@ -63,10 +65,60 @@ def missing_privileges(get: Callable[..., Any], wants: Mapping[str, Sequence[str
         except PvefixError:  # a pre-check only: Proxmox still checks the write itself
             continue
         for priv in privs:  # the value is Proxmox's propagate flag: 0 is still held
-            if priv not in have:
+            if not any(one in have for one in priv.split("|")):
                 text = f"Permission check failed ({path}, {priv})"
                 out.append(f"{priv} on {path}{permission_hint(text, who)}")
     return out
+
+
+# What a VM config key needs on /vms/VMID when a token sets or deletes it, as Proxmox VE's
+# qemu-server checks it (API2/Qemu.pm, the config-modify check and its hostpci/usb helpers).
+# Keys not named here that no privilege covers (args, hookscript, affinity, lock, ...) are
+# root@pam's alone: the planner marks them `needs_root_pam`.
+KEY_PRIVILEGE: dict[str, str] = {
+    **dict.fromkeys(("cores", "cpu", "runningcpu", "cpulimit", "cpuunits", "numa", "smp",
+                     "sockets", "vcpus"), "VM.Config.CPU"),
+    **dict.fromkeys(("memory", "balloon", "shares", "allow-ksm"), "VM.Config.Memory"),
+    **dict.fromkeys(("acpi", "hotplug", "kvm", "machine", "runningmachine", "scsihw", "smbios1",
+                     "tablet", "vga", "watchdog", "audio0", "rng0"), "VM.Config.HWType"),
+    **dict.fromkeys(("agent", "autostart", "bios", "description", "keyboard", "localtime",
+                     "migrate_downtime", "migrate_speed", "name", "onboot", "ostype",
+                     "protection", "reboot", "startdate", "startup", "tdf", "template"),
+                    "VM.Config.Options"),
+    "freeze": "VM.PowerMgmt",
+    **dict.fromkeys(("boot", "bootdisk", "vmstatestorage"), "VM.Config.Disk"),
+}
+_DRIVE = re.compile(r"(ide|sata|scsi|virtio)\d+|efidisk0|tpmstate0|cdrom")
+_PATTERNED = ((re.compile(r"numa\d+"), "VM.Config.CPU"),
+              (re.compile(r"net\d+"), "VM.Config.Network"),
+              (re.compile(r"ipconfig\d+"), "VM.Config.Cloudinit|VM.Config.Network"))
+_CLOUDINIT = frozenset({"cicustom", "cipassword", "citype", "ciuser", "ciupgrade", "nameserver",
+                        "searchdomain", "sshkeys"})
+_MAPPED = re.compile(r"(?:^|,)mapping=([^,]+)")
+
+
+def key_privileges(vmid: int, key: str, values: Sequence[str | None]) -> dict[str, list[str]]:
+    """path -> privileges a token needs to set or delete VM config `key` (its `values`: the
+    value written and the one replaced, for a device key whose mapping is checked too); `A|B`
+    means any of them. Empty where no privilege can do it (root@pam's alone)."""
+    vm = f"/vms/{vmid}"
+    if key.startswith(("hostpci", "usb")) and key[len(key.rstrip("0123456789")):].isdigit():
+        kind = "pci" if key.startswith("hostpci") else "usb"
+        out: dict[str, list[str]] = {vm: ["VM.Config.HWType"]}
+        for value in values:
+            found = _MAPPED.search(value or "")
+            if found:
+                out.setdefault(f"/mapping/{kind}/{found.group(1)}", []).append("Mapping.Use")
+        return out
+    if _DRIVE.fullmatch(key):
+        return {vm: ["VM.Config.Disk"]}
+    priv = KEY_PRIVILEGE.get(key) or next(
+        (p for pattern, p in _PATTERNED if pattern.fullmatch(key)), None)
+    if priv is None and key in _CLOUDINIT:
+        priv = "VM.Config.Cloudinit|VM.Config.Network"
+    if priv is None:
+        return {}
+    return {vm: [priv], **({"/": ["Sys.Modify"]} if key == "startup" else {})}
 
 
 #: Running a command in the guest through its agent (POST .../agent/exec): Proxmox VE 9 checks

@@ -7,7 +7,7 @@ from typing import Literal, TextIO
 
 from pvefix.errors import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, PvefixError
 from pvefix.probe.report import Report
-from pvefix.store.statedir import resolve_state_dir
+from pvefix.store.statedir import open_state_dir
 from pvefix.target.guest.access import GuestAccess
 from pvefix.target.settings import Connection
 from pvefix.verify.outcome import build_outcome, render_outcome
@@ -45,7 +45,7 @@ def execute_verify(
 ) -> int:
     """Probe, keep, compare, print. 0: measured and P2P is not worse; 2: P2P got worse; 1:
     the probe measured nothing (no GPU in the guest), which proves nothing."""
-    state = resolve_state_dir(state_dir)
+    state = open_state_dir(state_dir)
     owner = probe_owner(guest, conn)  # two hosts' VM 100 keep apart baselines
     chosen = choose_baseline(state, vmid, baseline, before, owner)  # fail before the probe
     report = take_probe(conn, guest, vmid, quick, budget=budget)
@@ -68,7 +68,7 @@ def execute_workload(
     from pvefix.target.open import open_guest
     from pvefix.verify.workload import run_workload, store_workload
 
-    state = resolve_state_dir(state_dir)
+    state = open_state_dir(state_dir)
     channel = open_guest(conn, guest, vmid)
     try:
         result = run_workload(channel, vmid, command, timeout)

@@ -1,11 +1,10 @@
 """The one builder of printed pvefix commands (pvefix/hints.py): the options a command was
-given come back, parsed by the CLI itself from the printed line (shlex.split), exactly as they
+given come back, parsed by the CLI itself from the printed line (by a real bash), exactly as they
 were given, whatever their text; and the `Next:` line of a plan asks for the activation the
 phase needs."""
 
 from __future__ import annotations
 
-import shlex
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from pvefix.hosttree.scenarios import SCENARIOS_DIR as SCENARIOS
 from pvefix.planner import plan as make_plan
 from pvefix.planner.model import PlanOptions
 from pvefix.sources.bundle import read_bundle
+from tests.commands.test_hint_quoting import _as_bash_runs_it
 
 ROLLBACK = build_command().commands["rollback"]
 
@@ -55,7 +55,7 @@ def test_a_printed_command_gives_the_cli_the_same_options(
     opts: ConnectionOptions, guest: GuestOptions, state_dir: Path | None
 ) -> None:
     line = hint_context(opts, state_dir, guest).command(["rollback", "100"])
-    argv = shlex.split(line)
+    argv = ["pvefix", *(w.decode("utf-8", "surrogateescape") for w in _as_bash_runs_it(line))]
     assert argv[:3] == ["pvefix", "rollback", "100"]
     params = ROLLBACK.make_context("rollback", argv[2:]).params
     given_ = {**asdict(opts), "bundle": None}  # never --bundle: apply cannot write to one

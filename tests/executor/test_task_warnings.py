@@ -60,3 +60,38 @@ def test_a_task_refused_for_a_privilege_names_what_to_grant_to_the_tasks_own_tok
     text = str(failed)
     assert "lacks Mapping.Use on /mapping/pci/pro6000" in text
     assert "--tokens 'root@pam!ci' --roles PVEMappingUser" in text
+
+
+def test_a_config_write_that_finds_the_lock_held_is_sent_again_and_lands(
+    node: Callable[..., Node]
+) -> None:
+    """The simulator holds VM 100's config lock for its next two config updates (a backup, the
+    cleanup after a restart): each fails as Proxmox's do after the 10 s wait, pvefix sends it
+    again, and the apply lands whole."""
+    from pvefix.executor.remote import LOCK_RETRIES
+
+    n = node("kpro6")
+    n.sim.faults.update(config_lock={100: LOCK_RETRIES - 1})
+    cap = Captured()
+    result = n.apply(100, 1, captured=cap)
+    assert cap.err.getvalue().count("VM 100's config lock is held by another task") == (
+        LOCK_RETRIES - 1)
+    assert result.done and "machine: q35" in n.conf(100).decode()
+    assert n.sim.faults.settings.config_lock == {100: 0}
+
+
+def test_a_config_lock_held_through_every_retry_fails_the_apply_with_nothing_changed(
+    node: Callable[..., Node]
+) -> None:
+    import pytest
+
+    from pvefix.executor.remote import LOCK_RETRIES
+    from pvefix.executor.transaction import ApplyFailed
+
+    n = node("kpro6")
+    before = n.fingerprint(100)
+    n.sim.faults.update(config_lock={100: LOCK_RETRIES + 1})
+    with pytest.raises(ApplyFailed) as failed:
+        n.apply(100, 1, captured=Captured())
+    assert f"{LOCK_RETRIES + 1} times" in str(failed.value)
+    assert n.fingerprint(100) == before

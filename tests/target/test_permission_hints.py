@@ -64,12 +64,33 @@ def test_privileges_the_token_lacks_are_named_with_what_to_grant() -> None:
         return answers.get(params["path"], {})
 
     lacking = missing_privileges(
-        get, {"/vms/100": ["VM.Audit", "VM.PowerMgmt"], "/mapping/pci/gpu": ["Mapping.Use"]},
+        get, {"/vms/100": ["VM.Audit", "VM.PowerMgmt", "VM.Config.CPU|VM.Config.HWType"],
+              "/mapping/pci/gpu": ["Mapping.Use"]},
         "root@pam!ci")
     assert asked == ["/vms/100", "/mapping/pci/gpu"]
     assert [line.split(" (")[0] for line in lacking] == [
         "VM.PowerMgmt on /vms/100", "Mapping.Use on /mapping/pci/gpu"]
     assert "--tokens 'root@pam!ci' --roles PVEVMUser" in lacking[0]
+
+
+@pytest.mark.parametrize("key,values,wants", [
+    ("machine", ["q35"], {"/vms/7": ["VM.Config.HWType"]}),
+    ("cpu", ["host"], {"/vms/7": ["VM.Config.CPU"]}),
+    ("memory", ["8192"], {"/vms/7": ["VM.Config.Memory"]}),
+    ("description", ["x"], {"/vms/7": ["VM.Config.Options"]}),
+    ("startup", ["order=1"], {"/vms/7": ["VM.Config.Options"], "/": ["Sys.Modify"]}),
+    ("hostpci0", ["mapping=gpu,pcie=1", "mapping=old"],
+     {"/vms/7": ["VM.Config.HWType"], "/mapping/pci/gpu": ["Mapping.Use"],
+      "/mapping/pci/old": ["Mapping.Use"]}),
+    ("scsi0", ["local:1"], {"/vms/7": ["VM.Config.Disk"]}),
+    ("args", ["-x"], {}),
+])
+def test_each_config_key_names_the_privileges_proxmox_checks(
+    key: str, values: list[str], wants: dict[str, list[str]],
+) -> None:
+    from pvefix.target.privileges import key_privileges
+
+    assert key_privileges(7, key, values) == wants
 
 
 def test_an_unreadable_permissions_answer_lacks_nothing_proxmox_still_checks_the_write() -> None:
