@@ -178,3 +178,39 @@ def test_the_next_starts_command_parts_are_proxmoxs(
         return  # a refusal outside the command's placement parts
     assert res.cmdline
     compare(ours, opts_of(res.cmdline), config)
+
+
+@pytest.mark.parametrize(("qemu", "vendor"), [("9.2.0", "GenuineIntel"),
+                                             ("11.0.0", "AuthenticAMD")])
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(configs())
+def test_the_simulators_showcmd_has_proxmoxs_parts(oracle: Any, qemu: str, vendor: str,
+                                                  config: dict[str, str]) -> None:
+    """The simulator's `qm showcmd` (what it answers where pvefix or an admin reads it): the
+    machine type with its +pveN, `-cpu`, `-m` with memory hotplug, the DIMMs and the OVMF code
+    file are those of Proxmox's config_to_command; a config Proxmox refuses, it refuses."""
+    from pvefix.errors import PvefixError
+    from pvefix.sim.qemu_cmdline import showcmd
+    from pvefix.vmconfig import VMConfig
+
+    config = {k: v for k, v in config.items() if not k.startswith("hostpci")}
+    text = "".join(f"{k}: {v}\n" for k, v in config.items())
+    res = oracle.cmd(text, vmid=100, qemu_version=qemu, cpu_vendor=vendor)
+    try:
+        shown = showcmd(100, VMConfig.parse(text), [], {}, qemu, HOST_BITS, vendor)
+    except PvefixError as exc:
+        assert not res.ok, (text, exc.message)
+        return
+    if not res.ok:
+        assert not any(r in (res.error or "") for r in MEMORY_REFUSALS), (text, res.error)
+        return
+    assert res.cmdline
+    mine = opts_of(" ".join(shown.replace("\\\n", " ").split("\n")))
+    theirs = opts_of(res.cmdline)
+    assert _type(mine) == _type(theirs)
+    assert _cpu_set(_values(mine, "-cpu")[0]) == _cpu_set(_values(theirs, "-cpu")[-1])
+    assert _values(mine, "-m") == _values(theirs, "-m")
+    assert _dimms(mine) == _dimms(theirs)
+    if config.get("bios") == "ovmf":
+        assert _code_file(mine) == _code_file(theirs)
