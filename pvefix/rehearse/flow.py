@@ -1,5 +1,6 @@
-"""One rehearsal: which config (today's, a phase of the plan, a plan file's end), the stand-ins'
-BAR sizes from the node's sysfs facts, the node's facts, the QEMU command, the run, the verdict.
+"""One rehearsal: which config (the next start, phases of the plan over it, a plan's end),
+the stand-ins' BAR sizes from the node's sysfs facts, the node's facts, the QEMU command, the
+run, the verdict.
 """
 
 from __future__ import annotations

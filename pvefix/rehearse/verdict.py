@@ -45,7 +45,7 @@ class BarVerdict:
 class Verdict:
     vmid: int
     node: str
-    config: str  # "today" | "phase N" | "plan"
+    config: str  # "next start" | "phase N" | "the plan's end"
     outcome: Outcome
     message: str
     accel: str
