@@ -47,6 +47,7 @@ Job = dict[str, Any]
 BOOT_ORDER = "BootOrder".encode("utf-16-le")
 PREFIX = "pvefix-rehearse-"
 LOCK_NAME = "pvefix-rehearse.lock"
+ORPHAN_AGE = 6 * 3600  # s: a run folder without owner file older than this is stale
 IOPRIO_IDLE = 3 << 13  # IOPRIO_PRIO_VALUE(IOPRIO_CLASS_IDLE, 0)
 IOPRIO_SET = {"x86_64": 251, "aarch64": 30}  # the ioprio_set system call's number
 FW_DONE = ("BdsDxe", "Shell>", "No bootable device", "Boot failed", "Booting from")
@@ -206,7 +207,8 @@ def _alive(pid: int) -> bool:
 
 def sweep(base: str) -> list[str]:
     """Remove run folders whose owner (the pid in `owner`) is gone, or that have no owner
-    file and are older than a minute (a run killed between mkdtemp and writing it)."""
+    file and are older than ORPHAN_AGE (a run killed between mkdtemp and writing it, or one
+    of an older pvefix, which wrote none: its run is long over by then)."""
     removed: list[str] = []
     try:
         names = [n for n in os.listdir(base) if n.startswith(PREFIX) and n != LOCK_NAME]
@@ -221,7 +223,7 @@ def sweep(base: str) -> list[str]:
             owner = _read(os.path.join(path, "owner")).strip()
             if owner.isdigit() and _alive(int(owner)):
                 continue
-            if not owner and time.time() - st.st_mtime < 60:
+            if not owner and time.time() - st.st_mtime < ORPHAN_AGE:
                 continue
         except OSError:
             continue

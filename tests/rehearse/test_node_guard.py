@@ -52,7 +52,8 @@ def test_stale_folders_are_swept_live_and_foreign_ones_kept(tmp_path: Path) -> N
     (stale / "owner").write_text(str(dead.pid))
     (stale / "ram").write_bytes(b"")
     (live / "owner").write_text(str(os.getpid()))
-    os.utime(old, (time.time() - 3600, time.time() - 3600))
+    then = time.time() - node_script.ORPHAN_AGE - 60
+    os.utime(old, (then, then))
     removed = node_script.sweep(str(tmp_path))
     assert sorted(removed) == sorted([stale.name, old.name])
     assert live.is_dir() and young.is_dir() and other.is_dir() and not stale.exists()
