@@ -164,7 +164,7 @@ def emit_plans(plans: Sequence[object], fmt: PlanFormat, color: ColorChoice = "a
 
 def _rehearse(opts: ConnectionOptions, state: object, plan: object, settings: object,
               fmt: PlanFormat) -> None:
-    """plan --rehearse: the rehearsal of the plan's end (today's config when the plan changes
+    """plan --rehearse: the rehearsal of the plan's end (the next start when the plan changes
     no VM key), after the plan; a rehearsal that cannot run is a note, not the plan's error."""
     from pvefix.commands.options import resolve_connection_options
     from pvefix.errors import PvefixError

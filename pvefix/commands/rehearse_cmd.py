@@ -41,8 +41,9 @@ def rehearse_command(
     vmid: int = typer.Argument(..., parser=parse_vmid, help="The VM to rehearse (its VMID).",
                                show_default=False),
     phase: int | None = typer.Option(
-        None, "--phase", help="Rehearse the config once phases 1..N of a fresh plan are "
-        "applied (default: today's config).", show_default=False),
+        None, "--phase", help="Rehearse the VM's next start once phases 1..N of a fresh plan "
+        "are applied (default: the next start as it is, [PENDING] included).",
+        show_default=False),
     plan_file: Path | None = typer.Option(
         None, "--plan", help="Rehearse the config this saved plan file leads to (all its "
         "phases; with --phase, phases 1..N of it).", show_default=False),

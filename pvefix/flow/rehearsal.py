@@ -18,8 +18,8 @@ from pvefix.target.settings import Connection
 
 def rehearse_live(conn: Connection, sessions: Sessions, state: HostState, plan: Plan | None,
                   phase: int | None, settings: Settings) -> tuple[Verdict, str]:
-    """Rehearse today's config, phases 1..`phase` of `plan`, or its end, on the VM's node
-    (SSH, or this host with --local); the verdict and the QEMU command."""
+    """Rehearse the VM's next start, phases 1..`phase` of `plan` over it, or its end, on the
+    VM's node (SSH, or this host with --local); the verdict and the QEMU command."""
     config, label = planned_config(state, plan, phase)
     return _on_node(conn, sessions, state, config, label, settings)
 

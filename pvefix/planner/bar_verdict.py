@@ -420,3 +420,14 @@ def _seabios(shape: Shape, b: _Behaviour, lay: _Layout) -> Verdict:
             placed += 1
     what = "SeaBIOS's window" + ("" if top else " (just above RAM, unchecked)")
     return _placed_verdict(shape, placed, (start, _align(pref, GiB)), bits, lay, what)
+
+
+def usable_phys_bits(vcpu: int | None, host: int | None,
+                     guest: int | None = None) -> int | None:
+    """The address width a guest can really use: the lowest of the vCPU's phys-bits, the
+    host's (under KVM no guest reaches above the host CPU's MAXPHYADDR, whatever phys-bits
+    the vCPU reports) and guest-phys-bits (what the guest is told it may use). Unknown
+    widths (None) do not count; None when none is known. The rehearsal's verdict and the
+    planner's BAR-space findings both count a BAR as usable only below 2^this."""
+    known = [b for b in (vcpu, host, guest) if b is not None and b > 0]
+    return min(known) if known else None

@@ -1,18 +1,10 @@
-"""The rehearsal's QEMU command line, from `qm showcmd VMID --pretty` and the planned config (pure).
+"""The rehearsal's QEMU command line, from the config the VM's next start runs (pure).
 
-Proxmox's own answer for today's config (`qm showcmd`) gives the machine type, the `-cpu`
-value, `-m` and the OVMF code file. Where the plan changes a key, the part it decides is built
-from the planned config instead, as qemu-server builds it (the tests hold each such part
-against Proxmox's own config_to_command, the oracle's `cmd`):
+The placement-deciding parts (machine type, `-cpu`, `-m` and memory hotplug, the OVMF code
+file, `args`) are Proxmox's, built as qemu-server builds them (pvefix/rehearse/command.py),
+never read from `qm showcmd` (which activates a stopped VM's volumes). Here they are joined
+with what stands in for the VM's devices:
 
-- `machine`: `-machine type=...` (a `+pveN` revision kept in the style of the node's QEMU);
-- `cpu`: `-cpu MODEL,...`: the x86-64-v* models as `qemu64` plus their flags, `kvm64` with
-  `+lahf_lm,+sep`, the VM's `flags`, `phys-bits=N` or `host-phys-bits=true`, `enforce` and the
-  KVM paravirtual flags under KVM;
-- `memory`: the RAM size;
-- `bios`, `efidisk0`: OVMF or SeaBIOS, and which OVMF build (2 MiB or 4 MiB);
-- `args`: only `-fw_cfg name=opt/ovmf/...` (X-PciMmio64Mb) and `-global ...pci-hole64...` are
-  kept: they move the 64-bit window; every other word of `args` is left out (said in a note);
 - `hostpciN` (pcie): each passed function becomes a stand-in device `pci-testdev,membar=SIZE`
   (a 64-bit prefetchable BAR with no memory behind it) of its largest 64-bit BAR, on the root
   port `ich9-pcie-port-(N+1)` where `pcie=1` (on q35), or on the PCI bridge `pci.0`/`pci.1`
@@ -20,41 +12,37 @@ against Proxmox's own config_to_command, the oracle's `cmd`):
   (Proxmox's `-readconfig` file is not needed).
 
 Everything else of the VM is left out: disks, NICs, display, USB, vfio, hugepages, NUMA pinning,
-the VM's QMP sockets and pid file. RAM is one memory-backend-file on a sparse file in the run's
-private folder (`share=on`; the firmware touches little of it). Under TCG (no usable /dev/kvm)
-QEMU ignores `host-phys-bits` and reports its own CPU vendor, so the host's width and vendor are
-given explicitly, from the node's facts; `enforce` and the KVM-only flags are dropped there.
+the VM's QMP sockets and pid file. RAM is a memory-backend-file on a sparse file in the run's
+private folder (`share=on`; the firmware touches little of it); memory hotplug's DIMMs are
+backed by unlinked sparse files there. Under TCG (no usable /dev/kvm) QEMU ignores
+`host-phys-bits` and reports its own CPU vendor, so the host's width and vendor are given
+explicitly, from the node's facts; `enforce` and the KVM-only flags are dropped there. QEMU runs
+with `-sandbox on` (seccomp: no spawning, no privilege changes, no obsolete system calls).
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import re
-import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from pvefix.errors import PvefixError
-from pvefix.planner.mmio import ram_bytes, read_cpu
-from pvefix.vmconfig import HostPci, PropertyString
-from pvefix.vmconfig.args import split_words
+from pvefix.rehearse.command import (
+    Memory,
+    ProxmoxRefuses,
+    args_of,
+    cpu_of,
+    machine_of,
+    memory_of,
+    model_vendors,
+    ovmf_files,
+    qemu_version_of,
+)
+from pvefix.vmconfig import HostPci
+from pvefix.vmconfig.cpu_models import CpuModel
 from pvefix.vmconfig.hostpci import HOSTPCI_KEY
 
-# QEMU options that take no value (everything else in `qm showcmd` takes one)
-_FLAGS = frozenset({"-daemonize", "-no-shutdown", "-nodefaults", "-no-reboot", "-nographic",
-                    "-S", "-enable-kvm", "-no-hpet", "-no-acpi", "-no-user-config"})
-# qemu-server CPUConfig.pm: the flags each built-in model adds to its reported QEMU model
-_V2 = ("+pni", "+popcnt", "+sse4.1", "+sse4.2", "+ssse3")
-_V3 = (*_V2, "+aes", "+avx", "+avx2", "+bmi1", "+bmi2", "+f16c", "+fma", "+abm", "+movbe",
-       "+xsave")
-MODEL_FLAGS: dict[str, tuple[str, ...]] = {
-    "kvm64": ("+lahf_lm", "+sep"),
-    "x86-64-v2": _V2,
-    "x86-64-v2-AES": (*_V2, "+aes"),
-    "x86-64-v3": _V3,
-    "x86-64-v4": (*_V3, "+avx512f", "+avx512bw", "+avx512cd", "+avx512dq", "+avx512vl"),
-}
 KVM_ONLY = ("enforce", "kvm=off", "+kvm_pv_eoi", "+kvm_pv_unhalt")
 VENDORS = {"AuthenticAMD", "GenuineIntel"}
 STAND_IN = "pci-testdev"  # BAR2 = membar: a 64-bit prefetchable container, no memory
@@ -128,85 +116,21 @@ class Job:
     stand_ins: list[StandIn]
     phys_bits: int | None  # the width the vCPU should get (None: QEMU's default)
     notes: list[str] = field(default_factory=list)
+    guest_phys_bits: int | None = None  # guest-phys-bits: what the guest is told it may use
+    host_bits: int | None = None  # the node's MAXPHYADDR: a KVM guest cannot reach above it
+    dimm_mb: int = 0  # memory hotplug's DIMMs, beyond `ram_mb` (the boot RAM)
 
 
-def parse_showcmd(text: str) -> list[str]:
-    """`qm showcmd VMID [--pretty]`: the command's words (the binary first)."""
-    joined = re.sub(r"\\\n", " ", text.strip())
-    try:
-        words = shlex.split(joined)
-    except ValueError as exc:
-        raise PvefixError(f"qm showcmd printed no command line pvefix can read: {exc}") from None
-    if not words or not words[0].startswith("/"):
-        raise PvefixError("qm showcmd printed no command line pvefix can read: "
-                          f"{text.strip()[:200]!r}")
-    return words
-
-
-def options(words: Sequence[str]) -> list[tuple[str, str | None]]:
-    """The options of a QEMU command line (binary left out), each with its value."""
-    out: list[tuple[str, str | None]] = []
-    i = 1
-    while i < len(words):
-        name = words[i]
-        if name in _FLAGS or not name.startswith("-") or i + 1 >= len(words):
-            out.append((name, None))
-            i += 1
-        else:
-            out.append((name, words[i + 1]))
-            i += 2
-    return out
-
-
-def first(opts: Sequence[tuple[str, str | None]], name: str) -> str | None:
-    return next((v for n, v in opts if n == name), None)
-
-
-# -- the parts ------------------------------------------------------------------------------
-
-def machine_type(showcmd_type: str | None, today: str | None, planned: str | None,
-                 machines: frozenset[str]) -> tuple[str, list[str]]:
-    """The QEMU machine type: the showcmd one, or the planned `machine` key's when it changes.
-    A `+pveN` revision is kept where the node's QEMU is Proxmox's (showcmd has one) and left
-    out where the node's QEMU does not know it."""
-    notes: list[str] = []
-    pve = bool(showcmd_type and "+pve" in showcmd_type)
-    if showcmd_type and (planned or "") == (today or ""):
-        kind = showcmd_type
-    else:
-        kind = PropertyString.parse(planned or "pc", default_key="type").get("type") or "pc"
-        if pve and "+pve" not in kind:
-            kind += "+pve0"
-    if machines and kind not in machines:
-        base = kind.split("+pve", 1)[0]
-        if base != kind and base in machines:
-            notes.append(f"machine type {kind} is Proxmox's; this QEMU has {base}: used that")
-            kind = base
-    return kind, notes
-
-
-def cpu_from_config(value: str | None, x_vga: bool = False) -> str:
-    """The `-cpu` value qemu-server builds for the VM's `cpu` line (under KVM); `kvm=off` also
-    when a hostpci entry has x-vga=1. The Hyper-V enlightenments of Windows guests (`hv_*`)
-    are left out: they do not move a BAR."""
-    cpu = read_cpu(value)
-    if cpu.reported == "custom":
-        raise RehearseRefused(f"cpu: {cpu.cputype} is a custom CPU model (cpu-models.conf); "
-                              "pvefix rehearse does not build those: rehearse today's config "
-                              "(`qm showcmd` has it) or use a built-in model")
-    parts = [cpu.reported if cpu.qemu64_family else cpu.cputype]
-    parts += MODEL_FLAGS.get(cpu.cputype, ())
-    parts += [f for f in cpu.flags if f[:1] in "+-"]
-    if not cpu.host_like:
-        parts.append("enforce")
-    if cpu.hidden or x_vga:
-        parts.append("kvm=off")
-    parts += ["+kvm_pv_eoi", "+kvm_pv_unhalt"]
-    if cpu.phys == "host":
-        parts.append("host-phys-bits=true")
-    elif cpu.phys:
-        parts.append(f"phys-bits={cpu.phys}")
-    return ",".join(dict.fromkeys(parts))
+def available_machine(kind: str, node: NodeFacts) -> tuple[str, list[str]]:
+    """Proxmox's machine type, or its base where the node's QEMU (not Proxmox's) does not
+    know the `+pveN` revision (its machine list lacks it; with no list, its version string
+    does not say pve)."""
+    base = re.sub(r"\+pve\d+", "", kind)
+    lacks = kind not in node.machines and (base in node.machines if node.machines else
+                                           "pve" not in node.qemu_version)
+    if base != kind and lacks:
+        return base, [f"machine type {kind} is Proxmox's; this QEMU has {base}: used that"]
+    return kind, []
 
 
 def x_vga(config: Mapping[str, str]) -> bool:
@@ -254,68 +178,33 @@ def for_accel(cpu: str, accel: str, host: HostCpu) -> tuple[str, int | None, lis
     return ",".join([model, *props]), bits, notes
 
 
-def ram_mb(showcmd_m: str | None, today: str | None, planned: str | None) -> int:
-    """The RAM size in MiB: showcmd's `-m`, or the planned `memory` key's when it changes."""
-    if showcmd_m and (today or "") == (planned or ""):
-        m = re.match(r"(?:size=)?(\d+)([MG]?)", showcmd_m)
-        if m:
-            return int(m.group(1)) << (10 if m.group(2) == "G" else 0)
-    return ram_bytes(planned) >> 20
-
-
-# Only these two shapes are kept: a number for OVMF's 64-bit window, or the hole's size. A
-# `file=` (the node's own files into the guest) or any other option is left out.
-_FW_CFG_MMIO = re.compile(r"name=opt/ovmf/X-PciMmio64Mb,string=[0-9]{1,9}")
-_HOLE64 = re.compile(r"[A-Za-z0-9_-]+\.pci-hole64-size=[0-9]{1,20}[KMGT]?")
-
-
-def mmio_args(args: str | None) -> tuple[list[str], list[str]]:
-    """The words of `args` that move the 64-bit window (kept), and a note on the rest."""
-    if not args:
-        return [], []
-    words = [w.text for w in split_words(args)]
-    kept: list[str] = []
-    dropped: list[str] = []
-    i = 0
-    while i < len(words):
-        name = words[i]
-        value = words[i + 1] if i + 1 < len(words) else ""
-        keep = bool((name == "-fw_cfg" and _FW_CFG_MMIO.fullmatch(value)) or (
-            name == "-global" and _HOLE64.fullmatch(value)))
-        (kept if keep else dropped).extend([name, value] if value else [name])
-        i += 2 if value and name.startswith("-") else 1
-    notes = ([f"args: left out of the rehearsal (no BAR placement effect known): "
-              f"{shlex.join(dropped)}"] if dropped else [])
-    return kept, notes
-
-
-def firmware(opts: Sequence[tuple[str, str | None]], planned: Mapping[str, str],
-             node: NodeFacts, explicit_dir: bool) -> tuple[list[str], str, str | None, list[str]]:
+def firmware(planned: Mapping[str, str], node: NodeFacts, explicit_dir: bool,
+             q35: bool) -> tuple[list[str], str, str | None, list[str]]:
     """The firmware arguments, its kind, the OVMF variables template to copy, notes. The OVMF
-    code file is showcmd's (its name looked up in the node's firmware folder); the variables are
-    a fresh copy of the folder's template, never the VM's EFI disk."""
+    code file is Proxmox's for the config (command.ovmf_files), looked up in the node's
+    firmware folder; the variables are a fresh copy of the folder's template, never the VM's
+    EFI disk."""
     files = set(node.firmware_files or ())
     folder = node.firmware_dir.rstrip("/")
     if (planned.get("bios") or "seabios") != "ovmf":
         if explicit_dir and "bios-256k.bin" in files:
             return ["-bios", f"{folder}/bios-256k.bin"], "seabios", None, []
         return [], "seabios", None, []
-    efidisk = PropertyString.parse(planned.get("efidisk0") or "", default_key="file")
-    small = efidisk.get("efitype") != "4m" and "efidisk0" in planned
-    code = _pflash_code(opts) or ("OVMF_CODE.fd" if small else "OVMF_CODE_4M.fd")
-    name = code.rsplit("/", 1)[-1]
+    name, template = ovmf_files(planned, q35)
     notes: list[str] = []
-    if name not in files:
-        fallback = "OVMF_CODE.fd" if "_4M" not in name else "OVMF_CODE_4M.fd"
-        if fallback not in files:
-            raise RehearseRefused(f"no OVMF code file {name} in {folder} on the node "
-                                  f"(--firmware-dir names the folder)")
-        notes.append(f"{name} is not in {folder}: used {fallback} (same build, other variant)")
-        name = fallback
-    four = "_4M" in name
-    template = "OVMF_VARS_4M.fd" if four else "OVMF_VARS.fd"
-    if four and efidisk.get("pre-enrolled-keys") == "1" and "OVMF_VARS_4M.ms.fd" in files:
-        template = "OVMF_VARS_4M.ms.fd"
+    found = next((f for f in (name, "OVMF_CODE_4M.fd" if "_4M" in name else name,
+                              "OVMF_CODE_4M.fd", "OVMF_CODE.fd") if f in files), None)
+    if found is None:
+        raise RehearseRefused(f"no OVMF code file {name} in {folder} on the node "
+                              f"(--firmware-dir names the folder)")
+    if found != name:
+        notes.append(f"{name} is not in {folder}: used {found} (same edk2 build, other "
+                     "variant)")
+        if ("_4M" in found) != ("_4M" in name):
+            template = "OVMF_VARS_4M.fd" if "_4M" in found else "OVMF_VARS.fd"
+        name = found
+    if template not in files and template.endswith(".ms.fd"):
+        template = template.replace(".ms.fd", ".fd")
     if template not in files:
         raise RehearseRefused(f"no OVMF variables template {template} in {folder} on the node")
     argv = ["-drive", f"if=pflash,unit=0,format=raw,readonly=on,file={folder}/{name}",
@@ -323,24 +212,22 @@ def firmware(opts: Sequence[tuple[str, str | None]], planned: Mapping[str, str],
     return argv, "ovmf", f"{folder}/{template}", notes
 
 
-def _pflash_code(opts: Sequence[tuple[str, str | None]]) -> str | None:
-    """The OVMF code file of showcmd: `-drive if=pflash,unit=0,...,file=F` or the
-    `-blockdev` whose node-name is pflash0."""
-    for name, value in opts:
-        if name == "-drive" and value and "if=pflash" in value and "unit=0" in value:
-            m = re.search(r"(?:^|,)file=([^,]+)", value)
-            if m:
-                return m.group(1)
-        if name == "-blockdev" and value and value.startswith("{") and "pflash0" in value:
-            try:
-                data = json.loads(value)
-            except json.JSONDecodeError:
-                continue
-            if data.get("node-name") == "pflash0":
-                inner = data.get("file")
-                if isinstance(inner, dict) and isinstance(inner.get("filename"), str):
-                    return str(inner["filename"])
-    return None
+def memory_args(mem: Memory, numa: bool) -> tuple[list[str], str]:
+    """`-m` and the RAM's backends (sparse files in the run folder), and the machine's
+    `memory-backend=` property (empty with NUMA: the node's memdev holds the RAM)."""
+    size = mem.static_mb
+    if not numa and not mem.dimms:
+        return ["-m", mem.m, "-object",
+                f"memory-backend-file,id=ram0,size={size}M,mem-path=ram,share=on"], \
+            ",memory-backend=ram0"
+    argv = ["-m", mem.m,
+            "-object", f"memory-backend-file,id=ram-node0,size={size}M,mem-path=ram,share=on",
+            "-numa", "node,nodeid=0,cpus=0,memdev=ram-node0"]
+    for n, dimm in enumerate(mem.dimms):
+        # mem-path a folder: QEMU makes an unlinked sparse file there
+        argv += ["-object", f"memory-backend-file,id=mem-dimm{n},size={dimm}M,mem-path=.,"
+                 "share=on", "-device", f"pc-dimm,id=dimm{n},memdev=mem-dimm{n},node=0"]
+    return argv, ""
 
 
 def stand_ins(planned: Mapping[str, str], functions: Mapping[str, Sequence[tuple[str, int]]],
@@ -352,8 +239,8 @@ def stand_ins(planned: Mapping[str, str], functions: Mapping[str, Sequence[tuple
     for key in keys:
         entry = HostPci.parse(planned[key], key)
         if entry.pcie and not q35:
-            raise PvefixError(f"{key}: pcie=1 needs a q35 machine (Proxmox refuses to start "
-                              "this config: 'q35 machine model is not enabled')")
+            raise ProxmoxRefuses(f"{key}: pcie=1 needs a q35 machine (Proxmox refuses to "
+                                 "start this config: 'q35 machine model is not enabled')")
         sized = [(host, size) for host, size in functions.get(key, ()) if size > 0]
         index = entry.index
         bus = (f"ich9-pcie-port-{index + 1}" if entry.pcie
@@ -412,47 +299,61 @@ def device_args(devices: Sequence[StandIn], q35: bool) -> list[str]:
 
 FIXED = ["-nodefaults", "-display", "none", "-no-reboot", "-smp", "1",
          "-serial", "file:serial.log", "-debugcon", "file:debugcon.log",
-         "-global", "isa-debugcon.iobase=0x402", "-qmp", "unix:qmp.sock,server=on,wait=off"]
+         "-global", "isa-debugcon.iobase=0x402", "-qmp", "unix:qmp.sock,server=on,wait=off",
+         "-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny"]
 
 
 @dataclass(frozen=True)
 class Inputs:
     """What a rehearsal is built from."""
 
-    showcmd: Sequence[str]  # `qm showcmd` of today's config, as words
-    today: Mapping[str, str]  # today's config (the keys of the section that starts)
-    planned: Mapping[str, str]  # the config to rehearse
+    planned: Mapping[str, str]  # the config to rehearse (the next start's keys)
     functions: Mapping[str, Sequence[tuple[str, int]]]  # hostpciN -> (host, BAR size) pairs
     node: NodeFacts
     host: HostCpu
     accel: str  # "kvm" | "tcg"
     explicit_firmware_dir: bool = False
+    cpu_models: Mapping[str, CpuModel] | None = None  # cpu-models.conf (None: not read)
+
+
+def _guest_bits(cpu: str) -> int | None:
+    m = re.search(r"(?:^|,)guest-phys-bits=(\d+)", cpu)
+    return int(m.group(1)) if m else None
+
+
+def _qemu_before(version_line: str, release: tuple[int, int]) -> bool:
+    m = re.match(r"(\d+)\.(\d+)", qemu_version_of(version_line))
+    return m is not None and (int(m.group(1)), int(m.group(2))) < release
 
 
 def build_job(i: Inputs) -> Job:
-    """The rehearsal's QEMU arguments (run in its private folder: relative paths)."""
-    opts = options(i.showcmd)
-    shown_type = PropertyString.parse(first(opts, "-machine") or "", default_key="type")
-    kind, notes = machine_type(shown_type.get("type"), i.today.get("machine"),
-                               i.planned.get("machine"), i.node.machines)
+    """The rehearsal's QEMU arguments (run in its private folder: relative paths). Raises
+    command.ProxmoxRefuses where Proxmox itself would not start the config."""
+    qemu = qemu_version_of(i.node.qemu_version)
+    proxmox = machine_of(i.planned, qemu, i.host.vendor)
+    kind, notes = available_machine(proxmox, i.node)
     q35 = "q35" in kind
-    shown_cpu = first(opts, "-cpu")
-    if shown_cpu and i.today.get("cpu") == i.planned.get("cpu"):
-        cpu = shown_cpu
-    else:
-        cpu = cpu_from_config(i.planned.get("cpu"), x_vga(i.planned))
-    cpu, bits, more = for_accel(cpu, i.accel, i.host)
+    extra = args_of(i.planned.get("args"))
+    notes += extra.notes
+    built = cpu_of(i.planned, i.cpu_models, model_vendors(), x_vga=x_vga(i.planned),
+                   qemu=qemu, machine=proxmox)
+    mem = memory_of(i.planned, built, i.host.phys_bits)
+    cpu, bits, more = for_accel(extra.cpu or built.value, i.accel, i.host)
     notes += more
-    size = ram_mb(first(opts, "-m"), i.today.get("memory"), i.planned.get("memory"))
-    fw_argv, fw, template, more = firmware(opts, i.planned, i.node, i.explicit_firmware_dir)
+    guest = _guest_bits(cpu)
+    if guest is not None and _qemu_before(i.node.qemu_version, (9, 0)):
+        cpu = re.sub(r",guest-phys-bits=\d+", "", cpu)
+        notes.append(f"this QEMU predates guest-phys-bits (9.0): the firmware was not told "
+                     f"{guest} bits; the verdict still counts them")
+    fw_argv, fw, template, more = firmware(i.planned, i.node, i.explicit_firmware_dir, q35)
     notes += more
-    kept, more = mmio_args(i.planned.get("args"))
-    notes += more
+    numa = (i.planned.get("numa") or "0") not in ("0", "")
+    mem_argv, backend = memory_args(mem, numa)
     devices = stand_ins(i.planned, i.functions, q35)
     accel = "kvm" if i.accel == "kvm" else "tcg,tb-size=64"
-    argv = ["-accel", accel, "-machine", f"type={kind},memory-backend=ram0", "-cpu", cpu,
-            "-m", str(size), "-object",
-            f"memory-backend-file,id=ram0,size={size}M,mem-path=ram,share=on",
-            *FIXED, *fw_argv, *device_args(devices, q35), *kept]
-    return Job(argv=argv, accel=i.accel, machine=kind, cpu=cpu, ram_mb=size, firmware=fw,
-               vars_template=template, stand_ins=devices, phys_bits=bits, notes=notes)
+    argv = ["-accel", accel, "-machine", f"type={kind}{backend}", "-cpu", cpu, *mem_argv,
+            *FIXED, *fw_argv, *device_args(devices, q35), *extra.kept]
+    return Job(argv=argv, accel=i.accel, machine=kind, cpu=cpu, ram_mb=mem.static_mb,
+               firmware=fw, vars_template=template, stand_ins=devices, phys_bits=bits,
+               notes=notes, guest_phys_bits=guest, host_bits=i.host.phys_bits,
+               dimm_mb=sum(mem.dimms))

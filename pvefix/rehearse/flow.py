@@ -1,5 +1,6 @@
-"""One rehearsal: which config (today's, a phase of the plan, a plan file's end), the stand-ins'
-BAR sizes from the node's sysfs facts, the node's facts, the QEMU command, the run, the verdict.
+"""One rehearsal: which config (the next start, phases of the plan over it, a plan's end),
+the stand-ins' BAR sizes from the node's sysfs facts, the node's facts, the QEMU command, the
+run, the verdict.
 """
 
 from __future__ import annotations
@@ -9,15 +10,9 @@ from dataclasses import dataclass
 from pvefix.errors import PvefixError
 from pvefix.planner.context import build_context
 from pvefix.planner.model import Plan
-from pvefix.rehearse.build import HostCpu, Inputs, RehearseRefused, build_job, parse_showcmd
-from pvefix.rehearse.runner import (
-    NodeShell,
-    choose_accel,
-    command_line,
-    read_facts,
-    run_job,
-    showcmd,
-)
+from pvefix.rehearse.build import HostCpu, Inputs, Job, NodeFacts, RehearseRefused, build_job
+from pvefix.rehearse.command import ProxmoxRefuses
+from pvefix.rehearse.runner import NodeShell, choose_accel, command_line, read_facts, run_job
 from pvefix.rehearse.verdict import Verdict, judge
 from pvefix.state import HostState
 from pvefix.vmconfig import VMConfig
@@ -55,13 +50,13 @@ def next_start_config(state: HostState) -> dict[str, str]:
 
 def planned_config(state: HostState, plan: Plan | None,
                    phase: int | None) -> tuple[dict[str, str], str]:
-    """The config to rehearse and its label: today's main section (no plan); with a plan and a
-    phase, today's start config with the VM-config changes of phases 1..N; with a plan alone,
-    today's start config with every phase's changes. Always what apply would write onto the
-    VM as it is now, never the plan file's own `config_after` text (a file may say anything)."""
-    today, started = sections(state.vm.config_text, f"{state.vm.vmid}.conf")
+    """The config to rehearse and its label, always a next start (nextstart.py: [PENDING]
+    applied, its deletes honoured): the VM's own (no plan); with a plan and a phase, that
+    with the VM-config changes of phases 1..N; with a plan alone, that with every phase's
+    changes. Never the plan file's own `config_after` text (a file may say anything)."""
+    started = next_start_config(state)
     if plan is None:
-        return today, "today's config"
+        return started, NEXT_START
     if phase is None:
         every = max((p.number for p in plan.phases), default=0)
         return _with_phases(started, plan, every), "the plan's end"
@@ -112,36 +107,48 @@ def bar_functions(state: HostState, config: dict[str, str]) -> dict[str, list[tu
 
 def rehearse(shell: NodeShell, state: HostState, config: dict[str, str], label: str,
              settings: Settings) -> tuple[Verdict, str]:
-    """Rehearse `config` of the VM in `state` on its node; the verdict and the QEMU command."""
+    """Rehearse `config` of the VM in `state` on its node; the verdict and the QEMU command.
+    A config Proxmox itself would not start is `qemu-refused` with Proxmox's reason."""
     vm = state.vm
     where = f"node {vm.node}"
     node = read_facts(shell, where, settings.firmware_dir)
     accel = choose_accel(node, settings.accel, settings.timeout, where)
-    today, _ = sections(vm.config_text, f"{vm.vmid}.conf")
     inputs = Inputs(
-        showcmd=parse_showcmd(showcmd(shell, vm.vmid, where)), today=today, planned=config,
-        functions=bar_functions(state, config), node=node,
+        planned=config, functions=bar_functions(state, config), node=node,
         host=HostCpu(state.node.cpu_vendor, state.node.cpu_phys_bits), accel=accel,
-        explicit_firmware_dir=settings.explicit_firmware_dir)
-    job = build_job(inputs)
+        explicit_firmware_dir=settings.explicit_firmware_dir,
+        cpu_models=build_context(state).cpu_models)
+    try:
+        job = build_job(inputs)
+    except ProxmoxRefuses as exc:
+        return Verdict(vmid=vm.vmid, node=vm.node, config=label, outcome="qemu-refused",
+                       message=exc.message, accel=accel, qemu=_qemu_name(node), machine="",
+                       cpu=config.get("cpu") or "", ram_mb=0, firmware=""), ""
     result = run_job(shell, job, node, vmid=vm.vmid, timeout=settings.timeout,
                      watch_stdin=settings.watch_stdin, where=where)
+    return _verdict(state, label, node, job, result), command_line(node, job)
+
+
+def _verdict(state: HostState, label: str, node: NodeFacts, job: Job,
+             result: dict[str, object]) -> Verdict:
     outcome, message, bars = judge(result, job)
     rss = result.get("peak_rss_kb")
     boot_s = result.get("boot_s")
+    bits = result.get("phys-bits")
     verdict = Verdict(
-        vmid=vm.vmid, node=vm.node, config=label, outcome=outcome, message=message,
-        accel=accel, qemu=_short(node.qemu_version) or (node.qemu or ""), machine=job.machine,
-        cpu=job.cpu, ram_mb=job.ram_mb, firmware=job.firmware, bars=bars,
-        phys_bits=result.get("phys-bits") if isinstance(result.get("phys-bits"), int) else None,
+        vmid=state.vm.vmid, node=state.vm.node, config=label, outcome=outcome,
+        message=message, accel=job.accel, qemu=_qemu_name(node), machine=job.machine,
+        cpu=job.cpu, ram_mb=job.ram_mb + job.dimm_mb, firmware=job.firmware, bars=bars,
+        phys_bits=bits if isinstance(bits, int) else None,
         vendor=str(result["vendor"]) if result.get("vendor") else None,
         boot_s=float(boot_s) if isinstance(boot_s, (int, float)) else None,
-        peak_rss_mb=int(rss) >> 10 if isinstance(rss, int) else None, notes=job.notes)
+        peak_rss_mb=rss >> 10 if isinstance(rss, int) else None, notes=job.notes)
     if result.get("tmp_removed") is False:
         verdict.notes.append("the run's temporary folder on the node could not be removed")
-    return verdict, command_line(node, job)
+    return verdict
 
 
-def _short(version: str) -> str:
+def _qemu_name(node: NodeFacts) -> str:
     """`QEMU emulator version 9.2.0 (pve-qemu-kvm_9.2.0-5)` -> `QEMU 9.2.0 (pve-qemu-kvm_...)`."""
-    return version.replace("QEMU emulator version", "QEMU").strip()
+    return node.qemu_version.replace("QEMU emulator version", "QEMU").strip() or (
+        node.qemu or "")

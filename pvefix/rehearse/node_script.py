@@ -11,9 +11,13 @@ a JSON job, base64-encoded. Two modes:
   OVMF variables and the sparse RAM file; wait until the firmware reaches its boot manager (or
   the time is up), read `query-pci`, the vCPU's properties and the RAM layout over QMP, kill
   QEMU and remove the folder. QEMU runs in its own process group with PR_SET_PDEATHSIG (it dies
-  with this script), under RLIMIT_DATA; SIGTERM, SIGHUP, SIGINT and the end of stdin (a lost
-  SSH connection closes it) end the run and clean up the same way. `timeout` around this
-  script (the caller's wrapper) ends it even when it hangs.
+  with this script), under RLIMIT_DATA, at the lowest CPU priority (nice 19) and in the idle
+  I/O class; SIGTERM, SIGHUP, SIGINT and the end of stdin (a lost SSH connection closes it) end
+  the run and clean up the same way. `timeout` around this script (the caller's wrapper) ends
+  it even when it hangs. One run at a time per node: an exclusive flock on
+  `pvefix-rehearse.lock` (in /run/lock, else the temp dir), waited for `lock_wait` seconds at
+  most; then the run is `busy`. Each run folder holds its script's pid (`owner`); a folder
+  whose owner is gone (a run killed with SIGKILL) is removed at the next run's start.
 
 Prints one JSON object on stdout. This file is pvefix's own; it never writes outside its folder.
 """
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import fcntl
 import json
 import os
 import re
@@ -40,6 +45,11 @@ from typing import Any
 Job = dict[str, Any]
 
 BOOT_ORDER = "BootOrder".encode("utf-16-le")
+PREFIX = "pvefix-rehearse-"
+LOCK_NAME = "pvefix-rehearse.lock"
+ORPHAN_AGE = 6 * 3600  # s: a run folder without owner file older than this is stale
+IOPRIO_IDLE = 3 << 13  # IOPRIO_PRIO_VALUE(IOPRIO_CLASS_IDLE, 0)
+IOPRIO_SET = {"x86_64": 251, "aarch64": 30}  # the ioprio_set system call's number
 FW_DONE = ("BdsDxe", "Shell>", "No bootable device", "Boot failed", "Booting from")
 
 
@@ -160,6 +170,9 @@ def read_machine(qmp: Qmp) -> Job:
 def _limit_and_orphan(data_limit: int | None) -> Callable[[], None]:
     def pre() -> None:
         os.setsid()
+        with contextlib.suppress(OSError):
+            os.nice(19)
+        _idle_io()
         if data_limit:
             resource.setrlimit(resource.RLIMIT_DATA, (data_limit, data_limit))
         try:  # PR_SET_PDEATHSIG: QEMU dies with this script, however it ends
@@ -168,6 +181,76 @@ def _limit_and_orphan(data_limit: int | None) -> Callable[[], None]:
         except (OSError, AttributeError):
             pass
     return pre
+
+
+def _idle_io() -> None:
+    """ionice -c 3 for this process (QEMU inherits it): I/O only when the disk is idle."""
+    number = IOPRIO_SET.get(os.uname().machine)
+    if number is None:
+        return
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).syscall(number, 1, 0, IOPRIO_IDLE)
+    except (OSError, AttributeError):
+        pass
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep(base: str) -> list[str]:
+    """Remove run folders whose owner (the pid in `owner`) is gone, or that have no owner
+    file and are older than ORPHAN_AGE (a run killed between mkdtemp and writing it, or one
+    of an older pvefix, which wrote none: its run is long over by then)."""
+    removed: list[str] = []
+    try:
+        names = [n for n in os.listdir(base) if n.startswith(PREFIX) and n != LOCK_NAME]
+    except OSError:
+        return removed
+    for name in names:
+        path = os.path.join(base, name)
+        try:
+            st = os.lstat(path)
+            if not os.path.isdir(path) or os.path.islink(path) or st.st_uid != os.getuid():
+                continue
+            owner = _read(os.path.join(path, "owner")).strip()
+            if owner.isdigit() and _alive(int(owner)):
+                continue
+            if not owner and time.time() - st.st_mtime < ORPHAN_AGE:
+                continue
+        except OSError:
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(name)
+    return removed
+
+
+def take_lock(wait: float) -> tuple[int | None, str]:
+    """The node's rehearsal lock (a file descriptor held until exit), or None and why."""
+    folder = "/run/lock" if os.access("/run/lock", os.W_OK) else tempfile.gettempdir()
+    path = os.path.join(folder, LOCK_NAME)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            os.ftruncate(fd, 0)
+            os.write(fd, str(os.getpid()).encode())
+            return fd, path
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+                os.close(fd)
+                return None, (f"another rehearsal runs on this node (pid {holder or '?'}, "
+                              f"lock {path}); waited {wait:g} s: try again when it is done")
+            time.sleep(0.5)
 
 
 def _done(job: Job, tmp: str) -> bool:
@@ -238,9 +321,15 @@ def _kill(proc: subprocess.Popen[bytes]) -> str:
 
 def run(job: Job) -> Job:
     qemu = job["qemu_path"]
-    tmp = tempfile.mkdtemp(prefix=f"pvefix-rehearse-{job.get('vmid', 'vm')}-")
+    lock, why = take_lock(float(job.get("lock_wait") or 0))
+    if lock is None:
+        return {"outcome": "busy", "why": why}
+    swept = sweep(tempfile.gettempdir())
+    tmp = tempfile.mkdtemp(prefix=f"{PREFIX}{job.get('vmid', 'vm')}-")
     os.chmod(tmp, 0o700)
     try:
+        with open(os.path.join(tmp, "owner"), "w") as f:
+            f.write(str(os.getpid()))
         result = boot(job, tmp, qemu)
     except Stop as exc:
         result = {"outcome": "stopped", "why": str(exc)}
@@ -248,7 +337,9 @@ def run(job: Job) -> Job:
         result = {"outcome": "error", "why": f"{type(exc).__name__}: {exc}"}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+        os.close(lock)
     result["tmp_removed"] = not os.path.exists(tmp)
+    result["swept"] = swept
     return result
 
 

@@ -22,6 +22,7 @@ PVE_FIRMWARE_DIR = "/usr/share/pve-edk2-firmware"
 TCG_MIN_TIMEOUT = 30.0  # seconds: a TCG boot of OVMF takes 2-45 s (docs/rehearse.md)
 MIN_FREE = 1 << 30  # MemAvailable the node must have (a run peaks at about 300 MB)
 KILL_GRACE = 5  # seconds `timeout` waits after SIGTERM before SIGKILL
+LOCK_WAIT = 60.0  # seconds a run waits for another rehearsal on the node to finish
 
 
 class NodeShell(Protocol):
@@ -92,24 +93,22 @@ def choose_accel(node: NodeFacts, wanted: str, timeout: float, where: str) -> st
     return accel
 
 
-def showcmd(shell: NodeShell, vmid: int, where: str) -> str:
-    result = shell.run(["qm", "showcmd", str(vmid), "--pretty"])
-    if not result.ok:
-        raise PvefixError(f"`qm showcmd {vmid} --pretty` on {where} failed: "
-                          f"{(result.stderr or result.stdout).strip()[:300]}")
-    return result.stdout
-
-
 def run_job(shell: NodeShell, job: Job, node: NodeFacts, *, vmid: int, timeout: float,
             watch_stdin: bool, where: str) -> dict[str, Any]:
-    """Boot the firmware on the node; the node script's result (see node_script.py)."""
+    """Boot the firmware on the node; the node script's result (see node_script.py). Another
+    rehearsal on the node is waited for LOCK_WAIT seconds at most, then refused (why)."""
     payload = {
         "qemu_path": node.qemu, "argv": job.argv, "timeout": timeout, "vmid": vmid,
         "vars_template": job.vars_template, "vars_signal": job.firmware == "ovmf",
         "ram_mb": job.ram_mb, "data_limit": DATA_LIMIT, "watch_stdin": watch_stdin,
+        "lock_wait": LOCK_WAIT,
     }
-    result = shell.execute(node_argv("run", payload, timeout + 30), timeout=timeout + 45)
-    return _answer(result, "run", where)
+    result = shell.execute(node_argv("run", payload, timeout + 30 + LOCK_WAIT),
+                           timeout=timeout + 45 + LOCK_WAIT)
+    answer = _answer(result, "run", where)
+    if answer.get("outcome") == "busy":
+        raise RehearseRefused(f"{where}: {answer.get('why')}")
+    return answer
 
 
 def command_line(node: NodeFacts, job: Job) -> str:

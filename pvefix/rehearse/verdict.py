@@ -1,9 +1,11 @@
 """The rehearsal's verdict, from what the node script read over QMP (pure).
 
 Per stand-in BAR (BAR2 of `pci-testdev`): **placed** at an address when the firmware programmed
-it, it ends at or below 2^phys-bits of the vCPU as QEMU realised it, and it overlaps no RAM;
-**beyond reach** when it ends above that limit (the guest cannot address it: the firmware may
-program BARs the guest will ignore); **not placed** otherwise. For the VM: `placed` (every BAR
+it, it ends at or below 2^bits, and it overlaps no RAM, bits being the usable width
+(planner/bar_verdict.py usable_phys_bits: the lowest of the vCPU's phys-bits as QEMU realised
+them, the host's, and guest-phys-bits); **beyond reach** when it ends above that limit (the
+guest cannot use it: the firmware may program BARs the guest will ignore, and under KVM no
+guest reaches above the host's width); **not placed** otherwise. For the VM: `placed` (every BAR
 placed), `not-placed`, `no-boot` (the firmware did not reach its boot manager in time: this VM
 would not boot), `qemu-refused` (QEMU would not start this configuration: its message), or
 `error` (the rehearsal itself failed).
@@ -15,6 +17,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from pvefix.planner.bar_verdict import usable_phys_bits
 from pvefix.planner.mmio import fmt_size
 from pvefix.rehearse.build import Job, StandIn
 
@@ -42,7 +45,7 @@ class BarVerdict:
 class Verdict:
     vmid: int
     node: str
-    config: str  # "today" | "phase N" | "plan"
+    config: str  # "next start" | "phase N" | "the plan's end"
     outcome: Outcome
     message: str
     accel: str
@@ -105,8 +108,9 @@ def judge(result: Mapping[str, Any], job: Job) -> tuple[Outcome, str, list[BarVe
     """The outcome, its one-line message and the BARs, from the node script's `run` output."""
     kind = result.get("outcome")
     if kind == "booted":
-        bits = result.get("phys-bits")
-        bits = int(bits) if isinstance(bits, int) else (job.phys_bits or 40)
+        vcpu = result.get("phys-bits")
+        bits = usable_phys_bits(vcpu if isinstance(vcpu, int) else (job.phys_bits or 40),
+                                job.host_bits, job.guest_phys_bits) or 40
         bars = bar_verdicts(result.get("query_pci") or [], job.stand_ins, bits,
                             result.get("ram") or [])
         bad = [b for b in bars if b.status != "placed"]

@@ -370,8 +370,15 @@ def _qm(sh: Shell, argv: list[str]) -> Result:
             from pvefix.sim import qemu_cmdline
 
             cfg = state.load(vmid).parse()
-            return Result(qemu_cmdline.showcmd(vmid, cfg, state.tree.pci_devices(),
-                                               vmops.chosen_devices(state, vmid, cfg)))
+            meta = state.tree.meta
+            try:
+                return Result(qemu_cmdline.showcmd(vmid, cfg, state.tree.pci_devices(),
+                                                   vmops.chosen_devices(state, vmid, cfg),
+                                                   meta.versions.qemu, meta.cpu.phys_bits,
+                                                   meta.cpu.vendor))
+            except PvefixError as exc:  # what Proxmox would refuse to start: its reason
+                return Result(stderr=exc.message.removeprefix(
+                    "Proxmox refuses to start this config: ") + "\n", code=255)
     except ApiError as exc:
         return Result(stderr=vmops.api_error_text(exc) + "\n", code=255)
     return Result(stderr=f"unknown command 'qm {sub}'\n", code=255)

@@ -4,8 +4,9 @@ real QEMU where one is installed (and refuses as a node without QEMU would where
 
 Only pvefix's own node script runs (its text compared in full), with this Python; anything
 else answers as a refused command would. It runs without the node lock: a rehearsal takes
-seconds and reads nothing of the node's state. stdin stays open while it runs (the script ends
-the run when it closes, as sshd closes it when the connection is lost).
+seconds and reads nothing of the node's state. stdin stays open while it runs and is closed
+when the client's SSH connection goes away (`client_gone`, set by the SSH server per exec), as
+sshd closes it: the script then ends the run, kills QEMU and removes its folder.
 """
 
 from __future__ import annotations
@@ -13,9 +14,35 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from pvefix.rehearse.runner import node_script
 from pvefix.sim.commands import Command, Result, Shell
+
+_GONE: dict[int, Callable[[], bool]] = {}  # thread -> its exec's "has the client gone?" test
+
+
+@contextmanager
+def client_gone(test: Callable[[], bool]) -> Iterator[None]:
+    """While an exec request runs: `test()` says whether its client has disconnected."""
+    _GONE[threading.get_ident()] = test
+    try:
+        yield
+    finally:
+        _GONE.pop(threading.get_ident(), None)
+
+
+def _watch(proc: subprocess.Popen[bytes], gone: Callable[[], bool] | None) -> None:
+    """Close the script's stdin once the client is gone (as sshd does)."""
+    while gone is not None and proc.poll() is None:
+        if gone():
+            assert proc.stdin is not None
+            proc.stdin.close()
+            return
+        time.sleep(0.2)
 
 
 def _timeout(sh: Shell, argv: list[str]) -> Result:
@@ -29,11 +56,16 @@ def _timeout(sh: Shell, argv: list[str]) -> Result:
     cmd = ["timeout", "-k", argv[2], argv[3], sys.executable, "-c", argv[6], argv[7], argv[8]]
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
+    watcher = threading.Thread(target=_watch, args=(proc, _GONE.get(threading.get_ident())),
+                               daemon=True)
+    watcher.start()
     assert proc.stdout is not None and proc.stderr is not None and proc.stdin is not None
-    out = proc.stdout.read()
+    out = proc.stdout.read()  # not communicate(): it would close stdin at once
     err = proc.stderr.read()
     code = proc.wait()
-    proc.stdin.close()
+    watcher.join()
+    if not proc.stdin.closed:
+        proc.stdin.close()
     return Result(out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), code)
 
 

@@ -103,30 +103,50 @@ def proc_cmdline(argv: list[str]) -> str:
 
 
 def showcmd(vmid: int, cfg: VMConfig, devices: list[PciDevice],
-            chosen: dict[str, list[str]]) -> str:
+            chosen: dict[str, list[str]], qemu_version: str | None = None,
+            host_bits: int | None = None, vendor: str | None = None) -> str:
     """`qm showcmd VMID --pretty` of the main section: what a start would run, in the parts
-    `pvefix rehearse` reads (machine type, `-cpu` as qemu-server builds it, `-m`, the OVMF code
-    file, the vfio-pci devices, `args`), one option a line as Proxmox prints them."""
-    from pvefix.planner.mmio import ram_bytes
-    from pvefix.rehearse.build import cpu_from_config
+    that decide BAR placement, as qemu-server builds them (pvefix/rehearse/command.py: the
+    machine type with the node QEMU's `+pveN`, `-cpu` with its bits and guest-phys-bits, `-m`
+    and memory hotplug's DIMMs, the OVMF code file), the vfio-pci devices and `args`, one
+    option a line as Proxmox prints them. A config Proxmox refuses to start: its reason
+    (PvefixError)."""
+    from pvefix.rehearse.command import (
+        cpu_of,
+        machine_of,
+        memory_of,
+        model_vendors,
+        ovmf_files,
+    )
 
-    main = cfg.main
+    main = cfg.main.as_dict()
+    machine = machine_of(main, qemu_version or "", vendor)
+    cpu = cpu_of(main, None, model_vendors(), x_vga=any(e.x_vga for e in _entries(cfg)),
+                 qemu=qemu_version or "", machine=machine)
+    mem = memory_of(main, cpu, host_bits)
     argv = ["/usr/bin/kvm", "-id", str(vmid), "-name", main.get("name") or f"vm{vmid}",
             "-pidfile", f"/var/run/qemu-server/{vmid}.pid", "-daemonize", "-nodefaults",
-            "-cpu", cpu_from_config(main.get("cpu"), any(e.x_vga for e in _entries(cfg))),
-            "-m", str(ram_bytes(main.get("memory")) >> 20)]
+            "-cpu", cpu.value, "-m", mem.m]
+    if main.get("numa") not in (None, "", "0") or mem.dimms:
+        argv += ["-object", f"memory-backend-ram,id=ram-node0,size={mem.static_mb}M",
+                 "-numa", "node,nodeid=0,cpus=0,memdev=ram-node0"]
+    for n, size in enumerate(mem.dimms):
+        argv += ["-object", f"memory-backend-ram,id=mem-dimm{n},size={size}M",
+                 "-device", f"pc-dimm,id=dimm{n},memdev=mem-dimm{n},node=0"]
     if main.get("bios") == "ovmf":
-        four = "efitype=4m" in (main.get("efidisk0") or "")
-        code = "OVMF_CODE_4M.fd" if four else "OVMF_CODE.fd"
+        code = ovmf_files(main, "q35" in machine)[0]
         argv += ["-drive", f"if=pflash,unit=0,format=raw,readonly=on,"
                  f"file=/usr/share/pve-edk2-firmware//{code}",
                  "-drive", f"if=pflash,unit=1,id=drive-efidisk0,format=raw,"
                  f"file=/dev/pve/vm-{vmid}-disk-0"]
     for value in device_args(cfg, devices, chosen):
         argv += ["-device", value]
-    kind = (main.get("machine") or "pc").split(",")[0]
-    argv += ["-machine", f"type={kind}+pve0" if "+pve" not in kind else f"type={kind}"]
+    argv += ["-machine", f"type={machine}"]
     argv += qemu_words(main.get("args"))
+    return _pretty(argv)
+
+
+def _pretty(argv: list[str]) -> str:
     lines = [argv[0]]
     i = 1
     while i < len(argv):

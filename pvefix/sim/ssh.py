@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 from pvefix.sim.commands import Shell
+from pvefix.sim.commands_rehearse import client_gone
 from pvefix.sim.sftp import SimSFTPServer
 from pvefix.sim.state import NodeState
 from pvefix.sim.stats import stats_for
@@ -157,7 +158,8 @@ class SshServer:
             latency = self.state.faults.latency_s
             if latency:
                 time.sleep(latency)
-            result = Shell(self.state).run(command)
+            with client_gone(lambda: _gone(channel)):
+                result = Shell(self.state).run(command)
         try:
             if result.stdout:
                 _send(channel, result.stdout.encode("utf-8", "surrogateescape"),
@@ -196,6 +198,12 @@ class SshServer:
         if self._thread.is_alive():
             self._thread.join(timeout=5)
         self.drop_all()
+
+
+def _gone(channel: paramiko.Channel) -> bool:
+    """The client of `channel` has closed it or dropped the connection."""
+    transport = channel.get_transport()
+    return bool(channel.closed or transport is None or not transport.is_active())
 
 
 def _send(channel: paramiko.Channel, data: bytes, drip: float) -> None:

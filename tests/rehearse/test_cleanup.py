@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from pvefix.rehearse.build import HostCpu, Inputs, NodeFacts, build_job, parse_showcmd
+from pvefix.rehearse.build import HostCpu, Inputs, NodeFacts, build_job
 from pvefix.rehearse.runner import node_argv
 from tests.shared import NEEDS_SHARED, SHARED
 
@@ -35,8 +35,7 @@ def _hanging_job(watch_stdin: bool) -> dict[str, object]:
     for i in range(8):
         planned[f"hostpci{i}"] = f"0000:{i + 1:02x}:00.0,pcie=1"
         functions[f"hostpci{i}"] = [(f"0000:{i + 1:02x}:00.0", 128 << 30)]
-    job = build_job(Inputs(parse_showcmd("/usr/bin/kvm -m 2048"), {}, planned, functions, node,
-                           HostCpu("AuthenticAMD", 48), "tcg", True))
+    job = build_job(Inputs(planned, functions, node, HostCpu("AuthenticAMD", 48), "tcg", True))
     return {"qemu_path": qemu, "argv": job.argv, "timeout": 300, "vmid": 4242,
             "vars_template": job.vars_template, "vars_signal": True, "ram_mb": job.ram_mb,
             "watch_stdin": watch_stdin}

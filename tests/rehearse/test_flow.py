@@ -1,5 +1,5 @@
-"""Which config is rehearsed (today's, phases 1..N, a plan's end) and the stand-ins' BAR sizes
-from the node's sysfs facts (pure, from the built-in scenarios)."""
+"""Which config is rehearsed (the next start, phases 1..N over it, a plan's end) and the
+stand-ins' BAR sizes from the node's sysfs facts (pure, from the built-in scenarios)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ def test_today_a_phase_and_the_plans_end() -> None:
     state = read_bundle(resolve_scenario("kpro6"), 100)
     plan = make_plan(state)
     today, label = planned_config(state, None, None)
-    assert label == "today's config" and "machine" not in today
+    assert label == "next start" and "machine" not in today
     assert today["cpu"] == "x86-64-v2-AES"
     one, label = planned_config(state, plan, 1)
     assert label == "phase 1" and one["machine"] == "q35"
@@ -64,6 +64,11 @@ def test_the_next_start_is_main_with_pending_applied() -> None:
     assert started["machine"] == "q35" and started["cpu"] == "x86-64-v2-AES,phys-bits=host"
     assert "numa" not in started and started["memory"] == "1572864"
     assert next_start_config(state) == planned_config(state, None, None)[0]  # no [PENDING]
+    # plain `rehearse VMID`, --phase and the plan's end: each the next start, [PENDING] in
+    assert planned_config(pending, None, None) == (started, "next start")
+    plan = make_plan(pending)
+    one, _ = planned_config(pending, plan, 1)
+    assert one["machine"] == "q35" and "numa" not in one
 
 
 @pytest.mark.parametrize(("kvm", "wanted", "timeout", "accel"), [

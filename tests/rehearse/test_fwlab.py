@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from pvefix.rehearse.build import HostCpu, Inputs, build_job, parse_showcmd
+from pvefix.rehearse.build import HostCpu, Inputs, build_job
 from pvefix.rehearse.runner import read_facts, run_job
 from pvefix.rehearse.verdict import judge
 from pvefix.target.local import LocalShell
@@ -72,9 +72,8 @@ def _pvefix(fwset: str, keys: dict[str, str], bars: tuple[int, int],
         functions[f"hostpci{i}"] = [(f"0000:{i + 1:02x}:00.0", gib * G)]
     shell = LocalShell(timeout=30)
     node = read_facts(shell, "this host", str(FIRMWARE / fwset), ["qemu-system-x86_64"])
-    inputs = Inputs(showcmd=parse_showcmd("/usr/bin/kvm -m 2048"), today={}, planned=config,
-                    functions=functions, node=node, host=HostCpu("AuthenticAMD", 48),
-                    accel="tcg", explicit_firmware_dir=True)
+    inputs = Inputs(planned=config, functions=functions, node=node,
+                    host=HostCpu("AuthenticAMD", 48), accel="tcg", explicit_firmware_dir=True)
     job = build_job(inputs)
     result = run_job(shell, job, node, vmid=9000, timeout=timeout, watch_stdin=False,
                      where="this host")
@@ -89,8 +88,9 @@ def test_the_rehearsal_says_what_fw_lab_says(fwlab: Any, name: str, fwset: str,
                                              keys: dict[str, str], bars: tuple[int, int],
                                              lab: dict[str, Any], timeout: int) -> None:
     count, gib = bars
+    topo = {"topo": "proxmox"} if "q35" in keys.get("machine", "") else {}  # Proxmox's ports
     expected = fwlab.run({"firmware_set": fwset, "bars": f"{count}x{gib}G", "dev": "testdev",
-                          "vendor": "amd", "timeout": timeout, **lab})
+                          "vendor": "amd", "timeout": timeout, **topo, **lab})
     outcome, addrs, message = _pvefix(fwset, keys, bars, timeout)
     assert outcome == OUTCOMES[expected["outcome"]], (name, message, expected.get("why"))
     placed = sorted(a for a in addrs if a)

@@ -150,3 +150,70 @@ def test_kvm_is_used_when_usable_and_the_verdict_says_so(
     assert code in (EXIT_OK, EXIT_CHANGES) and verdict["outcome"] != "error"
     code, out, _ = _run(capsys, "101", "--connection", str(ready), "--boot-timeout", "60")
     assert "(KVM)" in out.splitlines()[1]
+
+
+def _runs_of(vmid: int) -> set[Path]:
+    import tempfile
+
+    return set(Path(tempfile.gettempdir()).glob(f"pvefix-rehearse-{vmid}-*"))
+
+
+def _processes_in(folders: set[Path]) -> list[int]:
+    """The processes whose working folder is one of `folders` (the run's QEMU)."""
+    import os
+
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if Path(os.readlink(entry / "cwd")) in folders:
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+@pytest.mark.conformance
+def test_killing_pvefix_rehearse_leaves_no_qemu_and_no_folder(
+        fresh_sim: Any, tmp_path: Path) -> None:
+    """kill -9 of `pvefix rehearse`: the simulator's sshd closes the node script's stdin, as
+    sshd does when a connection drops, and the script kills QEMU and removes its folder."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    fwlab_edk2_and_qemu()
+    from tests.simkit import api
+
+    info = fresh_sim("kpro6")
+    path = tmp_path / "ready.json"
+    write_ready_file(info, path)
+    vm = api(info, "ticket").nodes(info.node).qemu(100)
+    # the next start: a 1 TiB X-PciMmio64Mb window at 40 bits, where OVMF hangs
+    vm.config.post(machine="q35", cpu="qemu64", memory="2048",
+                   args="-fw_cfg name=opt/ovmf/X-PciMmio64Mb,string=1048576")
+    before = _runs_of(100)
+    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pvefix", "rehearse", "100", "--connection", str(path),
+         "--accel", "tcg", "--firmware-dir", str(EDK2), "--boot-timeout", "300"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 90
+    while not (_runs_of(100) - before) and time.monotonic() < deadline:
+        time.sleep(0.3)
+    ours = _runs_of(100) - before
+    assert ours, "the run's folder never appeared"
+    while not _processes_in(ours) and time.monotonic() < deadline:
+        time.sleep(0.3)
+    qemu = _processes_in(ours)
+    assert qemu, "QEMU never started in the run's folder"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    deadline = time.monotonic() + 30
+    while (_runs_of(100) & ours or any(Path(f"/proc/{p}").exists() for p in qemu)) and \
+            time.monotonic() < deadline:
+        time.sleep(0.3)
+    assert not (_runs_of(100) & ours), "the run's folder was left behind"
+    assert not any(Path(f"/proc/{p}").exists() for p in qemu), "QEMU was left running"
