@@ -30,16 +30,22 @@ class Context(NamedTuple):
 
     target: tuple[str, ...] = ()
     guest: tuple[str, ...] = ()
+    plan_file: str | None = None  # the reviewed plan file: a printed apply names it, not VMID
 
-    def command(self, words: Sequence[str], *, guest: bool = True) -> str:
-        """`pvefix WORDS... OPTIONS...`, shell-quoted (shlex.join): what every hint prints."""
-        return shlex.join(["pvefix", *words, *self.target, *(self.guest if guest else ())])
+    def command(self, words: Sequence[str], *, guest: bool = True,
+                last: Sequence[str] = ()) -> str:
+        """`pvefix WORDS... OPTIONS... LAST...`, shell-quoted (shlex.join): what every hint
+        prints. `last` comes after the options as given, so it wins over one of theirs (the
+        last of an option given twice counts: `--auth password` over `--auth token`)."""
+        return shlex.join(["pvefix", *words, *self.target, *(self.guest if guest else ()),
+                           *last])
 
 
-def apply_words(plan: Plan, number: int) -> list[str]:
-    """`apply VMID --phase N` with what applying and activating phase N needs: --restart or
-    --reboot-host by its disruption, and the P2P flags a fresh plan needs to derive it."""
-    words = ["apply", str(plan.observed.vmid), "--phase", str(number)]
+def apply_words(plan: Plan, number: int, plan_file: str | None = None) -> list[str]:
+    """`apply VMID --phase N` (or `apply PLAN_FILE --phase N`: the reviewed file, which
+    carries its own P2P options) with what applying and activating phase N needs: --restart
+    or --reboot-host by its disruption, and the P2P flags a fresh plan needs to derive it."""
+    words = ["apply", plan_file or str(plan.observed.vmid), "--phase", str(number)]
     phase = plan.phase(number)
     stopped = phase is not None and phase.disruption == "vm-restart" and (
         plan.observed.vm_status != "running")
@@ -48,7 +54,27 @@ def apply_words(plan: Plan, number: int) -> list[str]:
         plan.observed.access.startswith("local:"))
     if phase is not None and not stopped and not local_reboot:
         words += _ACTIVATE.get(phase.disruption, ())
-    return words + p2p_words(plan, number)
+    return words + ([] if plan_file else p2p_words(plan, number))
+
+
+def root_words(plan: Plan, number: int) -> list[str]:
+    """What an apply of phase N needs when it changes VM keys only root@pam's password ticket
+    may write (raw host devices, `args`, `romfile`) and the plan's connection is not that
+    (flow/prepare.py refuses it otherwise): `--qm-set` where pvefix had SSH to the node (it
+    runs `qm set` as root there), else `--auth password` (as root@pam). Printed after the
+    options as given, so that they win over an `--auth token` there."""
+    phase = plan.phase(number)
+    if phase is None or not any(c.needs_root_pam and c.target == "vm-config"
+                                for c in phase.changes):
+        return []
+    method, _, rest = plan.observed.access.partition(":")
+    user, _, auth = rest.rpartition(":")
+    if method != "api" or (auth == "ticket" and user == "root@pam"):
+        return []
+    if plan.observed.ssh:
+        return ["--qm-set"]
+    return ["--auth", "password", *([] if user.partition("!")[0] == "root@pam"
+                                     else ["--user", "root@pam"])]
 
 
 def p2p_words(plan: Plan, number: int) -> list[str]:
@@ -80,10 +106,12 @@ def next_line(plan: Plan, after: int, context: Context, *, live: bool = True,
     planned again as activation only)."""
     if unbooted and not plan.observed.access.startswith("local:"):
         return "Next: " + context.command(
-            ["apply", str(plan.observed.vmid), "--phase", str(after), "--reboot-host"])
+            ["apply", context.plan_file or str(plan.observed.vmid), "--phase", str(after),
+             "--reboot-host"])
     number = next_phase(plan, after)
     if number is None:
         return "Next: " + context.command(["check", str(plan.observed.vmid)], guest=False)
-    line = context.command(apply_words(plan, number))
+    line = context.command(apply_words(plan, number, context.plan_file if live else None),
+                           last=root_words(plan, number))
     return f"Next: {line}" if live else (
         f"Next, against the live node (a bundle is read-only): {line}")

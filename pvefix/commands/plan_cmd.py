@@ -112,7 +112,12 @@ def plan_command(
         for note in state.notes:
             print(inert_text(f"note: {note}"), file=sys.stderr)
         made = make_plan(state, options)
-        code = emit_plan(made, fmt, out, color, hint_context(opts, state_dir, guest))
+        context = hint_context(opts, state_dir, guest)
+        if out:  # the Next line applies the file reviewed, as `terraform apply FILE` does
+            from pvefix.flow.planfile import plan_file_path
+
+            context = context._replace(plan_file=str(plan_file_path(out)))
+        code = emit_plan(made, fmt, out, color, context)
         if settings is not None:
             _rehearse(opts, state, made, settings, fmt)
         return code

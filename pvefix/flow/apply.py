@@ -167,7 +167,7 @@ def _apply_phase(
         manual=reached.manual, activated=reached.activated, pending=reached.pending,
         rollback_command=reached.rollback_command, desired_path=str(desired),
         not_running=reached.not_running,
-        next_line=next_line(plan, phase.number, options.context,
+        next_line=next_line(plan, phase.number, prepared.context,
                             unbooted=phase.reboot_activates and not options.reboot_host),
     )
     if baseline is None or guest is None:

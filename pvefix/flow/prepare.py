@@ -14,12 +14,12 @@ The refusals that need the node (HA, privileges, neighbours) and the rehearsal s
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pvefix.cmdline.running import cmdline_problems
 from pvefix.digest import short_sha
 from pvefix.errors import PvefixError, RefusedError
-from pvefix.hints import Context, next_line
+from pvefix.hints import Context, next_line, next_phase
 from pvefix.paths import GRUB_DEFAULT, PROC_CMDLINE
 from pvefix.planner import plan as make_plan
 from pvefix.planner.model import (
@@ -57,6 +57,11 @@ class Asked:
     on_this_host: bool = False  # --local: pvefix runs on the node it changes
     context: Context = field(default_factory=Context)  # what printed commands carry
 
+    def keep_plan_file(self, keep_file: bool) -> Asked:
+        """These asks, the printed commands naming the plan file only if `keep_file`."""
+        return self if keep_file else replace(
+            self, context=self.context._replace(plan_file=None))
+
 
 @dataclass(frozen=True)
 class Reviewed:
@@ -80,13 +85,14 @@ class Prepared:
     use_qm: bool
     reboots: bool  # --reboot-host, and the phase changes the host cmdline
     starts: bool  # the VM is (re)started: --start, or --restart of a running VM's config
+    context: Context = field(default_factory=Context)  # no plan file once replanned
 
 
 def prepare(live: HostState, saved: Plan | None, asked: Asked,
             say: Callable[[str], None], reviewed: Reviewed | None = None) -> Prepared:
     """Refuse what cannot be applied, before anything is written; `saved`: the plan file, if
     any (data, never authority: the phase applied is derived here from `live`)."""
-    plan, phase = _plan_now(live, saved, asked, say, reviewed)
+    plan, phase, replanned = _plan_now(live, saved, asked, say, reviewed)
     vmid = live.vm.vmid
     missing = missing_prerequisites(plan, phase, live)
     if missing:
@@ -115,7 +121,9 @@ def prepare(live: HostState, saved: Plan | None, asked: Asked,
                                        else [])], guest=False),
             source=f"node {live.vm.node}",
         )
-    return Prepared(plan=plan, phase=phase, use_qm=use_qm, reboots=reboots, starts=starts)
+    context = asked.context._replace(plan_file=None) if replanned else asked.context
+    return Prepared(plan=plan, phase=phase, use_qm=use_qm, reboots=reboots, starts=starts,
+                    context=context)
 
 
 def refuse_activation_without_reboot(phase: Phase, reboot_host: bool, vmid: int,
@@ -134,15 +142,18 @@ def refuse_activation_without_reboot(phase: Phase, reboot_host: bool, vmid: int,
 
 
 def _plan_now(live: HostState, saved: Plan | None, asked: Asked,
-              say: Callable[[str], None], reviewed: Reviewed | None) -> tuple[Plan, Phase]:
-    """The plan derived from `live` (with the saved plan's options, when given) and its phase
-    asked for, after the saved plan was refused if stale (or, with --replan, dropped) or
-    different. A phase the plan derived now lacks is nothing to do (or an error)."""
+              say: Callable[[str], None],
+              reviewed: Reviewed | None) -> tuple[Plan, Phase, bool]:
+    """The plan derived from `live` (with the saved plan's options, when given), its phase
+    asked for, and whether a stale saved plan was dropped (--replan); after the saved plan was
+    refused if stale (or dropped) or different. A phase the plan derived now lacks is nothing
+    to do (or an error)."""
     vmid = live.vm.vmid
     fresh = make_plan(live, saved.options if saved is not None else asked.plan_options)
     phase = fresh.phase(asked.phase)
     if phase is None:
-        raise no_phase(fresh, saved, live, asked)
+        raise no_phase(fresh, saved, live, asked.keep_plan_file(
+            _file_applies_next(fresh, saved, live, reviewed)))
     plan = saved
     if plan is not None:
         stale = stale_reasons(plan, live, plan.phase(asked.phase))
@@ -176,7 +187,20 @@ def _plan_now(live: HostState, saved: Plan | None, asked: Asked,
                 + "\nnothing was written; plan again (pvefix plan) and review it",
                 source=f"VM {vmid}",
             )
-    return fresh, phase
+    return fresh, phase, saved is not None and plan is None
+
+
+def _file_applies_next(fresh: Plan, saved: Plan | None, live: HostState,
+                       reviewed: Reviewed | None) -> bool:
+    """Would the saved plan file apply the next phase left (neither stale, after pvefix's own
+    applies of it, nor different from what is derived now)? Then `Next:` names the file."""
+    number = next_phase(fresh, 0)
+    if saved is None or number is None or saved.phase(number) is None:
+        return False
+    stale = stale_reasons(saved, live, saved.phase(number))
+    if stale and reviewed is not None:
+        stale = reviewed.explain_stale(saved, live, number, stale)
+    return not stale and not plan_differences(saved, fresh, number)
 
 
 def no_phase(fresh: Plan, saved: Plan | None, live: HostState, asked: Asked) -> PvefixError:

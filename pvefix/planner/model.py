@@ -229,6 +229,8 @@ class Observed(_Frozen):
     running_machine: str | None
     files: dict[str, str | None] = Field(description="path -> sha256 (None: absent)")
     access: str
+    ssh: bool = Field(default=False, description="an SSH session as root to the node was there"
+                      " (apply can run `qm set` over it: the hints name --qm-set)")
 
 
 class Plan(_Frozen):

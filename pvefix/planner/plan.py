@@ -194,6 +194,7 @@ def plan(state: HostState, options: PlanOptions | None = None) -> Plan:
             running_machine=vm.running_machine,
             files={p: f.sha256 for p, f in sorted(state.files.items())},
             access=f"{state.access.method}:{state.access.user or '-'}:{state.access.auth}",
+            ssh=state.access.ssh,
         ),
         findings=findings,
         phases=_phases(ctx, changes),
