@@ -115,3 +115,29 @@ def test_a_host_key_refusal_gives_the_commands_that_fix_it(
         _shell(line)
     code, out = _run(plan, n)
     assert code == EXIT_CHANGES, f"after {lines}:\n{out}"
+
+
+def test_after_rolling_back_the_p2p_phase_the_printed_desired_line_records_the_goal(
+    node: Callable[..., Node]
+) -> None:
+    n = node("kpro6", reboot_seconds=0.3)
+    target = ["--connection", str(n.ready_file), "--state-dir", str(n.state_dir)]
+    for phase, flags in (("1", ["--restart"]), ("2", ["--reboot-host"]),
+                         ("3", ["--restart", "--qm-set"])):
+        code, out = _run(shlex.join(["pvefix", "apply", "100", "--phase", phase, *flags,
+                                     "--p2p", "--yes", *target]), n)
+        assert code == EXIT_OK, out
+    (undo,) = [h for h in _hints(out) if h.startswith("pvefix rollback ")]
+    code, out = _run(undo, n)
+    assert code == EXIT_OK, f"{undo}\n{out}"
+    assert "still asks for the P2P phase" in " ".join(out.split()), out
+    said = re.search(r"^(?:.*: )?(pvefix desired [^\n]*)$", out, re.MULTILINE)
+    assert said, out
+    line = said.group(1)
+    assert shlex.split(line)[:5] == ["pvefix", "desired", "100", "--no-p2p", "--record"]
+    check = shlex.join(["pvefix", "check", "100", *target])
+    assert _run(check, n)[0] == EXIT_CHANGES, "the recorded goal still asks for P2P: drift"
+    code, out = _run(line, n)
+    assert code == EXIT_OK, f"{line}\n{out}"
+    code, out = _run(check, n)
+    assert code == EXIT_OK, f"after {line}:\n{out}"
