@@ -38,9 +38,9 @@ def _activation_class(c: Change) -> str:
 
 
 ACTIVATE_ONLY = (
-    "`pvefix apply --phase {number} --reboot-host`: configured, not yet booted: nothing to write;"
-    " reboot the host (every VM on the node stops; VMs with onboot=1 start again), then"
-    " /proc/cmdline is checked."
+    "`pvefix apply {vmid} --phase {number} --reboot-host`: configured, not yet booted: nothing"
+    " to write; reboot the host (every VM on the node stops; VMs with onboot=1 start again),"
+    " then /proc/cmdline is checked."
 )
 
 
@@ -63,23 +63,23 @@ def _activation_base(disruption: Disruption, ctx: Context, number: int) -> str:
     vmid = ctx.state.vm.vmid
     if disruption == "host-reboot":
         return (
-            f"`pvefix apply --phase {number} --reboot-host`: refresh the boot loader, then reboot"
-            " the host (every VM on the node stops; VMs with onboot=1 start again)."
+            f"`pvefix apply {vmid} --phase {number} --reboot-host`: refresh the boot loader, then"
+            " reboot the host (every VM on the node stops; VMs with onboot=1 start again)."
         )
     if disruption == "vm-restart":
         if ctx.running:
             return (
-                f"`pvefix apply --phase {number} --restart`: the changes land in [PENDING] of VM"
-                f" {vmid} and take effect at its next cold start (shutdown + start; a reboot"
-                " inside the guest keeps the same QEMU process and applies nothing)."
+                f"`pvefix apply {vmid} --phase {number} --restart`: the changes land in [PENDING]"
+                f" of VM {vmid} and take effect at its next cold start (shutdown + start; a"
+                " reboot inside the guest keeps the same QEMU process and applies nothing)."
             )
         return (
-            f"`pvefix apply --phase {number}`: VM {vmid} is stopped, so the config changes apply"
-            " at once and take effect when it starts."
+            f"`pvefix apply {vmid} --phase {number}`: VM {vmid} is stopped, so the config changes"
+            " apply at once and take effect when it starts."
         )
     if disruption == "guest-reboot":
-        return f"`pvefix apply --phase {number}`, then reboot the guest."
-    return f"`pvefix apply --phase {number}`: takes effect at once."
+        return f"`pvefix apply {vmid} --phase {number}`, then reboot the guest."
+    return f"`pvefix apply {vmid} --phase {number}`: takes effect at once."
 
 
 def _phases(ctx: Context, changes: list[Change]) -> list[Phase]:
@@ -116,7 +116,7 @@ def _phases(ctx: Context, changes: list[Change]) -> list[Phase]:
             Phase(
                 number=number,
                 disruption=disruption,
-                activation=ACTIVATE_ONLY.format(number=number)
+                activation=ACTIVATE_ONLY.format(number=number, vmid=ctx.state.vm.vmid)
                 if all(c.target == "host-boot" for c in group)
                 else _activation_text(disruption, ctx, number),
                 changes=group,
