@@ -57,8 +57,9 @@ def test_plan_out_then_each_next_line_applies_the_reviewed_file_on_a_token(
         if len(ran) == 1:  # the same line again: nothing to do, exit 0, and its Next runs
             code, again = _run(ran[0], n)
             assert code == EXIT_OK and "phase 1: nothing to do" in again, again
-            assert [h for h in _hints(again)] == [line], again
-    assert [shlex.split(r)[1:4] for r in ran] == [["apply", "plans/reviewed plan.json", "--phase"]] * 3
+            assert _hints(again) == [line], again
+    want = ["apply", "plans/reviewed plan.json", "--phase"]
+    assert [shlex.split(r)[1:4] for r in ran] == [want] * 3
     assert [shlex.split(r)[4] for r in ran] == ["1", "2", "3"]
     assert "--qm-set" in shlex.split(ran[2]), "args is root@pam's: qm set over SSH"
     assert "--p2p" not in " ".join(ran), "the file carries its P2P options"
