@@ -17,6 +17,9 @@ from tests.realapi import run_pvefix
 
 pytestmark = pytest.mark.conformance
 PVEUM = re.compile(r"`(pveum acl modify [^`]+)`")
+# The harness ships no /usr/sbin/pveum script (only qm and pvesh); this is that script's own
+# program, Proxmox's CLI module run with the printed arguments, inside the node as root.
+PVEUM_PROGRAM = ("perl", "-e", "use PVE::CLI::pveum; PVE::CLI::pveum->run_cli_handler();")
 
 
 @pytest.mark.timeout(600)
@@ -28,7 +31,7 @@ def test_a_403_hint_runs_as_printed_and_lets_the_command_through(
     ready = Tokens(node, tmp_path).ready(())  # privilege-separated, no ACL at all
     state = ["--state-dir", str(tmp_path / "state")]
     ran: list[str] = []
-    for _ in range(3):  # each hint names what the next refusal was: follow them as printed
+    for _ in range(6):  # each hint names what the next refusal was: follow them as printed
         run = run_pvefix([*command.split(), "--connection", str(ready), *state], tmp_path)
         lines = [ln for ln in dict.fromkeys(PVEUM.findall(" ".join((run.out + run.err).split())))
                  if ln not in ran]
@@ -36,12 +39,16 @@ def test_a_403_hint_runs_as_printed_and_lets_the_command_through(
             break
         assert run.rc == 1, run
         for line in lines:
-            done = node.exec(*shlex.split(line))
+            argv = shlex.split(line)
+            assert argv[0] == "pveum", line
+            done = node.exec(*PVEUM_PROGRAM, *argv[1:])
             assert done.returncode == 0, f"{line}\n{done.stdout}{done.stderr}"
             ran.append(line)
+    else:
+        pytest.fail(f"still refused after following {ran}")
     assert ran, "a token without any ACL was given no pveum line"
     text = run.out + run.err
-    assert "403" not in text and "pveum" not in text, run
+    assert "Permission check failed" not in text and "pveum" not in text, run
     if command.startswith("plan"):
         assert run.rc == 2, run
     else:  # past the rights it lacked: no desired state was recorded for this cluster yet
