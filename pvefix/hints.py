@@ -15,7 +15,7 @@ import shlex
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from pvefix.planner.model import Plan
+from pvefix.planner.model import Plan, root_flags
 
 # The apply flag that activates a phase of each disruption, as the phase's activation says
 # (planner/plan.py): a guest reboot is the admin's, and a stopped VM's changes need no restart.
@@ -59,22 +59,13 @@ def apply_words(plan: Plan, number: int, plan_file: str | None = None) -> list[s
 
 def root_words(plan: Plan, number: int) -> list[str]:
     """What an apply of phase N needs when it changes VM keys only root@pam's password ticket
-    may write (raw host devices, `args`, `romfile`) and the plan's connection is not that
-    (flow/prepare.py refuses it otherwise): `--qm-set` where pvefix had SSH to the node (it
-    runs `qm set` as root there), else `--auth password` (as root@pam). Printed after the
-    options as given, so that they win over an `--auth token` there."""
+    may write and the plan's connection is not that (flow/prepare.py refuses it otherwise):
+    `--qm-set` or `--auth password` (planner.model `root_flags`). Printed after the options
+    as given, so that they win over an `--auth token` there."""
     phase = plan.phase(number)
-    if phase is None or not any(c.needs_root_pam and c.target == "vm-config"
-                                for c in phase.changes):
+    if phase is None:
         return []
-    method, _, rest = plan.observed.access.partition(":")
-    user, _, auth = rest.rpartition(":")
-    if method != "api" or (auth == "ticket" and user == "root@pam"):
-        return []
-    if plan.observed.ssh:
-        return ["--qm-set"]
-    return ["--auth", "password", *([] if user.partition("!")[0] == "root@pam"
-                                     else ["--user", "root@pam"])]
+    return root_flags(phase.changes, plan.observed.access, plan.observed.ssh)
 
 
 def p2p_words(plan: Plan, number: int) -> list[str]:

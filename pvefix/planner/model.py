@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -216,6 +217,23 @@ class PlanOptions(_Frozen):
         " desired state (its file) or a connection profile (its name); None: not said")
     clique_map_from: str | None = Field(
         default=None, description="where `clique_map` came from, said the same way")
+
+
+def root_flags(changes: Sequence[Change], access: str, ssh: bool) -> list[str]:
+    """What `pvefix apply` of these changes needs when some are root@pam's password ticket's
+    alone (raw host devices, `args`, `romfile`) and `access` ("METHOD:USER:AUTH", as
+    `Observed.access` says it) is not that: `--qm-set` where pvefix reaches the node over SSH
+    (it runs `qm set` as root there), else `--auth password` (as root@pam). None otherwise."""
+    if not any(c.needs_root_pam and c.target == "vm-config" for c in changes):
+        return []
+    method, _, rest = access.partition(":")
+    user, _, auth = rest.rpartition(":")
+    if method != "api" or (auth == "ticket" and user == "root@pam"):
+        return []
+    if ssh:
+        return ["--qm-set"]
+    return ["--auth", "password", *([] if user.partition("!")[0] == "root@pam"
+                                     else ["--user", "root@pam"])]
 
 
 class Observed(_Frozen):

@@ -15,6 +15,7 @@ from pvefix.planner.model import (
     Plan,
     PlanOptions,
     RuleResult,
+    root_flags,
 )
 from pvefix.planner.rules import RULES, p2p, permissions
 from pvefix.planner.staged import keep_staged
@@ -44,8 +45,19 @@ ACTIVATE_ONLY = (
 )
 
 
-def _activation_text(disruption: Disruption, ctx: Context, number: int) -> str:
+def _access_text(state: HostState) -> str:
+    """How the target was reached, as `Observed.access` records it: METHOD:USER:AUTH."""
+    return f"{state.access.method}:{state.access.user or '-'}:{state.access.auth}"
+
+
+def _activation_text(disruption: Disruption, ctx: Context, number: int,
+                     changes: list[Change]) -> str:
     text = _activation_base(disruption, ctx, number)
+    # The flags this connection needs to write root@pam's keys (as the Next line carries them).
+    root = root_flags(changes, _access_text(ctx.state), ctx.state.access.ssh)
+    if root:
+        end = text.index("`", 1)  # the end of the command's code span, which opens the text
+        text = f"{text[:end]} {' '.join(root)}{text[end:]}"
     if number != p2p.PHASE:
         return text
     flags = "--p2p" + (
@@ -118,7 +130,7 @@ def _phases(ctx: Context, changes: list[Change]) -> list[Phase]:
                 disruption=disruption,
                 activation=ACTIVATE_ONLY.format(number=number, vmid=ctx.state.vm.vmid)
                 if all(c.target == "host-boot" for c in group)
-                else _activation_text(disruption, ctx, number),
+                else _activation_text(disruption, ctx, number, group),
                 changes=group,
             )
         )
@@ -193,7 +205,7 @@ def plan(state: HostState, options: PlanOptions | None = None) -> Plan:
             vm_status=vm.status,
             running_machine=vm.running_machine,
             files={p: f.sha256 for p, f in sorted(state.files.items())},
-            access=f"{state.access.method}:{state.access.user or '-'}:{state.access.auth}",
+            access=_access_text(state),
             ssh=state.access.ssh,
         ),
         findings=findings,

@@ -129,3 +129,14 @@ def test_after_plan_out_the_next_apply_names_the_reviewed_file() -> None:
         "Next: pvefix apply 'my plan.json' --phase 2 --reboot-host")
     assert next_line(plan, 3, context) == "Next: pvefix check 100 --connection n.json"
     assert "100 --phase 1" in next_line(plan, 0, context, live=False), "a bundle's: VMID"
+
+
+@pytest.mark.parametrize(("ssh", "flags"), [(True, "--qm-set"), (False, "--auth password")])
+def test_the_activation_a_root_only_phase_names_carries_them_too(ssh: bool, flags: str) -> None:
+    state = read_bundle(SCENARIOS / "kpro6", 100)
+    state = state.model_copy(update={"access": state.access.model_copy(update={
+        "method": "api", "user": "root@pam!pvefix", "auth": "token", "ssh": ssh})})
+    plan = make_plan(state, PlanOptions(p2p=True))
+    p2p = next(p for p in plan.phases if p.number == 3)
+    assert f"`pvefix apply 100 --phase 3 --p2p --restart {flags}`" in p2p.activation
+    assert flags not in next(p for p in plan.phases if p.number == 1).activation
