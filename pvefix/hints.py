@@ -16,7 +16,7 @@ import shlex
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from pvefix.planner.model import Plan
+from pvefix.planner.model import Plan, root_flags
 from pvefix.unseen import UNSAFE
 
 # The apply flag that activates a phase of each disruption, as the phase's activation says
@@ -32,11 +32,15 @@ class Context(NamedTuple):
 
     target: tuple[str, ...] = ()
     guest: tuple[str, ...] = ()
+    plan_file: str | None = None  # the reviewed plan file: a printed apply names it, not VMID
 
-    def command(self, words: Sequence[str], *, guest: bool = True) -> str:
-        """`pvefix WORDS... OPTIONS...`, each word shell-quoted (`shell_word`): what every
-        hint prints."""
-        argv = ["pvefix", *words, *self.target, *(self.guest if guest else ())]
+    def command(self, words: Sequence[str], *, guest: bool = True,
+                last: Sequence[str] = ()) -> str:
+        """`pvefix WORDS... OPTIONS... LAST...`, each word shell-quoted (`shell_word`): what
+        every hint prints. `last` comes after the options as given, so it wins over one of
+        theirs (the last of an option given twice counts: `--auth password` over `--auth
+        token`)."""
+        argv = ["pvefix", *words, *self.target, *(self.guest if guest else ()), *last]
         return " ".join(shell_word(word) for word in argv)
 
 
@@ -61,10 +65,11 @@ def shell_word(word: str) -> str:
     return "$'" + "".join(out) + "'"
 
 
-def apply_words(plan: Plan, number: int) -> list[str]:
-    """`apply VMID --phase N` with what applying and activating phase N needs: --restart or
-    --reboot-host by its disruption, and the P2P flags a fresh plan needs to derive it."""
-    words = ["apply", str(plan.observed.vmid), "--phase", str(number)]
+def apply_words(plan: Plan, number: int, plan_file: str | None = None) -> list[str]:
+    """`apply VMID --phase N` (or `apply PLAN_FILE --phase N`: the reviewed file, which
+    carries its own P2P options) with what applying and activating phase N needs: --restart
+    or --reboot-host by its disruption, and the P2P flags a fresh plan needs to derive it."""
+    words = ["apply", plan_file or str(plan.observed.vmid), "--phase", str(number)]
     phase = plan.phase(number)
     stopped = phase is not None and phase.disruption == "vm-restart" and (
         plan.observed.vm_status != "running")
@@ -73,7 +78,18 @@ def apply_words(plan: Plan, number: int) -> list[str]:
         plan.observed.access.startswith("local:"))
     if phase is not None and not stopped and not local_reboot:
         words += _ACTIVATE.get(phase.disruption, ())
-    return words + p2p_words(plan, number)
+    return words + ([] if plan_file else p2p_words(plan, number))
+
+
+def root_words(plan: Plan, number: int) -> list[str]:
+    """What an apply of phase N needs when it changes VM keys only root@pam's password ticket
+    may write and the plan's connection is not that (flow/prepare.py refuses it otherwise):
+    `--qm-set` or `--auth password` (planner.model `root_flags`). Printed after the options
+    as given, so that they win over an `--auth token` there."""
+    phase = plan.phase(number)
+    if phase is None:
+        return []
+    return root_flags(phase.changes, plan.observed.access, plan.observed.ssh)
 
 
 def p2p_words(plan: Plan, number: int) -> list[str]:
@@ -105,10 +121,12 @@ def next_line(plan: Plan, after: int, context: Context, *, live: bool = True,
     planned again as activation only)."""
     if unbooted and not plan.observed.access.startswith("local:"):
         return "Next: " + context.command(
-            ["apply", str(plan.observed.vmid), "--phase", str(after), "--reboot-host"])
+            ["apply", context.plan_file or str(plan.observed.vmid), "--phase", str(after),
+             "--reboot-host"])
     number = next_phase(plan, after)
     if number is None:
         return "Next: " + context.command(["check", str(plan.observed.vmid)], guest=False)
-    line = context.command(apply_words(plan, number))
+    line = context.command(apply_words(plan, number, context.plan_file if live else None),
+                           last=root_words(plan, number))
     return f"Next: {line}" if live else (
         f"Next, against the live node (a bundle is read-only): {line}")

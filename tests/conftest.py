@@ -128,14 +128,16 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     count = sum(1 for rep in skipped if NEEDS_SHARED in str(getattr(rep, "longrepr", "")))
     if count:
         terminalreporter.write_line(
-            f"{count} test(s) skipped because {SHARED} is absent (the corpus, fixtures and"
-            " pve-oracle); CI, which has ../shared, runs them."
+            f"{count} test(s) skipped because {SHARED} is absent or a judge in it cannot run"
+            " here (each skip says why; `make conformance` sets the judges up, as root); CI"
+            " runs them."
         )
 
 
 @pytest.fixture(scope="session")
 def oracle() -> Iterator[Any]:
-    """Proxmox VE's own code (tests/oracle.py); skips where pve-oracle or perl is absent."""
+    """Proxmox VE's own code (tests/oracle.py); skips, saying why, where the oracle does not
+    answer a trivial question here (absent, no perl, its Debian Perl packages missing)."""
     from tests.oracle import Oracle, oracle_missing
     from tests.shared import NEEDS_SHARED
 

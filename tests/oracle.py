@@ -4,12 +4,17 @@
 whether Proxmox would start a VM config, and which `WARN:` lines it prints. One `batch` process
 is kept per (PCI mapping, PCI device inventory) pair, so thousands of questions cost one Perl
 start-up each. Tests get it through the `oracle` fixture (tests/conftest.py), which skips with a
-reason starting "needs ../shared" where ../shared/pve-oracle or perl is absent.
+reason starting "needs ../shared" where the oracle does not answer here: `oracle_missing()` asks
+it once per test process about a trivial config (../shared/pve-oracle/install-deps.sh's own
+readiness question), so a clone of the judges without their Debian Perl packages skips, saying
+so, instead of dying on a broken pipe.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 import shutil
 import subprocess
 import tempfile
@@ -23,13 +28,36 @@ from tests.shared import ORACLE
 SCRIPT = ORACLE / "pve_oracle.pl"
 
 
-def oracle_missing() -> str | None:
-    """Why the oracle cannot run here (None when it can)."""
-    if not SCRIPT.is_file():
-        return f"pve-oracle absent at {SCRIPT}"
-    if shutil.which("perl") is None:
-        return "perl is not installed"
-    return None
+INSTALL = ORACLE / "install-deps.sh"
+
+
+def oracle_missing(script: Path = SCRIPT, path: str | None = None) -> str | None:
+    """Why the oracle cannot answer here (None when it can): absent, no perl on `path` (the
+    PATH by default), or perl there but Proxmox's modules' Debian packages not installed. The
+    oracle is asked once per (script, PATH) in a test process."""
+    return _why_not(str(script), os.environ.get("PATH", "") if path is None else path)
+
+
+@functools.cache
+def _why_not(script: str, path: str) -> str | None:
+    if not Path(script).is_file():
+        return f"pve-oracle absent at {script}"
+    perl = shutil.which("perl", path=path)
+    if perl is None:
+        return f"perl is not installed (run {INSTALL}, root, apt)"
+    try:
+        done = subprocess.run([perl, script, "cmd", "-"], input="cores: 1\n", text=True,
+                              capture_output=True, timeout=120, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"pve-oracle did not answer: {exc}"
+    try:
+        answer = json.loads(done.stdout)
+    except ValueError:
+        answer = None
+    if isinstance(answer, dict) and answer.get("ok") and answer.get("cmdline"):
+        return None
+    said = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[0]
+    return f"pve-oracle does not answer here ({said[:160]}); run {INSTALL} (root, apt)"
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ harness cannot run (no ../shared, not root, no namespaces).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -27,14 +28,25 @@ SCENARIOS = Path(__file__).resolve().parents[1] / "pvefix" / "scenarios"
 PVEFIX = str(Path(sys.executable).with_name("pvefix"))
 
 
-def harness_missing() -> str | None:
-    """Why no real node can run here (None when one can)."""
-    if not PVE_API.is_file():
-        return f"{NEEDS_SHARED}: {PVE_API} is absent"
-    check = subprocess.run([str(PVE_API), "check"], capture_output=True, text=True,
-                           timeout=60, check=False)
+def harness_missing(launcher: Path = PVE_API) -> str | None:
+    """Why no real node can run here (None when one can): the harness's own readiness check,
+    `pve-api check` (root, namespaces, overlayfs, its Debian Perl packages), asked once per
+    test process."""
+    return _why_not(str(launcher))
+
+
+@functools.cache
+def _why_not(launcher: str) -> str | None:
+    if not Path(launcher).is_file():
+        return f"{NEEDS_SHARED}: {launcher} is absent"
+    try:
+        check = subprocess.run([launcher, "check"], capture_output=True, text=True,
+                               timeout=120, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"{NEEDS_SHARED}: pve-api check did not answer: {exc}"
     if check.returncode != 0:
-        return f"{NEEDS_SHARED}: {(check.stdout or check.stderr).strip()}"
+        said = (check.stdout or check.stderr).strip() or f"exit status {check.returncode}"
+        return f"{NEEDS_SHARED}: {said}"
     return None
 
 

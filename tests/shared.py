@@ -8,6 +8,7 @@ passes `make test` and says how much it did not run.
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 from typing import Any
@@ -35,8 +36,9 @@ def shared_available(relative: str = "") -> bool:
 
 def fwlab_module(check: bool = True) -> Any:
     """../shared/fw-lab's `fwlab` module (real QEMU + firmware), or skip the calling test
-    saying why: absent, or (with `check`) unable to run here. Imported without writing a
-    __pycache__ into ../shared (as root Python would, write bits or not)."""
+    saying why: absent, or (with `check`) unable to run here by fw-lab's own readiness probe,
+    `fwlab.preflight()`, asked once per test process. Imported without writing a __pycache__
+    into ../shared (as root Python would, write bits or not)."""
     import sys
 
     if not (SHARED / "fw-lab" / "fwlab.py").is_file():
@@ -47,10 +49,16 @@ def fwlab_module(check: bool = True) -> Any:
         import fwlab  # type: ignore[import-not-found]
     finally:
         sys.dont_write_bytecode = old
-    why = fwlab.preflight() if check else None
+    why = _fwlab_why_not(fwlab) if check else None
     if why:
         pytest.skip(f"{NEEDS_SHARED}: fw-lab: {why}")
     return fwlab
+
+
+@functools.cache
+def _fwlab_why_not(fwlab: Any) -> str | None:
+    why: str | None = fwlab.preflight()
+    return why
 
 
 FWLAB_EDK2 = SHARED / "fw-lab" / "firmware" / "edk2-2025.02"  # fw-lab's newest OVMF
@@ -58,11 +66,9 @@ FWLAB_EDK2 = SHARED / "fw-lab" / "firmware" / "edk2-2025.02"  # fw-lab's newest 
 
 def fwlab_edk2_and_qemu() -> Path:
     """fw-lab's edk2 2025.02 firmware folder, for a rehearsal with this machine's QEMU; or
-    skip the calling test saying which is absent."""
-    import shutil
-
+    skip the calling test saying why fw-lab cannot run here (its `preflight()`: QEMU and the
+    firmware files)."""
+    fwlab_module()
     if not FWLAB_EDK2.is_dir():
         pytest.skip(f"{NEEDS_SHARED}: {FWLAB_EDK2} is absent")
-    if shutil.which("qemu-system-x86_64") is None and not Path("/usr/bin/kvm").exists():
-        pytest.skip(f"{NEEDS_SHARED}: QEMU is not installed here (fw-lab/install-deps.sh)")
     return FWLAB_EDK2

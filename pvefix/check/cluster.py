@@ -68,6 +68,7 @@ class ClusterRead:
     nodes: dict[str, ObservedNode] = field(default_factory=dict)
     listed: dict[int, str] = field(default_factory=dict)  # every VM of the cluster: its node
     ssh_node: str | None = None
+    ssh_error: str | None = None  # why the cluster-wide SSH session read nothing, if it failed
     notes: list[str] = field(default_factory=list)
     elapsed_s: float = 0.0
     path: str = "per-vm"  # "bulk": configs over SSH from pmxcfs; "per-vm": one API read each
@@ -146,6 +147,7 @@ def read_cluster(
                 host_results = host_future.result()
             except PvefixError as exc:
                 out.notes.append(f"host facts not read over SSH: {exc}")
+                out.ssh_error = str(exc)
         if bulk and host_results is not None:
             try:
                 raw = parse_bulk(host_results[-1])
@@ -322,7 +324,7 @@ def node_shells_for(connection: Connection, api: ApiReader,
 
     def shells() -> dict[str, Callable[[], Shell]]:
         from pvefix.target.nodes import ClusterView, node_address, node_connection
-        from pvefix.target.open import open_cluster_ssh
+        from pvefix.target.open import cluster_ssh, open_cluster_ssh
 
         view: ClusterView | None = None
         if any(node not in connection.ssh_nodes for node in nodes):
@@ -330,7 +332,8 @@ def node_shells_for(connection: Connection, api: ApiReader,
                 view = ClusterView.parse(api.get(*CLUSTER_STATUS.at()))
             except PvefixError:
                 view = None
-        own = (connection.effective_ssh_host, connection.ssh_port)
+        cluster = cluster_ssh(connection)  # the cluster-wide session's node: not twice
+        own = (cluster.effective_ssh_host, cluster.ssh_port)
         out: dict[str, Callable[[], Shell]] = {}
         for node in nodes:
             try:

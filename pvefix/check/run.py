@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from pvefix.check.cluster import DEFAULT_WORKERS, Progress, read_live_cluster
+from pvefix.check.cluster import DEFAULT_WORKERS, ClusterRead, Progress, read_live_cluster
 from pvefix.check.compare import build_report
 from pvefix.check.report import CheckReport
 from pvefix.desired.model import DesiredState
@@ -78,6 +78,17 @@ def check_bundle(
     return build_report(desired, vms, nodes, source=f"bundle {path}")
 
 
+def _unread_node(name: str, read: ClusterRead) -> str:
+    """Why node `name`'s host cmdline was not read: SSH failed (its own words: a key others
+    may read, a host key refused, ...), or it reached another node (then --ssh-host helps)."""
+    if read.ssh_error is not None:
+        return f"the host cmdline has no API, and SSH failed: {read.ssh_error}"
+    reach = (f"SSH reaches node {read.ssh_node}" if read.ssh_node
+             else "no SSH session to any node")
+    return (f"the host cmdline has no API and {reach}; check node {name} with --ssh-host"
+            " pointing at it (or its address in the profile's ssh.nodes)")
+
+
 def check_live(
     connection: Connection, desired: DesiredState, vmids: Sequence[int], *,
     all_vms: bool = False, from_file: bool = True, workers: int = DEFAULT_WORKERS,
@@ -104,13 +115,7 @@ def check_live(
         if name in read.nodes:
             nodes[name] = read.nodes[name]
         else:
-            reach = (f"SSH reaches node {read.ssh_node}" if read.ssh_node
-                     else "no SSH session to any node")
-            nodes[name] = ObservedNode(
-                name=name,
-                problem=f"the host cmdline has no API and {reach}; check node {name} with "
-                "--ssh-host pointing at it",
-            )
+            nodes[name] = ObservedNode(name=name, problem=_unread_node(name, read))
     where = connection.label
     notes = list(read.notes)
     notes.append(read.path_note())

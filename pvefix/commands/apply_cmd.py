@@ -134,7 +134,10 @@ def apply_command(
         stop_others=stop_others, start=start,
         auto_rollback=auto_rollback, pve_snapshot=pve_snapshot, qm_set=qm_set,
         shutdown_timeout=shutdown_timeout, task_timeout=task_timeout,
-        reboot_timeout=reboot_timeout, context=hint_context(opts, state_dir, guest),
+        reboot_timeout=reboot_timeout,
+        # From a plan file, the next phase's apply names the same reviewed file.
+        context=hint_context(opts, state_dir, guest)._replace(
+            plan_file=None if plan is None else target),
         verify=verify, verify_quick=not full_probe, guest_wait=guest_wait,
         plan_options=asked,
     )

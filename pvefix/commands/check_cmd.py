@@ -54,9 +54,19 @@ def _cluster(opts: ConnectionOptions) -> str | None:
 
         meta = load_meta(opts.bundle / META_FILE)
         return f"cluster-{meta.cluster_name}" if meta.cluster_name else f"node-{meta.node}"
+    from pvefix.errors import PvefixError
     from pvefix.target.nodes import cluster_identity
 
-    return cluster_identity(resolve_connection_options(opts))
+    def refused(exc: PvefixError) -> None:
+        # Recorded states are kept per cluster (pvefix.desired.store): one it cannot tell
+        # would be looked for where no other command writes them. Name the missing right.
+        raise PvefixError(
+            "the desired states pvefix apply recorded are kept per cluster, which pvefix tells"
+            f" by GET /cluster/status, and this connection may not read it: {exc.message};"
+            " or pass --desired FILE (then PVEAuditor on /vms/VMID is enough)",
+            source=exc.source) from None
+
+    return cluster_identity(resolve_connection_options(opts), refused=refused)
 
 
 def _rule_files(desired: Path | None, state_dir: Path | None,

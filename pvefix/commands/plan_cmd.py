@@ -42,13 +42,16 @@ def emit_plan(plan: object, fmt: PlanFormat, out: str | None,
     from pvefix.planner.model import Plan
 
     assert isinstance(plan, Plan)
-    code = emit_plans([plan], fmt, color, context)
-    if out:
+    saved = None
+    if out:  # saved first: the ticket names the file and its hash
+        import hashlib
+
         from pvefix.flow.planfile import save_plan
 
         path = save_plan(plan.to_json_dict(), out)
-        print(f"plan saved to {path}", file=sys.stderr)
-    return code
+        saved = (str(path), hashlib.sha256(path.read_bytes()).hexdigest())
+        print(f"plan saved to {path} (sha256 {saved[1]})", file=sys.stderr)
+    return emit_plans([plan], fmt, color, context, saved)
 
 
 @connection_options
@@ -112,7 +115,12 @@ def plan_command(
         for note in state.notes:
             print(inert_text(f"note: {note}"), file=sys.stderr)
         made = make_plan(state, options)
-        code = emit_plan(made, fmt, out, color, hint_context(opts, state_dir, guest))
+        context = hint_context(opts, state_dir, guest)
+        if out:  # the Next line applies the file reviewed, as `terraform apply FILE` does
+            from pvefix.flow.planfile import plan_file_path
+
+            context = context._replace(plan_file=str(plan_file_path(out)))
+        code = emit_plan(made, fmt, out, color, context)
         if settings is not None:
             _rehearse(opts, state, made, settings, fmt)
         return code
@@ -138,10 +146,11 @@ def _listed(vmids: list[int]) -> str:
 
 
 def emit_plans(plans: Sequence[object], fmt: PlanFormat, color: ColorChoice = "auto",
-               context: Context | None = None) -> int:
+               context: Context | None = None, saved: tuple[str, str] | None = None) -> int:
     """Plans, in the order asked: JSON as one pvefix.plans/v1 document (whatever the count),
     text and markdown one after the other. Exit 2 when any of them has changes. `context`
-    (pvefix/hints.py): the options the text's `Next:` line carries."""
+    (pvefix/hints.py): the options the text's `Next:` line carries; `saved`: the one plan's
+    file and its SHA-256, which the Markdown ticket names."""
     from pvefix.planner.model import Plan, plans_document
     from pvefix.render.plan_markdown import render_plan_markdown
     from pvefix.render.plan_text import render_plan_text
@@ -156,7 +165,7 @@ def emit_plans(plans: Sequence[object], fmt: PlanFormat, color: ColorChoice = "a
             if k:
                 sys.stdout.write("\n")
             if fmt is PlanFormat.markdown:
-                sys.stdout.write(render_plan_markdown(plan))
+                sys.stdout.write(render_plan_markdown(plan, saved=saved))
             else:
                 sys.stdout.write(render_plan_text(plan, term=term, context=context))
     return EXIT_CHANGES if any(p.has_changes for p in typed) else EXIT_OK

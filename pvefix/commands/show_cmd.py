@@ -40,7 +40,10 @@ def show_command(
 
     plan = load_plan_file(plan_file)
     if fmt is ShowFormat.markdown:
-        sys.stdout.write(render_plan_markdown(plan))
+        import hashlib
+
+        digest = hashlib.sha256(plan_file.read_bytes()).hexdigest()
+        sys.stdout.write(render_plan_markdown(plan, saved=(str(plan_file), digest)))
     else:
         sys.stdout.write(render_plan_text(plan, term=terminal(sys.stdout, color)))
     return EXIT_OK

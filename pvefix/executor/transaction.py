@@ -49,7 +49,9 @@ def transaction(ctx: StepContext, journal: Journal, console: Console,
         status = "failed" if failures else "undone"
         journal.record("apply-end", status=status, error=str(exc))
         report = _undo_report(exc, undone, failures, undo_command)
-        console.progress(report)
+        if isinstance(exc, KeyboardInterrupt):  # raised bare below: said here, once
+            console.progress(report)
+        # Any other failure carries the report in its message, which the command prints once.
         if isinstance(exc, RefusedError) or any(f.endswith("[conflict]") for f in failures):
             raise RefusedError(f"{exc}\n{report}") from exc
         if isinstance(exc, PvefixError):

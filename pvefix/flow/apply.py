@@ -176,7 +176,7 @@ def _apply_phase(
         manual=reached.manual, activated=reached.activated, pending=reached.pending,
         rollback_command=reached.rollback_command, desired_path=str(desired),
         not_running=reached.not_running,
-        next_line=next_line(plan, phase.number, options.context,
+        next_line=next_line(plan, phase.number, prepared.context,
                             unbooted=phase.reboot_activates and not options.reboot_host),
     )
     if baseline is None or guest is None:
@@ -263,9 +263,9 @@ def _stages(conn: Connection, live: HostState, prepared: Prepared, options: Appl
                 activated=activated.activated, rollback_command=written.rollback_command,
                 pending=pending_text(phase, after, activated.restarted, options.reboot_host),
                 after=after)
+            # Said once, by the command, with the rest of the result.
             desired = record_desired(options.state_dir, after, note=f"apply phase {phase.number}",
                                      cluster=remote.identity(), p2p=p2p_rule(plan.options))
-            console.progress(f"desired state recorded in {desired} (pvefix check {vmid} uses it)")
     finally:
         remote.close()
     return reached, desired

@@ -14,22 +14,30 @@ The refusals that need the node (HA, privileges, neighbours) and the rehearsal s
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pvefix.cmdline.running import cmdline_problems
 from pvefix.digest import short_sha
 from pvefix.errors import PvefixError, RefusedError
-from pvefix.hints import Context
+from pvefix.hints import Context, next_line, next_phase
 from pvefix.paths import GRUB_DEFAULT, PROC_CMDLINE
 from pvefix.planner import plan as make_plan
-from pvefix.planner.model import HOST_BOOT_TARGETS, Change, Phase, Plan, PlanOptions
+from pvefix.planner.model import (
+    HOST_BOOT_TARGETS,
+    MAX_PHASE,
+    Change,
+    Phase,
+    Plan,
+    PlanOptions,
+)
+from pvefix.planner.rules.p2p import PHASE as P2P_PHASE
 from pvefix.state import HostState
 from pvefix.vmconfig.nextstart import NextStart
 from pvefix.vmconfig.qmset import qm_set_command
 
 
 class NothingToDo(PvefixError):
-    """The plan is empty: there is no phase to apply (exit 0)."""
+    """The phase asked for has nothing left to do (applied, or never needed): exit 0."""
 
     exit_code = 0
 
@@ -49,6 +57,11 @@ class Asked:
     guest: bool = False  # a way into the guest was given
     on_this_host: bool = False  # --local: pvefix runs on the node it changes
     context: Context = field(default_factory=Context)  # what printed commands carry
+
+    def keep_plan_file(self, keep_file: bool) -> Asked:
+        """These asks, the printed commands naming the plan file only if `keep_file`."""
+        return self if keep_file else replace(
+            self, context=self.context._replace(plan_file=None))
 
 
 @dataclass(frozen=True)
@@ -73,21 +86,15 @@ class Prepared:
     use_qm: bool
     reboots: bool  # --reboot-host, and the phase changes the host cmdline
     starts: bool  # the VM is (re)started: --start, or --restart of a running VM's config
+    context: Context = field(default_factory=Context)  # no plan file once replanned
 
 
 def prepare(live: HostState, saved: Plan | None, asked: Asked,
             say: Callable[[str], None], reviewed: Reviewed | None = None) -> Prepared:
     """Refuse what cannot be applied, before anything is written; `saved`: the plan file, if
     any (data, never authority: the phase applied is derived here from `live`)."""
-    plan = _plan_now(live, saved, asked, say, reviewed)
+    plan, phase, replanned = _plan_now(live, saved, asked, say, reviewed)
     vmid = live.vm.vmid
-    if not plan.has_changes:
-        raise NothingToDo(f"VM {vmid}: the plan has nothing to change; nothing was written")
-    phase = plan.phase(asked.phase)
-    if phase is None:
-        have = ", ".join(str(p.number) for p in plan.phases) or "none"
-        raise PvefixError(f"the plan has no phase {asked.phase} (phases: {have})",
-                          source=f"VM {vmid}")
     missing = missing_prerequisites(plan, phase, live)
     if missing:
         raise RefusedError(
@@ -122,7 +129,9 @@ def prepare(live: HostState, saved: Plan | None, asked: Asked,
                                        else [])], guest=False),
             source=f"node {live.vm.node}",
         )
-    return Prepared(plan=plan, phase=phase, use_qm=use_qm, reboots=reboots, starts=starts)
+    context = asked.context._replace(plan_file=None) if replanned else asked.context
+    return Prepared(plan=plan, phase=phase, use_qm=use_qm, reboots=reboots, starts=starts,
+                    context=context)
 
 
 def _is_template(live: HostState) -> bool:
@@ -148,10 +157,18 @@ def refuse_activation_without_reboot(phase: Phase, reboot_host: bool, vmid: int,
 
 
 def _plan_now(live: HostState, saved: Plan | None, asked: Asked,
-              say: Callable[[str], None], reviewed: Reviewed | None) -> Plan:
-    """The plan derived from `live` (with the saved plan's options, when given), after the
-    saved plan was refused if stale (or, with --replan, dropped) or different."""
+              say: Callable[[str], None],
+              reviewed: Reviewed | None) -> tuple[Plan, Phase, bool]:
+    """The plan derived from `live` (with the saved plan's options, when given), its phase
+    asked for, and whether a stale saved plan was dropped (--replan); after the saved plan was
+    refused if stale (or dropped) or different. A phase the plan derived now lacks is nothing
+    to do (or an error)."""
     vmid = live.vm.vmid
+    fresh = make_plan(live, saved.options if saved is not None else asked.plan_options)
+    phase = fresh.phase(asked.phase)
+    if phase is None:
+        raise no_phase(fresh, saved, live, asked.keep_plan_file(
+            _file_applies_next(fresh, saved, live, reviewed)))
     plan = saved
     if plan is not None:
         stale = stale_reasons(plan, live, plan.phase(asked.phase))
@@ -167,7 +184,6 @@ def _plan_now(live: HostState, saved: Plan | None, asked: Asked,
         if stale:
             say("the plan was stale (" + "; ".join(stale) + "): planning afresh")
             plan = None
-    fresh = make_plan(live, saved.options if saved is not None else asked.plan_options)
     saved_phase = plan.phase(asked.phase) if plan is not None else None
     if saved_phase is not None:
         # A guest change needs the way into the guest it was planned with: say that first.
@@ -186,7 +202,67 @@ def _plan_now(live: HostState, saved: Plan | None, asked: Asked,
                 + "\nnothing was written; plan again (pvefix plan) and review it",
                 source=f"VM {vmid}",
             )
-    return fresh
+    return fresh, phase, saved is not None and plan is None
+
+
+def _file_applies_next(fresh: Plan, saved: Plan | None, live: HostState,
+                       reviewed: Reviewed | None) -> bool:
+    """Would the saved plan file apply the next phase left (neither stale, after pvefix's own
+    applies of it, nor different from what is derived now)? Then `Next:` names the file."""
+    number = next_phase(fresh, 0)
+    if saved is None or number is None or saved.phase(number) is None:
+        return False
+    stale = stale_reasons(saved, live, saved.phase(number))
+    if stale and reviewed is not None:
+        stale = reviewed.explain_stale(saved, live, number, stale)
+    return not stale and not plan_differences(saved, fresh, number)
+
+
+def no_phase(fresh: Plan, saved: Plan | None, live: HostState, asked: Asked) -> PvefixError:
+    """Phase N is not in the plan derived from the target now. For a phase such a plan can
+    have (and the saved plan has), that is nothing left to do: applied, by pvefix or by hand,
+    or never needed; exit 0 with "phase N: nothing to do", as a re-run must be safe. A phase
+    no such plan has (7, or the P2P phase without --p2p) is an error."""
+    number, vmid = asked.phase, live.vm.vmid
+    have = ", ".join(str(p.number) for p in fresh.phases) or "none"
+    if saved is not None and saved.phase(number) is None:
+        numbers = ", ".join(str(p.number) for p in saved.phases) or "none"
+        return PvefixError(f"the saved plan has no phase {number} (its phases: {numbers})",
+                           source=f"VM {vmid}")
+    if number == P2P_PHASE and not fresh.options.p2p:
+        return PvefixError(
+            f"phase {number} is the P2P clique phase, planned only with --p2p (or a desired"
+            f" state or profile that asks for P2P); the plan has phases: {have}",
+            source=f"VM {vmid}")
+    if not 1 <= number <= MAX_PHASE:
+        return PvefixError(f"the plan has no phase {number} (phases: {have})",
+                           source=f"VM {vmid}")
+    left = f" (phases left: {have})" if fresh.has_changes else ""
+    why = (f"what it changes is in place{left}" if fresh.has_changes
+           else "the plan has nothing to change")
+    old = saved.phase(number) if saved is not None else None
+    if old is not None:
+        moved = [c.id for c in old.changes if not _in_place(c, live)]
+        why = (f"the saved plan's phase {number} is in place{left}" if not moved else
+               f"the plan derived from the target now has no phase {number}{left}, although"
+               f" {', '.join(moved)} of the saved phase are not as it writes them (pvefix plan"
+               f" {vmid} shows what holds)")
+    text = f"phase {number}: nothing to do on VM {vmid}: {why}; nothing was written"
+    waiting = NextStart.from_text(live.vm.config_text, "live").staged()
+    if waiting and live.vm.status == "running":
+        text += (f"\nVM {vmid}'s [PENDING] changes ({', '.join(w.key for w in waiting)}) wait"
+                 f" for its next cold start: qm shutdown {vmid} && qm start {vmid}")
+    if fresh.has_changes:
+        text += "\n" + next_line(fresh, 0, asked.context)
+    return NothingToDo(text)
+
+
+def _in_place(change: Change, live: HostState) -> bool:
+    """Is this change written (a VM key: as the next start has it, [PENDING] included)?"""
+    if change.target == "vm-config":
+        ns = NextStart.from_text(live.vm.config_text, "live")
+        return ns.value(change.key) == change.after
+    return change_in_effect(change, live)
 
 
 def _refuse_root_only(phase: Phase, live: HostState, asked: Asked) -> bool:

@@ -66,14 +66,35 @@ def run_rollback(conn: Connection, state_dir: Path, vmid: int | None, snapshot_i
         meta = snapshot.meta
         target = conn.model_copy(update={"node": conn.node or meta.node})
         touched, _ = guest_changes(snapshot)
-        if not touched:
-            return _run_rollback(target, snapshot, options, console, None, state_dir,
-                                 sessions)
-        channel = sessions.guest(guest_for(snapshot, guest), meta.vmid, target.node)
-        files = GuestFiles(channel)
-        current = {path: files.read_file(path) for path in sorted(touched)}
-        return _run_rollback(target, snapshot, options, console, (channel, current),
-                             state_dir, sessions)
+        inside: tuple[GuestChannel, dict[str, str | None]] | None = None
+        if touched:
+            channel = sessions.guest(guest_for(snapshot, guest), meta.vmid, target.node)
+            files = GuestFiles(channel)
+            inside = (channel, {path: files.read_file(path) for path in sorted(touched)})
+        result = _run_rollback(target, snapshot, options, console, inside, state_dir,
+                               sessions)
+        return _p2p_goal_note(result, snapshot, state_dir, cluster, options.context)
+
+
+def _p2p_goal_note(result: RollbackResult, snapshot: Snapshot, state_dir: Path,
+                   cluster: str | None, context: Context) -> RollbackResult:
+    """After the P2P phase is rolled back, the desired state its apply recorded still asks
+    for P2P (`pvefix check` would call the rollback drift): say so, with the command that
+    records the goal without it."""
+    from pvefix.desired.store import recorded_p2p
+    from pvefix.planner.rules.p2p import PHASE as P2P_PHASE
+
+    vmid = snapshot.meta.vmid
+    if snapshot.meta.phase != P2P_PHASE:
+        return result
+    wants, path = recorded_p2p(state_dir, vmid, lambda: cluster)
+    if wants is None:
+        return result
+    line = context.command(["desired", str(vmid), "--no-p2p", "--record"], guest=False)
+    note = (f"the desired state recorded for VM {vmid} ({path}) still asks for the P2P phase:"
+            f" pvefix check reports the rollback as drift until the goal without it is"
+            f" recorded: {line}")
+    return result.model_copy(update={"notes": [*result.notes, note]})
 
 
 def _run_rollback(conn: Connection, snapshot: Snapshot, options: RollbackOptions,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -208,6 +209,23 @@ class PlanOptions(_Frozen):
         default=None, description="where `clique_map` came from, said the same way")
 
 
+def root_flags(changes: Sequence[Change], access: str, ssh: bool) -> list[str]:
+    """What `pvefix apply` of these changes needs when some are root@pam's password ticket's
+    alone (raw host devices, `args`, `romfile`) and `access` ("METHOD:USER:AUTH", as
+    `Observed.access` says it) is not that: `--qm-set` where pvefix reaches the node over SSH
+    (it runs `qm set` as root there), else `--auth password` (as root@pam). None otherwise."""
+    if not any(c.needs_root_pam and c.target == "vm-config" for c in changes):
+        return []
+    method, _, rest = access.partition(":")
+    user, _, auth = rest.rpartition(":")
+    if method != "api" or (auth == "ticket" and user == "root@pam"):
+        return []
+    if ssh:
+        return ["--qm-set"]
+    return ["--auth", "password", *([] if user.partition("!")[0] == "root@pam"
+                                     else ["--user", "root@pam"])]
+
+
 class Observed(_Frozen):
     """What the plan relied on: apply refuses when any of it has moved."""
 
@@ -219,6 +237,8 @@ class Observed(_Frozen):
     running_machine: str | None
     files: dict[str, str | None] = Field(description="path -> sha256 (None: absent)")
     access: str
+    ssh: bool = Field(default=False, description="an SSH session as root to the node was there"
+                      " (apply can run `qm set` over it: the hints name --qm-set)")
 
 
 class Plan(_Frozen):

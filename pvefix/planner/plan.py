@@ -18,6 +18,7 @@ from pvefix.planner.model import (
     Plan,
     PlanOptions,
     RuleResult,
+    root_flags,
 )
 from pvefix.planner.rules import RULES, p2p, permissions
 from pvefix.planner.staged import keep_staged
@@ -41,14 +42,25 @@ def _activation_class(c: Change) -> str:
 
 
 ACTIVATE_ONLY = (
-    "`pvefix apply --phase {number} --reboot-host`: configured, not yet booted: nothing to write;"
-    " reboot the host (every VM on the node stops; VMs with onboot=1 start again), then"
-    " /proc/cmdline is checked."
+    "`pvefix apply {vmid} --phase {number} --reboot-host`: configured, not yet booted: nothing"
+    " to write; reboot the host (every VM on the node stops; VMs with onboot=1 start again),"
+    " then /proc/cmdline is checked."
 )
 
 
-def _activation_text(disruption: Disruption, ctx: Context, number: int) -> str:
+def _access_text(state: HostState) -> str:
+    """How the target was reached, as `Observed.access` records it: METHOD:USER:AUTH."""
+    return f"{state.access.method}:{state.access.user or '-'}:{state.access.auth}"
+
+
+def _activation_text(disruption: Disruption, ctx: Context, number: int,
+                     changes: list[Change]) -> str:
     text = _activation_base(disruption, ctx, number)
+    # The flags this connection needs to write root@pam's keys (as the Next line carries them).
+    root = root_flags(changes, _access_text(ctx.state), ctx.state.access.ssh)
+    if root:
+        end = text.index("`", 1)  # the end of the command's code span, which opens the text
+        text = f"{text[:end]} {' '.join(root)}{text[end:]}"
     if number != p2p.PHASE:
         return text
     flags = "--p2p" + (
@@ -66,8 +78,8 @@ def _activation_base(disruption: Disruption, ctx: Context, number: int) -> str:
     vmid = ctx.state.vm.vmid
     if disruption == "host-reboot":
         return (
-            f"`pvefix apply --phase {number} --reboot-host`: refresh the boot loader, then reboot"
-            " the host (every VM on the node stops; VMs with onboot=1 start again)."
+            f"`pvefix apply {vmid} --phase {number} --reboot-host`: refresh the boot loader, then"
+            " reboot the host (every VM on the node stops; VMs with onboot=1 start again)."
         )
     if disruption == "vm-restart" and ctx.is_template:
         return (
@@ -78,17 +90,17 @@ def _activation_base(disruption: Disruption, ctx: Context, number: int) -> str:
     if disruption == "vm-restart":
         if ctx.running:
             return (
-                f"`pvefix apply --phase {number} --restart`: the changes land in [PENDING] of VM"
-                f" {vmid} and take effect at its next cold start (shutdown + start; a reboot"
-                " inside the guest keeps the same QEMU process and applies nothing)."
+                f"`pvefix apply {vmid} --phase {number} --restart`: the changes land in [PENDING]"
+                f" of VM {vmid} and take effect at its next cold start (shutdown + start; a"
+                " reboot inside the guest keeps the same QEMU process and applies nothing)."
             )
         return (
-            f"`pvefix apply --phase {number}`: VM {vmid} is stopped, so the config changes apply"
-            " at once and take effect when it starts."
+            f"`pvefix apply {vmid} --phase {number}`: VM {vmid} is stopped, so the config changes"
+            " apply at once and take effect when it starts."
         )
     if disruption == "guest-reboot":
-        return f"`pvefix apply --phase {number}`, then reboot the guest."
-    return f"`pvefix apply --phase {number}`: takes effect at once."
+        return f"`pvefix apply {vmid} --phase {number}`, then reboot the guest."
+    return f"`pvefix apply {vmid} --phase {number}`: takes effect at once."
 
 
 def _phases(ctx: Context, changes: list[Change]) -> list[Phase]:
@@ -125,9 +137,9 @@ def _phases(ctx: Context, changes: list[Change]) -> list[Phase]:
             Phase(
                 number=number,
                 disruption=disruption,
-                activation=ACTIVATE_ONLY.format(number=number)
+                activation=ACTIVATE_ONLY.format(number=number, vmid=ctx.state.vm.vmid)
                 if all(c.target == "host-boot" for c in group)
-                else _activation_text(disruption, ctx, number),
+                else _activation_text(disruption, ctx, number, group),
                 changes=group,
             )
         )
@@ -210,7 +222,8 @@ def plan(state: HostState, options: PlanOptions | None = None) -> Plan:
             vm_status=vm.status,
             running_machine=vm.running_machine,
             files={p: f.sha256 for p, f in sorted(state.files.items())},
-            access=f"{state.access.method}:{state.access.user or '-'}:{state.access.auth}",
+            access=_access_text(state),
+            ssh=state.access.ssh,
         ),
         findings=findings,
         phases=phases,

@@ -167,7 +167,10 @@ def groups(plan: Plan) -> dict[int, list[tuple[str, list[Change]]]]:
     return out
 
 
-def render_plan_markdown(plan: Plan, templates: Path = TEMPLATES) -> str:
+def render_plan_markdown(plan: Plan, templates: Path = TEMPLATES,
+                         saved: tuple[str, str] | None = None) -> str:
+    """The change ticket; `saved`: the plan file it comes with and that file's SHA-256, which
+    the ticket names (what was reviewed is what `pvefix apply FILE` applies)."""
     import jinja2
 
     if not (templates / "plan.md.j2").exists():
@@ -208,4 +211,18 @@ def render_plan_markdown(plan: Plan, templates: Path = TEMPLATES) -> str:
         impact=impact(plan),
         groups=groups(plan),
         disruption_words=DISRUPTION_WORDS,
+        saved=saved,
+        apply_line=_apply_line(plan, saved),
     ))
+
+
+def _apply_line(plan: Plan, saved: tuple[str, str] | None) -> str | None:
+    """`pvefix apply FILE --phase N ...` for the plan's first phase, from the saved file."""
+    if saved is None or not plan.has_changes:
+        return None
+    import shlex
+
+    from pvefix.hints import apply_words
+
+    first = next(p.number for p in plan.phases if p.changes)
+    return shlex.join(["pvefix", *apply_words(plan, first, saved[0])])

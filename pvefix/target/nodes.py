@@ -151,9 +151,11 @@ def check_hostname(node: str, address: NodeAddress, answer: str, exit_code: int 
                            source=f"node {node}")
 
 
-def cluster_identity(conn: Connection, api: Any = None) -> str | None:
+def cluster_identity(conn: Connection, api: Any = None, *,
+                     refused: Callable[[PvefixError], None] | None = None) -> str | None:
     """The identity of the cluster this connection reaches (pvefix's state is kept under it);
-    None when it cannot tell (an offline read, no right to /cluster/status)."""
+    None when it cannot tell (an offline read, no right to /cluster/status). `refused` is
+    told of a 403 on /cluster/status (Proxmox's message, with what to grant) before that."""
     from pvefix.target.api import ApiClient
     from pvefix.target.local import LocalApi
     from pvefix.target.open import open_api
@@ -170,7 +172,9 @@ def cluster_identity(conn: Connection, api: Any = None) -> str | None:
         raise
     try:
         view = ClusterView.parse(client.get("/cluster/status"))
-    except PvefixError:
+    except PvefixError as exc:
+        if refused is not None and getattr(exc, "status", None) == 403:
+            refused(exc)
         return None
     finally:
         if api is None:

@@ -91,12 +91,23 @@ def open_cluster_ssh(conn: Connection) -> SshShell:
 
 def cluster_shell_opener(conn: Connection) -> Callable[[], SshShell | LocalShell] | None:
     """How to reach the node's shell for cluster-wide reads (this host's files with --local,
-    else the connection's SSH host), or None when SSH is off."""
+    else `cluster_ssh(conn)`'s SSH host), or None when SSH is off."""
     if conn.backend == "local":
         return lambda: open_local(conn)
     if not conn.ssh:
         return None
-    return lambda: open_cluster_ssh(conn)
+    return lambda: open_cluster_ssh(cluster_ssh(conn))
+
+
+def cluster_ssh(conn: Connection) -> Connection:
+    """The settings of the cluster-wide SSH session: the SSH host given (--ssh-host, or the
+    profile's); else, where the profile's ssh.nodes names nodes, the connection's node's
+    address there (or the first node's): every node holds every VM config (pmxcfs), and the
+    API host's port 22 may be no SSH at all (a VIP, a proxy). Else the API host."""
+    if conn.ssh_host or not conn.ssh_nodes:
+        return conn
+    node = conn.node if conn.node in conn.ssh_nodes else sorted(conn.ssh_nodes)[0]
+    return conn.for_node(node)
 
 
 def open_local(conn: Connection, node: str | None = None, vmid: int | None = None) -> LocalShell:

@@ -150,10 +150,26 @@ def _refuse_revoked(revoked: set[str], hostname: str, key: paramiko.PKey,
             "marked @revoked in known_hosts; pvefix does not connect", source=str(known_hosts))
 
 
+def _keyscan(host: str, port: int, known: Path, keytype: str | None = None) -> str:
+    """The `ssh-keyscan` line that adds `host`'s key to `known`, as OpenSSH names it there
+    (`[HOST]:PORT` off port 22): shell-quoted, to run as printed."""
+    argv = ["ssh-keyscan", *(["-t", keytype] if keytype else []), "-p", str(port), host]
+    return f"{shlex.join(argv)} >> {shlex.quote(str(known))}"
+
+
+def _keygen_remove(host: str, port: int, known: Path) -> str:
+    """The `ssh-keygen -R` line that removes `host`'s keys from `known` (with `-f` unless it
+    is OpenSSH's own default file)."""
+    default = Path.home() / ".ssh" / "known_hosts"
+    where = [] if known == default else ["-f", str(known)]
+    return shlex.join(["ssh-keygen", *where, "-R", known_hosts_name(host, port)])
+
+
 class _Refuse(paramiko.RejectPolicy):
-    def __init__(self, known_hosts: Path, revoked: set[str]) -> None:
+    def __init__(self, known_hosts: Path, revoked: set[str], host: str, port: int) -> None:
         self.known_hosts = known_hosts
         self.revoked = revoked
+        self.host, self.port = host, port
 
     def missing_host_key(self, client: paramiko.SSHClient, hostname: str,
                          key: paramiko.PKey) -> NoReturn:
@@ -163,7 +179,8 @@ class _Refuse(paramiko.RejectPolicy):
             f"{openssh_fingerprint(key)}). Check it on the node with "
             "`ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub`; if it matches, accept it "
             f"once with --accept-new-host-key (it is then saved to {self.known_hosts}), or "
-            f"add it yourself: ssh-keyscan -p PORT HOST >> {self.known_hosts}",
+            "add it yourself: "
+            + _keyscan(self.host, self.port, self.known_hosts, key.get_name()),
             source=str(self.known_hosts),
         )
 
@@ -198,7 +215,7 @@ class _OtherKnownKey(Exception):
         self.key = key
 
 
-def _bad_host_key(exc: paramiko.BadHostKeyException, host: str, known: Path,
+def _bad_host_key(exc: paramiko.BadHostKeyException, address: tuple[str, int], known: Path,
                   revoked: set[str], keys: list[paramiko.PKey],
                   checked: dict[str, paramiko.PKey]) -> NoReturn:
     """What a key other than the one paramiko checked means, as OpenSSH decides: a revoked
@@ -206,6 +223,7 @@ def _bad_host_key(exc: paramiko.BadHostKeyException, host: str, known: Path,
     again); with no known key of its type the host is unknown, not changed; only a key
     unlike every known key of its own type is CHANGED."""
     shown = exc.key
+    host = known_hosts_name(*address)  # as known_hosts and OpenSSH name it: [HOST]:PORT
     _refuse_revoked(revoked, host, shown, known)
     if any(k == shown for k in keys) and checked.get(shown.get_name()) != shown:
         raise _OtherKnownKey(shown)
@@ -216,14 +234,16 @@ def _bad_host_key(exc: paramiko.BadHostKeyException, host: str, known: Path,
             f"SSH host key of {host} is not known ({shown.get_name()} "
             f"{openssh_fingerprint(shown)}); known_hosts holds only {types} for it. Check it "
             "on the node with `ssh-keygen -lf /etc/ssh/ssh_host_*_key.pub`; if it matches, add "
-            f"it: ssh-keyscan -t {shown.get_name()} -p PORT HOST >> {known}",
+            "it: " + _keyscan(*address, known, shown.get_name()),
             source=str(known))
     raise HostKeyChanged(
         f"SSH host key of {host} CHANGED: known_hosts has "
         + ", ".join(openssh_fingerprint(k) for k in same_type)
         + f" ({shown.get_name()}), the server shows {openssh_fingerprint(shown)}. This may be "
-        "an attack; if the node was reinstalled, remove the old key with `ssh-keygen -R` and "
-        "check the new one.", source=str(known))
+        "an attack; if the node was reinstalled, remove the old key: "
+        + _keygen_remove(*address, known) + " ; then check the new one on the node with"
+        " `ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub` and add it: "
+        + _keyscan(*address, known, shown.get_name()), source=str(known))
 
 
 def refuse_open_private_key(path: Path) -> None:
@@ -280,7 +300,7 @@ class SshShell:
             client.get_host_keys().add(name, keytype, key)
         policy: paramiko.MissingHostKeyPolicy = (
             _TrustOnFirstUse(known, revoked) if conn.accept_new_host_key
-            else _Refuse(known, revoked)
+            else _Refuse(known, revoked, host, conn.ssh_port)
         )
         client.set_missing_host_key_policy(policy)
         try:
@@ -303,7 +323,7 @@ class SshShell:
             )
         except paramiko.BadHostKeyException as exc:
             client.close()
-            _bad_host_key(exc, host, known, revoked, keys, first)
+            _bad_host_key(exc, (host, conn.ssh_port), known, revoked, keys, first)
         except paramiko.AuthenticationException:
             client.close()
             raise PvefixError(

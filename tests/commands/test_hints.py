@@ -5,6 +5,7 @@ phase needs."""
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -88,3 +89,55 @@ def test_the_next_phase_asks_for_its_activation(scenario: str, vmid: int,
         f"Next: pvefix check {vmid} --connection 'my node.json'")
     assert next_line(plan, 0, context, live=False).startswith(
         "Next, against the live node (a bundle is read-only): pvefix apply ")
+
+
+def _with_access(plan: Any, access: str, ssh: bool) -> Any:
+    return plan.model_copy(update={"observed": plan.observed.model_copy(
+        update={"access": access, "ssh": ssh})})
+
+
+@pytest.mark.parametrize(("access", "ssh", "words"), [
+    ("api:root@pam:ticket", True, []),  # root@pam's password ticket writes them itself
+    ("api:root@pam!pvefix:token", True, ["--qm-set"]),  # qm set as root over SSH
+    ("api:root@pam!pvefix:token", False, ["--auth", "password"]),
+    ("api:ops@pve!ci:token", False, ["--auth", "password", "--user", "root@pam"]),
+    ("api:ops@pve:ticket", False, ["--auth", "password", "--user", "root@pam"]),
+])
+def test_a_root_only_phase_carries_what_lets_it_write(access: str, ssh: bool,
+                                                      words: list[str]) -> None:
+    """intel-grub's raw host= GPUs (phase 1) and kpro6's P2P args (phase 3) are root@pam's:
+    the printed apply carries --qm-set or --auth password, after the options as given."""
+    for scenario, vmid, options in (("intel-grub", 200, PlanOptions()),
+                                    ("kpro6", 100, PlanOptions(p2p=True))):
+        plan = _with_access(make_plan(read_bundle(SCENARIOS / scenario, vmid), options),
+                            access, ssh)
+        number = next(p.number for p in plan.phases
+                      if any(c.needs_root_pam for c in p.changes))
+        line = next_line(plan, number - 1, Context(("--auth", "token")))
+        argv = shlex.split(line.removeprefix("Next: "))
+        assert argv[:5] == ["pvefix", "apply", str(vmid), "--phase", str(number)], line
+        assert argv[-len(words):] == words if words else argv[-2:] == ["--auth", "token"]
+
+
+def test_after_plan_out_the_next_apply_names_the_reviewed_file() -> None:
+    """The file carries its P2P options: no --p2p; check still names the VMID."""
+    plan = make_plan(read_bundle(SCENARIOS / "kpro6", 100), PlanOptions(p2p=True))
+    context = Context(("--connection", "n.json"), plan_file="my plan.json")
+    assert next_line(plan, 0, context) == (
+        "Next: pvefix apply 'my plan.json' --phase 1 --restart --connection n.json")
+    assert "--p2p" not in next_line(plan, 2, context)
+    assert next_line(plan, 2, context, unbooted=True).startswith(
+        "Next: pvefix apply 'my plan.json' --phase 2 --reboot-host")
+    assert next_line(plan, 3, context) == "Next: pvefix check 100 --connection n.json"
+    assert "100 --phase 1" in next_line(plan, 0, context, live=False), "a bundle's: VMID"
+
+
+@pytest.mark.parametrize(("ssh", "flags"), [(True, "--qm-set"), (False, "--auth password")])
+def test_the_activation_a_root_only_phase_names_carries_them_too(ssh: bool, flags: str) -> None:
+    state = read_bundle(SCENARIOS / "kpro6", 100)
+    state = state.model_copy(update={"access": state.access.model_copy(update={
+        "method": "api", "user": "root@pam!pvefix", "auth": "token", "ssh": ssh})})
+    plan = make_plan(state, PlanOptions(p2p=True))
+    p2p = next(p for p in plan.phases if p.number == 3)
+    assert f"`pvefix apply 100 --phase 3 --p2p --restart {flags}`" in p2p.activation
+    assert flags not in next(p for p in plan.phases if p.number == 1).activation

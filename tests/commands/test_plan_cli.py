@@ -26,6 +26,7 @@ def _without_observed_access(plan: dict[str, Any]) -> dict[str, Any]:
     plan = dict(plan)
     observed = dict(plan.pop("observed"))
     observed.pop("access")
+    observed.pop("ssh")
     observed.pop("config_source")
     plan["observed"] = observed
     return plan

@@ -46,3 +46,22 @@ def test_show_needs_no_host_and_refuses_a_file_that_is_not_a_plan(
     assert "plan file not found" in capsys.readouterr().err
     # No connection options: show reaches nothing.
     assert run_app(app, ["show", str(not_a_plan), "--host", "pve.example"]) != EXIT_OK
+
+
+def test_the_markdown_ticket_names_its_plan_file_and_hash(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import hashlib
+    import shlex
+
+    saved = tmp_path / "the plan.json"
+    ticket = _plan(capsys, "--format", "markdown", "--out", str(saved))
+    digest = hashlib.sha256(saved.read_bytes()).hexdigest()
+    assert f"Plan file: `{saved}`, SHA-256 `{digest}`" in ticket
+    assert f"`pvefix apply {shlex.quote(str(saved))} --phase 1 --restart`" in ticket
+    assert "Plan file:" not in _plan(capsys, "--format", "markdown"), "no file: none named"
+    saved.write_text(saved.read_text().replace('"created_at"', '"created_at" ', 1))
+    assert run_app(app, ["show", str(saved), "--format", "markdown"]) == EXIT_OK
+    shown = capsys.readouterr().out
+    assert digest not in shown, "show names the file's hash as it is now"
+    assert hashlib.sha256(saved.read_bytes()).hexdigest() in shown

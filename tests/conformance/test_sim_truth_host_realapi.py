@@ -19,23 +19,20 @@ from proxmoxer.core import ResourceException
 
 from pvefix.sim.serve import ReadyInfo
 from tests.planner.loader import build_tree
-from tests.shared import NEEDS_SHARED, SHARED
+from tests.realapi import PVE_API, harness_missing
+from tests.shared import NEEDS_SHARED
 from tests.simkit import api, wait_task
 
 pytestmark = pytest.mark.conformance
 
-PVE_API = SHARED / "pve-api" / "pve-api"
 SPEC = {"scenario": "kpro6", "tree": {"remove": ["/sys/devices/**/iommu_group"]}}
 
 
 @pytest.fixture(scope="module")
 def real(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[str, Any], Path]]:
     """A real node serving kpro6 without IOMMU groups: (ready dict, its state folder)."""
-    if not PVE_API.is_file():
-        pytest.skip(f"{NEEDS_SHARED}: {PVE_API} is absent")
-    check = subprocess.run([str(PVE_API), "check"], capture_output=True, text=True, check=False)
-    if check.returncode != 0:
-        pytest.skip(f"{NEEDS_SHARED}: {(check.stdout or check.stderr).strip()}")
+    if (why := harness_missing()) is not None:
+        pytest.skip(why)
     base = tmp_path_factory.mktemp("pve-api")
     tree = build_tree(SPEC, base)
     state, ready, log = base / "state", base / "ready.json", base / "serve.log"

@@ -8,13 +8,19 @@ comment may carry a marker:
   CLI (every option and argument checked), not run;
 - a line ending in `&` starts something in the background (a simulator): parsed, not run;
 - `exit N` (e.g. `# compared; exit 1: ...`): the exit status the page promises (default: 0 or
-  2, nothing to do or changes).
+  2, nothing to do or changes);
+- `placeholder`: the example names a path or profile the reader must supply (`--profile prod`,
+  `--bundle ./host-tree`): every `--connection`, `--bundle` or `--profile` value that no
+  earlier example of the page makes (`--ready-file`, `-o`/`--out`, `collect import SRC DEST`;
+  `.demo/` is what `make demo` makes; a `# real host` example names the reader's own) must
+  say so (`placeholders`).
 
 Every other example is run by tests/docs/test_doc_examples.py against a simulator.
 """
 
 from __future__ import annotations
 
+import itertools
 import re
 import shlex
 from dataclasses import dataclass
@@ -119,6 +125,29 @@ def examples(page: Path) -> list[Example]:
                 out.append(Example(str(page.relative_to(ROOT)), start + 1, command,
                                    _comment(command)))
         i += 1
+    return out
+
+
+PLACEHOLDER = "placeholder"
+_SUPPLIED = ("--connection", "--bundle", "--profile")
+_MAKES = ("--ready-file", "-o", "--out")
+
+
+def placeholders(page_examples: list[Example]) -> list[tuple[Example, str]]:
+    """(example, value) for each `--connection`/`--bundle`/`--profile` value the reader must
+    supply: made by no earlier example of the page, not a built-in scenario or `make demo`'s."""
+    made: set[str] = set()
+    out: list[tuple[Example, str]] = []
+    for example in page_examples:
+        argv = example.argv
+        mine = REAL_HOST in example.comment  # the reader's own host: said already
+        for flag, value in itertools.pairwise(argv):
+            if (flag in _SUPPLIED and value not in made and not mine
+                    and not value.startswith(("pvefix/scenarios/", ".demo/"))):
+                out.append((example, value))
+        made.update(v for f, v in itertools.pairwise(argv) if f in _MAKES)
+        if argv[:2] == ["collect", "import"] and len(argv) > 3:
+            made.add(argv[3])
     return out
 
 

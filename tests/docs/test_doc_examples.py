@@ -23,7 +23,15 @@ from pvefix.commands.clihelp import EXAMPLES
 from pvefix.commands.run import run_app
 from pvefix.hosttree import materialize_scenario
 from pvefix.sim.serve import ReadyInfo, write_ready_file
-from tests.docs.examples import PAGES, ROOT, Example, all_examples, examples
+from tests.docs.examples import (
+    PAGES,
+    PLACEHOLDER,
+    ROOT,
+    Example,
+    all_examples,
+    examples,
+    placeholders,
+)
 from tests.simkit import api, wait_task
 
 ALL = all_examples()
@@ -144,6 +152,16 @@ def test_the_examples_of_a_page_run_against_the_simulator(
         assert done.returncode in example.exits, (
             f"{example}\nexit {done.returncode}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
         assert "Traceback" not in done.stderr, f"{example}\n{done.stderr}"
+
+
+def test_a_path_the_reader_must_supply_is_said_to_be_a_placeholder() -> None:
+    """An example that names a profile, ready file or host tree no earlier line of its page
+    makes says so in its comment, or a reader copies it and meets "not found" (the suite's
+    sandbox quietly makes them: tests/docs/test_doc_examples.py `_sandbox`)."""
+    silent = [f"{e} ({value})" for page in PAGES for e, value in placeholders(examples(page))
+              if PLACEHOLDER not in e.comment]
+    assert silent == [], "\n".join(silent)
+    assert placeholders(examples(ROOT / "docs" / "plan.md")), "the check has teeth"
 
 
 def test_pages_are_the_readme_and_docs() -> None:

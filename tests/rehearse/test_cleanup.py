@@ -17,18 +17,17 @@ import pytest
 
 from pvefix.rehearse.build import HostCpu, Inputs, NodeFacts, build_job
 from pvefix.rehearse.runner import node_argv
-from tests.shared import NEEDS_SHARED, SHARED
+from tests.shared import fwlab_edk2_and_qemu
 
 pytestmark = pytest.mark.conformance
-EDK2 = SHARED / "fw-lab" / "firmware" / "edk2-2025.02"
 
 
 def _hanging_job(watch_stdin: bool) -> dict[str, object]:
+    edk2 = fwlab_edk2_and_qemu()
     qemu = shutil.which("qemu-system-x86_64")
-    if qemu is None or not EDK2.is_dir():
-        pytest.skip(f"{NEEDS_SHARED}: QEMU or {EDK2} is absent")
-    node = NodeFacts(qemu=qemu, firmware_dir=str(EDK2),
-                     firmware_files=tuple(sorted(os.listdir(EDK2))))
+    assert qemu is not None, "fw-lab's preflight found it"
+    node = NodeFacts(qemu=qemu, firmware_dir=str(edk2),
+                     firmware_files=tuple(sorted(os.listdir(edk2))))
     planned = {"machine": "q35", "bios": "ovmf", "cpu": "qemu64", "memory": "2048",
                "args": "-fw_cfg name=opt/ovmf/X-PciMmio64Mb,string=1048576"}
     functions = {}

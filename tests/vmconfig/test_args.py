@@ -99,8 +99,11 @@ def _perl_words(texts: list[str]) -> list[list[str] | None]:
     """Text::ParseWords::shellwords (qemu-server's split_args) on each text, all in one perl
     run; None for a text it gives no word for although it is not blank (qemu-server drops
     that args)."""
-    if shutil.which("perl") is None:
-        pytest.skip("needs perl (Text::ParseWords, core Perl)")
+    if shutil.which("perl") is None or subprocess.run(
+            ["perl", "-MText::ParseWords", "-MJSON::PP", "-e", "1"], capture_output=True,
+            check=False).returncode != 0:
+        # Debian's perl-base alone has no JSON::PP: the perl package (perl-modules) has.
+        pytest.skip("needs perl with its core modules Text::ParseWords and JSON::PP")
     out = subprocess.run(["perl", "-e", _PERL], input=json.dumps(texts), capture_output=True,
                          text=True, check=True)
     words: list[list[str] | None] = json.loads(out.stdout)

@@ -298,7 +298,9 @@ def _width_unknown(ctx: Context, cpu: mmio.CpuLine, total64: int,
     if cpu.custom_unknown:
         detail = (f"cpu: {cpu.cputype} is a custom model whose definition was not read: read"
                   f" {CPU_MODELS} on {node} (its phys-bits, flags and reported-model decide the"
-                  " vCPU's address width); the window verdict must be measured until then.")
+                  " vCPU's address width); the window verdict must be measured until then:"
+                  f" `pvefix rehearse {ctx.state.vm.vmid}` boots the firmware on {node} with"
+                  " the model as Proxmox resolves it (docs/rehearse.md).")
     else:
         detail = ("The VM uses the host's phys-bits, which are not in the facts read; check"
                   f" `grep -m1 'address sizes' /proc/cpuinfo` on {node}: RAM plus"
@@ -320,8 +322,9 @@ def _unverified(ctx: Context, vm: Vm, now: Judged, evidence: list[str]) -> Findi
         title="Whether the firmware places the BARs must be measured",
         detail=f"With {now.bits} phys-bits {now.verdict.why}."
         + (f" Read on {node}: {'; '.join(read)}." if read else "")
-        + " Until then the verdict must be measured: boot the VM (or its rehearsal: `qm showcmd`"
-        " with each vfio-pci replaced by a stand-in of its BAR size) and check the guest's"
+        + f" Until then the verdict must be measured: rehearse it, `pvefix rehearse"
+        f" {ctx.state.vm.vmid}` (the firmware booted on {node} with a stand-in of each GPU's"
+        " BAR size; docs/rehearse.md), or boot the VM and check the guest's"
         " `dmesg | grep -i 'BAR .*no space'`.",
         evidence=evidence,
     )
@@ -496,7 +499,10 @@ def _cpu_change(ctx: Context, now: Judged, new: Judged | None, candidate: tuple[
         risk.append(f"The host's address width is not in the facts read; it decides the window:"
                     f" check `grep -m1 'address sizes' /proc/cpuinfo` on {node.name}.")
     elif new.verdict.outcome == "must-be-measured":
-        risk.append(f"Not established: {new.verdict.why}.")
+        # VM config changes are phase 1 (planner/plan.py PHASE_SLOTS).
+        risk.append(f"Not established: {new.verdict.why}; rehearse it before applying:"
+                    f" `pvefix rehearse {ctx.state.vm.vmid} --phase 1` (or `pvefix apply"
+                    f" {ctx.state.vm.vmid} --phase 1 --rehearse`).")
     after_text = new.describe() if new is not None else "the host's phys-bits"
     return VmConfigChange(
         id="vm.cpu.phys-bits", rule=NAME, key="cpu", before=now.cpu.raw, after=after,
