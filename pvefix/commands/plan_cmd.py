@@ -38,11 +38,12 @@ class PlanFormat(StrEnum):
 
 
 def emit_plan(plan: object, fmt: PlanFormat, out: str | None,
-              color: ColorChoice = "auto", context: Context | None = None) -> int:
+              color: ColorChoice = "auto", context: Context | None = None,
+              verbose: bool = False) -> int:
     from pvefix.planner.model import Plan
 
     assert isinstance(plan, Plan)
-    code = emit_plans([plan], fmt, color, context)
+    code = emit_plans([plan], fmt, color, context, verbose)
     if out:
         from pvefix.flow.planfile import save_plan
 
@@ -80,6 +81,9 @@ def plan_command(
     color: ColorChoice = typer.Option(
         "auto", "--color", help="auto: colour on a terminal unless NO_COLOR is set or TERM is"
         " dumb; always; never. Text is wrapped to the terminal's width (COLUMNS)."),
+    verbose: bool = typer.Option(
+        False, "--verbose", "-v", help="text: also each change's effect and evidence, the"
+        " info findings' detail and the diffs."),
     *,
     opts: ConnectionOptions,
     guest: GuestOptions,
@@ -112,7 +116,7 @@ def plan_command(
         for note in state.notes:
             print(inert_text(f"note: {note}"), file=sys.stderr)
         made = make_plan(state, options)
-        code = emit_plan(made, fmt, out, color, hint_context(opts, state_dir, guest))
+        code = emit_plan(made, fmt, out, color, hint_context(opts, state_dir, guest), verbose)
         if settings is not None:
             _rehearse(opts, state, made, settings, fmt)
         return code
@@ -130,7 +134,7 @@ def plan_command(
         for note in state.notes:
             print(inert_text(f"note: VM {state.vm.vmid}: {note}"), file=sys.stderr)
         plans.append(make_plan(state, plan_options(p2p, opts, state.vm.vmid, state_dir)))
-    return emit_plans(plans, fmt, color, hint_context(opts, state_dir))
+    return emit_plans(plans, fmt, color, hint_context(opts, state_dir), verbose)
 
 
 def _listed(vmids: list[int]) -> str:
@@ -138,10 +142,11 @@ def _listed(vmids: list[int]) -> str:
 
 
 def emit_plans(plans: Sequence[object], fmt: PlanFormat, color: ColorChoice = "auto",
-               context: Context | None = None) -> int:
+               context: Context | None = None, verbose: bool = False) -> int:
     """Plans, in the order asked: JSON as one pvefix.plans/v1 document (whatever the count),
     text and markdown one after the other. Exit 2 when any of them has changes. `context`
-    (pvefix/hints.py): the options the text's `Next:` line carries."""
+    (pvefix/hints.py): the options the text's `Next:` line carries; `verbose`: the text's
+    details (pvefix/render/plan_text.py)."""
     from pvefix.planner.model import Plan, plans_document
     from pvefix.render.plan_markdown import render_plan_markdown
     from pvefix.render.plan_text import render_plan_text
@@ -158,7 +163,8 @@ def emit_plans(plans: Sequence[object], fmt: PlanFormat, color: ColorChoice = "a
             if fmt is PlanFormat.markdown:
                 sys.stdout.write(render_plan_markdown(plan))
             else:
-                sys.stdout.write(render_plan_text(plan, term=term, context=context))
+                sys.stdout.write(render_plan_text(plan, term=term, context=context,
+                                                  verbose=verbose))
     return EXIT_CHANGES if any(p.has_changes for p in typed) else EXIT_OK
 
 

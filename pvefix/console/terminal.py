@@ -70,6 +70,15 @@ class Terminal:
                              subsequent_indent=rest, break_on_hyphens=False,
                              break_long_words=False)
 
+    def command_line(self, lead: str, command: str, indent: str = "") -> str:
+        """`lead: command` on one line when it fits; else the lead filled to the width and
+        the command whole on the next line, two columns further in: a command (or a value)
+        is copied as it is, so it is never wrapped."""
+        line = f"{indent}{lead}: {command}"
+        if len(line) <= self.width:
+            return line
+        return f"{self.wrap(lead + ':', indent)}\n{indent}  {command}"
+
 
 _LABEL = re.compile(r"[A-Za-z][\w .()/-]{0,23}")
 
