@@ -9,6 +9,7 @@ from __future__ import annotations
 import fcntl
 import os
 import pty
+import re
 import struct
 import subprocess
 import sys
@@ -18,13 +19,15 @@ from collections.abc import Mapping
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+CSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
 def on_pty(argv: list[str], *, columns: int = 80, answers: bytes = b"",
            env: Mapping[str, str] | None = None, cwd: Path | None = None,
            timeout: float = 120) -> tuple[int, str]:
     """Exit status and everything pvefix wrote (stdout and stderr, as the terminal shows
-    them, with `\\n` line ends) for `pvefix ARGV` on a `columns`-wide pseudo-terminal."""
+    them: `\\n` line ends, no escape sequences) for `pvefix ARGV` on a `columns`-wide
+    pseudo-terminal."""
     leader, follower = pty.openpty()
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
     attrs = termios.tcgetattr(follower)
@@ -51,4 +54,6 @@ def on_pty(argv: list[str], *, columns: int = 80, answers: bytes = b"",
         chunks.append(chunk)
     os.close(leader)
     code = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
-    return code, b"".join(chunks).decode("utf-8", "replace").replace("\r\n", "\n")
+    text = b"".join(chunks).decode("utf-8", "replace").replace("\r\n", "\n")
+    # What the terminal shows: rich keeps bold and dim under NO_COLOR; they take no column.
+    return code, CSI.sub("", text)

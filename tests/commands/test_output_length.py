@@ -73,3 +73,71 @@ def test_verbose_shows_the_diffs_and_the_plan_ends_with_what_to_run_once() -> No
     for shown in (text, verbose):
         assert shown.count("Next, against the live node") == 1
         assert shown.rstrip("\n").endswith("\n  pvefix apply 100 --phase 1 --restart")
+
+
+def _commands() -> list[str]:
+    """Every command and subcommand path, `plan` to `collect import`."""
+    from pvefix.cli import build_command
+
+    out: list[str] = []
+
+    def walk(command: object, path: str) -> None:
+        if path:
+            out.append(path)
+        for name, sub in getattr(command, "commands", {}).items():
+            walk(sub, f"{path} {name}".strip())
+
+    walk(build_command(), "")
+    return out
+
+
+def _params(path: str) -> list[object]:
+    from pvefix.cli import build_command
+
+    command: object = build_command()
+    for name in path.split():
+        command = command.commands[name]  # type: ignore[attr-defined]
+    return [p for p in command.params if not getattr(p, "hidden", False)]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("path", ["", *_commands()], ids=lambda p: p or "pvefix")
+def test_each_help_fits_100_lines_of_80_columns_and_names_every_option(path: str) -> None:
+    code, text = on_pty([*path.split(), "-h"], columns=80)
+    assert code == 0, text
+    lines = text.rstrip("\n").splitlines()
+    assert len(lines) <= 100, f"{path} -h: {len(lines)} lines"
+    wide = [line for line in lines if len(line.rstrip()) > 80]
+    assert not wide, wide
+    usage = next(line for line in lines if "Usage: pvefix" in line)
+    assert "{" not in usage and "}" not in usage, usage  # typer's `{VMIDS}`
+    assert "…" not in text, text  # nothing cut (rich marks a cut with an ellipsis)
+    for param in _params(path):
+        names = getattr(param, "opts", [])
+        shown = [n for n in names if n.startswith("--")] or names
+        assert any(n in text for n in shown) or param.param_type_name == "argument", (
+            path, names)
+
+
+def test_the_usage_line_and_the_default_config_path_are_whole() -> None:
+    _, text = on_pty(["plan", "-h"], columns=80)
+    assert "Usage: pvefix plan [OPTIONS] VMID..." in text
+    assert "~/.config/pvefix/config.toml" in text
+
+
+def test_the_panel_notes_say_where_each_environment_variable_comes_from() -> None:
+    """The Connection and Guest panels say their environment variables once, by a rule; the
+    rule is what the settings read."""
+    from pvefix.commands import guest_options, options
+    from pvefix.target.guest.access import GUEST_ENV_VARS as GUEST_ENV
+    from pvefix.target.settings import ENV_CONFIG, ENV_CONNECTION, ENV_PROFILE, ENV_VARS
+
+    read = {*ENV_VARS, ENV_CONFIG, ENV_CONNECTION, ENV_PROFILE}
+    for field, (_, option) in options._OPTIONS.items():
+        name = option.param_decls[0].split("/")[0].removeprefix("--").replace("-", "_")
+        prefix = "PROXMOX_" if field in options.PROXMOX_ENV else "PVEFIX_"
+        assert (prefix + name.upper() in read) is (field not in options.NO_ENV), field
+        assert "(env " not in (option.help or ""), field  # said once, in the note
+    for field, (_, _, option) in guest_options._OPTIONS.items():
+        name = option.param_decls[0].removeprefix("--").replace("-", "_")
+        assert f"PVEFIX_{name.upper()}" in GUEST_ENV, field
+        assert "(env " not in (option.help or ""), field
