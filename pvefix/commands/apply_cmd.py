@@ -149,16 +149,17 @@ def apply_command(
                     " --guest-ssh-host to let it): do this in the guest, then reboot the guest"
                     " once more if the VM was already restarted:")
         for line in result.manual:
-            console.say(f"    {line}")
+            console.say_step(line, "    ")
     if result.desired_path:
-        console.say(f"desired state recorded: {result.desired_path} (used by pvefix check)")
+        console.say_wrapped(f"desired state recorded: {result.desired_path} (used by pvefix"
+                            " check)")
     console.say(f"to undo: {result.rollback_command}")
     if result.next_line:
         console.say(result.next_line)
     if result.verify_worse:
         console.say("P2P GOT WORSE (see the comparison above); the apply itself succeeded")
     if result.not_running:
-        console.say("some VMs that ran before the host reboot are not running (NOT up above): "
-                    "start them once the cause is fixed (qm start VMID)")
+        console.say_wrapped("some VMs that ran before the host reboot are not running (NOT up "
+                            "above): start them once the cause is fixed (qm start VMID)")
         return EXIT_ERROR
     return EXIT_OK

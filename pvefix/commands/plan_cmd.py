@@ -23,7 +23,7 @@ from pvefix.commands.options import (
 from pvefix.commands.p2p_options import P2PAsk, p2p_options, plan_options
 from pvefix.commands.rehearse_options import RehearseAsk, rehearse_options
 from pvefix.commands.vmid import parse_vmid
-from pvefix.console.terminal import ColorChoice, terminal
+from pvefix.console.terminal import ColorChoice, on_tty, say_err, terminal
 from pvefix.errors import EXIT_CHANGES, EXIT_OK
 from pvefix.render.inert import inert_json, inert_text
 
@@ -114,7 +114,7 @@ def plan_command(
         options = plan_options(p2p, opts, vmid, state_dir)
         state = resolve_state(opts, vmid, optional_guest(guest))
         for note in state.notes:
-            print(inert_text(f"note: {note}"), file=sys.stderr)
+            say_err(inert_text(f"note: {note}"))
         made = make_plan(state, options)
         code = emit_plan(made, fmt, out, color, hint_context(opts, state_dir, guest), verbose)
         if settings is not None:
@@ -129,10 +129,10 @@ def plan_command(
                           "plan one VM at a time with it")
     plans = []
     states = resolve_states(opts, vmids)
-    print(inert_text(f"note: {read_path_note(states)}"), file=sys.stderr)
+    say_err(inert_text(f"note: {read_path_note(states)}"))
     for state in states:
         for note in state.notes:
-            print(inert_text(f"note: VM {state.vm.vmid}: {note}"), file=sys.stderr)
+            say_err(inert_text(f"note: VM {state.vm.vmid}: {note}"))
         plans.append(make_plan(state, plan_options(p2p, opts, state.vm.vmid, state_dir)))
     return emit_plans(plans, fmt, color, hint_context(opts, state_dir), verbose)
 
@@ -196,4 +196,5 @@ def _rehearse(opts: ConnectionOptions, state: object, plan: object, settings: ob
         print(f"note: rehearsal ({verdict.config}): {verdict.outcome}: {verdict.message}",
               file=sys.stderr)
         return
-    sys.stdout.write("\nRehearsal (pvefix rehearse, docs/rehearse.md)\n" + render_text(verdict))
+    sys.stdout.write("\nRehearsal (pvefix rehearse, docs/rehearse.md)\n"
+                     + render_text(verdict, on_tty(sys.stdout)))

@@ -4,6 +4,7 @@ what each holds)."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import typer
@@ -38,9 +39,27 @@ def snapshots_command(
     if not found:
         print(f"no snapshots in {root}" + (f" for VM {vmid}" if vmid is not None else ""))
         return EXIT_OK
+    from pvefix.console.terminal import terminal
+
+    term = terminal(sys.stdout)
     for snap in found:
         meta = snap.meta
-        print(f"{meta.id}  {meta.created_at}  VM {meta.vmid}  phase {meta.phase}  "
-              f"{snap.status()}")
-        print(f"    holds: {'; '.join(meta.holds())}")
+        # One line per snapshot at 80 columns: its time to the second, in UTC (the JSON keeps
+        # the stored value); what it holds filled under it.
+        print(term.fit(f"{meta.id}  {_when(meta.created_at)}  VM {meta.vmid}  phase "
+                       f"{meta.phase}  {snap.status()}", hang=4))
+        print(term.wrap(f"holds: {'; '.join(meta.holds())}", "    "))
     return EXIT_OK
+
+
+def _when(created_at: str) -> str:
+    """`2026-12-06T11:34:22.857084+00:00` as `2026-12-06 11:34:22Z`; as stored if unreadable."""
+    from datetime import UTC, datetime
+
+    try:
+        when = datetime.fromisoformat(created_at)
+    except ValueError:
+        return created_at
+    if when.tzinfo is None:
+        return when.strftime("%Y-%m-%d %H:%M:%S")
+    return when.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")

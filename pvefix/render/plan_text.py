@@ -90,17 +90,9 @@ def _change(c: Change, s: _Style) -> list[str]:
         out.append(s(f"      needs root@pam ({_root_why([c])})", "yellow"))
     if c.commands:
         out.append("      steps:")
-        out += [_step(cmd, s.term) for cmd in c.commands]
+        out += [s.term.step(cmd) for cmd in c.commands]
     out.append(s.wrap(f"undo: {c.inverse}"))
     return out + s.evidence(list(c.evidence), detail=True)
-
-
-def _step(command: str, term: Terminal) -> str:
-    """A step as it is to be typed; a comment step (`# ...`) is prose: wrapped, each line a
-    comment."""
-    if not command.startswith("# "):
-        return f"        {command}"
-    return term.wrap(command[2:], "        # ", hang=0)
 
 
 def _reason_lines(c: Change, s: _Style) -> list[str]:
