@@ -46,20 +46,8 @@ def snapshots_command(
         meta = snap.meta
         # One line per snapshot at 80 columns: its time to the second, in UTC (the JSON keeps
         # the stored value); what it holds filled under it.
-        print(term.fit(f"{meta.id}  {_when(meta.created_at)}  VM {meta.vmid}  phase "
+        print(term.fit(f"{meta.id}  {meta.created()}  VM {meta.vmid}  phase "
                        f"{meta.phase}  {snap.status()}", hang=4))
         print(term.wrap(f"holds: {'; '.join(meta.holds())}", "    "))
     return EXIT_OK
 
-
-def _when(created_at: str) -> str:
-    """`2026-12-06T11:34:22.857084+00:00` as `2026-12-06 11:34:22Z`; as stored if unreadable."""
-    from datetime import UTC, datetime
-
-    try:
-        when = datetime.fromisoformat(created_at)
-    except ValueError:
-        return created_at
-    if when.tzinfo is None:
-        return when.strftime("%Y-%m-%d %H:%M:%S")
-    return when.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")

@@ -43,6 +43,13 @@ class _Style:
     def wrap(self, text: str, indent: str = "      ", *styles: str) -> str:
         return "\n".join(self(line, *styles) for line in self.term.wrap(text, indent).split("\n"))
 
+    def ids(self, ids: list[str]) -> list[str]:
+        """With --verbose, the ids (of a finding, of changes) that `apply`, `check` and the
+        plan file name them by."""
+        if not self.verbose:
+            return []
+        return [self.wrap(f"id: {', '.join(ids)}", "      ", "dim")]
+
     def evidence(self, items: list[str], *, detail: bool = False) -> list[str]:
         """Evidence lines, each printed once in the whole plan (a change that rests on a
         finding's facts does not repeat them). `detail`: a change's, shown with --verbose."""
@@ -61,7 +68,7 @@ def _finding(f: Finding, s: _Style) -> list[str]:
     if f.severity == "info" and not s.verbose:
         return [head]
     detail = s.term.wrap(f.detail, "      ", hang=0)  # prose: no label to hang under
-    return [head, detail, *s.evidence(list(f.evidence))]
+    return [head, detail, *s.evidence(list(f.evidence)), *s.ids([f.id])]
 
 
 def _value(v: str | None) -> str:
@@ -92,7 +99,7 @@ def _change(c: Change, s: _Style) -> list[str]:
         out.append("      steps:")
         out += [s.term.step(cmd) for cmd in c.commands]
     out.append(s.wrap(f"undo: {c.inverse}"))
-    return out + s.evidence(list(c.evidence), detail=True)
+    return out + s.evidence(list(c.evidence), detail=True) + s.ids([c.id])
 
 
 def _reason_lines(c: Change, s: _Style) -> list[str]:
@@ -138,7 +145,7 @@ def _change_group(group: list[Change], s: _Style) -> list[str]:
     seen: list[str] = []
     for c in group:
         seen += [e for e in c.evidence if e not in seen and not e.startswith(f"{c.key}: ")]
-    return out + s.evidence(seen, detail=True)
+    return out + s.evidence(seen, detail=True) + s.ids([c.id for c in group])
 
 
 def _diff_lines(text: str, s: _Style) -> list[str]:

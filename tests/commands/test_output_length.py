@@ -41,11 +41,13 @@ def test_the_kpro6_plan_fits_its_line_budget_with_every_fact(extra: tuple[str, .
     assert code == 2, verbose
     assert len(verbose.splitlines()) > len(lines)  # the details are there, behind --verbose
     plan, short, full = _plan(extra), _flat(text), _flat(verbose)
-    for finding in plan.findings:  # each finding by its title, in the short view
+    for finding in plan.findings:  # each finding by its title; its id with --verbose
         assert _flat(finding.title) in short, finding.id
+        assert re.search(rf"id: (\S+, )*{re.escape(finding.id)}\b", full), finding.id
     for phase in plan.phases:
         for change in phase.changes:
             assert re.search(rf"\b{re.escape(change.key)}\b", short), change.id
+            assert re.search(rf"id: (\S+, )*{re.escape(change.id)}\b", full), change.id
             assert _flat(change.reason) in short, change.id
             assert _flat(change.risk.text) in short, change.id
             if change.effect:

@@ -1,8 +1,8 @@
 """At 80 columns on a terminal (a pseudo-terminal of that size, COLUMNS=80) nothing pvefix
 prints is wider than the screen but what is copied whole: a command, or one word (a path, a
 value, an address). Prose is filled at spaces, never inside a word: the apply confirmation's
-`Activation:` paragraph, rehearse's BAR addresses, `snapshots`, `check`, an error; the node's
-VMs before a host reboot are listed once."""
+`Activation:` paragraph, rehearse's BAR addresses, `snapshots`, `check`, `rollback`, an
+error; the node's VMs before a host reboot are listed once."""
 
 from __future__ import annotations
 
@@ -65,7 +65,7 @@ def test_the_apply_confirmation_fills_its_prose_and_keeps_values_whole(
     assert words.count("mapping=pro6000,pcie=1") == 8
 
 
-def test_apply_snapshots_and_check_after_it(
+def test_apply_snapshots_check_and_rollback_after_it(
         fresh_sim: Callable[..., ReadyInfo], tmp_path: Path) -> None:
     ready = _ready(fresh_sim("kpro6"), tmp_path)
     target = ["--connection", str(ready), "--state-dir", str(tmp_path / "state")]
@@ -79,6 +79,9 @@ def test_apply_snapshots_and_check_after_it(
     assert all(len(line) <= COLUMNS for line in text.splitlines()), text
     code, text = on_pty(["check", "100", *target], columns=COLUMNS, cwd=tmp_path)
     assert code in (0, 2), text
+    assert not _too_wide(text), _too_wide(text)
+    code, text = on_pty(["rollback", "100", "--yes", *target], columns=COLUMNS, cwd=tmp_path)
+    assert code == 0 and "restored: VM 100 config restored byte for byte" in text, text
     assert not _too_wide(text), _too_wide(text)
 
 
