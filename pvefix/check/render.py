@@ -14,6 +14,7 @@ from pvefix.check.report import CheckItem, CheckReport
 from pvefix.render.inert import inert_json, inert_text
 
 if TYPE_CHECKING:
+    from pvefix.console.terminal import Terminal
     from pvefix.desired.parse import LineIndex
 
 # Subjects without a problem get one line each up to this many; beyond it only a count.
@@ -21,22 +22,26 @@ LIST_OK_UP_TO = 20
 _MARK = {"ok": "ok", "drift": "DRIFT", "unknown": "UNKNOWN", "skipped": "skipped"}
 
 
-def _diff(item: CheckItem) -> list[str]:
+def _diff(item: CheckItem, fill: Callable[[str], str]) -> list[str]:
+    """An item: its property, the values whole (`- have`, `+ want`), the prose `fill`ed."""
     lines = [f"  {_MARK[item.status]:<8}{item.property}"]
     if item.when:
-        lines.append(f"          ({item.when})")
+        lines.append(fill(f"          ({item.when})"))
     if item.status == "drift":
         lines.append(f"          - {item.actual}")
         lines.append(f"          + {item.expected}")
     elif item.status == "unknown" and item.expected:
         lines.append(f"          wanted: {item.expected}")
     if item.detail and item.status != "ok":
-        lines.extend(f"          {line}" for line in item.detail.splitlines())
+        lines.extend(fill(f"          {line}") for line in item.detail.splitlines())
     return lines
 
 
-def render_text(report: CheckReport, *, verbose: bool = False) -> str:
-    """The terminal view: a headline, then each VM or node with a problem and its diffs."""
+def render_text(report: CheckReport, *, verbose: bool = False,
+                term: Terminal | None = None) -> str:
+    """The terminal view: a headline, then each VM or node with a problem and its diffs;
+    with `term`, its prose filled to the terminal's width (values stay whole)."""
+    fill: Callable[[str], str] = (lambda line: line) if term is None else term.fit
     counts = {s: report.count(s) for s in ("drift", "unknown", "ok", "skipped")}
     lines = [
         f"pvefix check ({report.source}): {counts['drift']} drifted, {counts['unknown']} "
@@ -62,7 +67,7 @@ def render_text(report: CheckReport, *, verbose: bool = False) -> str:
         lines.append("")
         lines.append(f"{subject}{where}")
         for item in items if verbose else bad:
-            lines.extend(_diff(item))
+            lines.extend(_diff(item, fill))
     if quiet_ok:
         lines.append("")
         if len(quiet_ok) <= LIST_OK_UP_TO:
@@ -79,11 +84,12 @@ def render_text(report: CheckReport, *, verbose: bool = False) -> str:
         extra = len(undesired) - LIST_OK_UP_TO
         more = f" and {extra} more" if extra > 0 else ""
         lines.append("")
-        lines.append(f"UNKNOWN: {len(undesired)} VM(s) without a desired state: {shown}{more}")
-        lines.append("  write one (pvefix desired VMID -o FILE, or --record), or check only the "
-                     "VMs that have one (--only-desired)")
+        lines.append(fill(f"UNKNOWN: {len(undesired)} VM(s) without a desired state: {shown}"
+                          f"{more}"))
+        lines.append(fill("  write one (pvefix desired VMID -o FILE, or --record), or check "
+                          "only the VMs that have one (--only-desired)"))
     for note in report.notes:
-        lines.append(f"note: {note}")
+        lines.append(fill(f"note: {note}"))
     verdict = {0: "no drift", 1: "check incomplete (see UNKNOWN)", 2: "drift found"}
     lines.append("")
     lines.append(f"result: {verdict[report.exit_code]} (exit {report.exit_code})")

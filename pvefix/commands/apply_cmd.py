@@ -23,23 +23,20 @@ from pvefix.paths import is_vmid
 
 def stop_others_option() -> Any:
     """--stop-others, as apply and rollback --reboot-host both take it."""
-    return typer.Option(False, "--stop-others", help="With --reboot-host: shut the node's other"
-                        " running VMs down cleanly first (reverse startup order), start them"
-                        " again afterwards. Never a VM under a backup/migrate lock or managed"
-                        " by HA.")
+    return typer.Option(False, "--stop-others", help="With --reboot-host: stop the other"
+                        " VMs first, start them after.")
 
 
 def reboot_timeout_option() -> Any:
     """--reboot-timeout, as apply and rollback --reboot-host both take it."""
-    return typer.Option(900.0, "--reboot-timeout", help="Seconds to wait for the host to come "
-                        "back after --reboot-host.")
+    return typer.Option(900.0, "--reboot-timeout", help="Seconds for the host to come back.")
 
 
 def state_dir_option() -> Any:
     return typer.Option(
         None, "--state-dir",
-        help="Where snapshots live (env PVEFIX_STATE_DIR; default $XDG_STATE_HOME/pvefix or "
-        "~/.local/state/pvefix).", show_default=False,
+        help="Where snapshots live (env PVEFIX_STATE_DIR; default $XDG_STATE_HOME/pvefix).",
+        show_default=False,
     )
 
 
@@ -51,47 +48,40 @@ def state_dir_option() -> Any:
 @rehearse_options
 def apply_command(
     target: str = typer.Argument(
-        ..., help="A plan file (JSON, pvefix.plan/v1, from `pvefix plan --out`) or a VMID to plan "
-        "afresh from the live target.", show_default=False),
+        ..., help="A plan file (from `pvefix plan --out`), or a VMID to plan afresh"
+        " from the live target.", show_default=False),
     phase: int = typer.Option(..., "--phase", "-p", help="The phase to apply (see the plan).",
                               show_default=False),
-    yes: bool = typer.Option(False, "--yes", "-y", help="Apply without asking (automation). "
-                             "Without it, a terminal is asked and anything else is refused."),
-    replan: bool = typer.Option(False, "--replan", help="When the plan file is stale, plan "
-                                "afresh from the live target instead of refusing."),
-    restart: bool = typer.Option(False, "--restart", help="Activate VM changes: shut the VM "
-                                 "down cleanly, start it, check the start task and "
-                                 "running-machine."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask (without it, only a "
+                             "terminal may confirm)."),
+    replan: bool = typer.Option(False, "--replan", help="A stale plan file: plan afresh "
+                                "instead of refusing."),
+    restart: bool = typer.Option(False, "--restart", help="Activate VM changes: a clean "
+                                 "shutdown, a start, checked."),
     force_stop: bool = typer.Option(False, "--force-stop", help="With --restart: stop the VM "
-                                    "hard when the clean shutdown times out."),
-    reboot_host: bool = typer.Option(False, "--reboot-host", help="Activate host changes: "
-                                     "reboot the node, wait for API and SSH, check "
-                                     "/proc/cmdline, start again every VM that ran. Refused "
-                                     "while another VM runs or any VM is locked."),
+                                    "hard if its shutdown times out."),
+    reboot_host: bool = typer.Option(False, "--reboot-host", help="Activate host changes: reboot, "
+                                     "check the cmdline, start VMs again."),
     stop_others: bool = stop_others_option(),
-    start: bool = typer.Option(False, "--start", help="With --restart: also start the VM when "
-                               "it was stopped (by default a stopped VM stays stopped)."),
-    auto_rollback: bool = typer.Option(False, "--auto-rollback", help="If the VM fails to "
-                                       "start after the change, roll back and start it again."),
-    pve_snapshot: bool = typer.Option(False, "--pve-snapshot", help="Also take a disk-only "
-                                      "Proxmox snapshot first (rolling THAT back also rolls "
-                                      "back the disks)."),
-    qm_set: bool = typer.Option(False, "--qm-set", help="For changes only root@pam may make "
-                                "(raw hostpci) over an API token: run `qm set` as root over "
-                                "SSH, every argument quoted."),
-    shutdown_timeout: float = typer.Option(120.0, "--shutdown-timeout", help="Seconds the "
-                                           "guest gets to shut down cleanly."),
-    task_timeout: float = typer.Option(60.0, "--task-timeout", help="Seconds to wait for a "
-                                       "Proxmox task (config write, start, stop)."),
+    start: bool = typer.Option(False, "--start", help="With --restart: also start the VM if "
+                               "it was stopped."),
+    auto_rollback: bool = typer.Option(False, "--auto-rollback", help="A VM that fails to "
+                                       "start: roll back, start it again."),
+    pve_snapshot: bool = typer.Option(False, "--pve-snapshot", help="Also a Proxmox disk snapshot "
+                                      "first (its rollback: disks too)."),
+    qm_set: bool = typer.Option(False, "--qm-set", help="On a token: root@pam's changes "
+                                "with `qm set` over SSH."),
+    shutdown_timeout: float = typer.Option(120.0, "--shutdown-timeout", help="Seconds for a "
+                                           "clean shutdown."),
+    task_timeout: float = typer.Option(60.0, "--task-timeout", help="Seconds for a "
+                                       "Proxmox task."),
     reboot_timeout: float = reboot_timeout_option(),
-    verify: bool = typer.Option(False, "--verify", help="Probe the guest (P2P) before the "
-                                "first write and after activation, keep both reports and "
-                                "print the comparison; needs --guest-agent or "
-                                "--guest-ssh-host."),
+    verify: bool = typer.Option(False, "--verify", help="Probe the guest's P2P before and "
+                                "after, and compare."),
     full_probe: bool = typer.Option(False, "--full-probe", help="With --verify: the full "
-                                    "probe instead of the quick one (minutes)."),
-    guest_wait: float = typer.Option(300.0, "--guest-wait", help="With --verify: seconds to "
-                                     "wait for a restarted guest to answer."),
+                                    "probe (minutes), not the quick one."),
+    guest_wait: float = typer.Option(300.0, "--guest-wait", help="With --verify: seconds for "
+                                     "the restarted guest to answer."),
     state_dir: Path | None = state_dir_option(),
     *,
     opts: ConnectionOptions,
@@ -101,10 +91,8 @@ def apply_command(
 ) -> int:
     """Apply phase N of a plan to a live target: snapshot, write, verify, (activate).
 
-    Refuses (exit 3) a stale plan, a phase whose prerequisite phase is not in effect, changes
-    the credentials cannot make, and anything not confirmed. A failure undoes what was done.
-    With --rehearse, the phase's config is first booted (firmware only, stand-in BARs) on the
-    node, and a phase whose BARs are not all placed is refused before any write.
+    Refuses (exit 3) what is stale, out of order, beyond the credentials or not confirmed; a
+    failure undoes what was done (docs/apply.md).
     """
     from pvefix.commands.options import hint_context, resolve_connection_options
     from pvefix.executor.apply import ApplyOptions
@@ -164,16 +152,17 @@ def apply_command(
                     " --guest-ssh-host to let it): do this in the guest, then reboot the guest"
                     " once more if the VM was already restarted:")
         for line in result.manual:
-            console.say(f"    {line}")
+            console.say_step(line, "    ")
     if result.desired_path:
-        console.say(f"desired state recorded: {result.desired_path} (used by pvefix check)")
+        console.say_wrapped(f"desired state recorded: {result.desired_path} (used by pvefix"
+                            " check)")
     console.say(f"to undo: {result.rollback_command}")
     if result.next_line:
         console.say(result.next_line)
     if result.verify_worse:
         console.say("P2P GOT WORSE (see the comparison above); the apply itself succeeded")
     if result.not_running:
-        console.say("some VMs that ran before the host reboot are not running (NOT up above): "
-                    "start them once the cause is fixed (qm start VMID)")
+        console.say_wrapped("some VMs that ran before the host reboot are not running (NOT up "
+                            "above): start them once the cause is fixed (qm start VMID)")
         return EXIT_ERROR
     return EXIT_OK

@@ -177,7 +177,11 @@ def _write(report: CheckReport, fmt: CheckFormat, output: Path | None, verbose: 
     from pvefix.check.render import github_annotations, render_json, render_text
 
     text_on_stdout = output is not None or fmt is CheckFormat.text
-    text = render_text(report, verbose=verbose) if text_on_stdout else ""
+    from pvefix.console.terminal import on_tty
+
+    # Filled on a terminal; in a CI log each line stays whole, to grep.
+    term = on_tty(sys.stdout) if output is None else None
+    text = render_text(report, verbose=verbose, term=term) if text_on_stdout else ""
     if fmt is CheckFormat.text:
         body = text
     elif fmt is CheckFormat.json:

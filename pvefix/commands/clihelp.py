@@ -2,11 +2,14 @@
 one example per command.
 
 typer derives a type label from each Python annotation; `finish_help` walks the built click
-command once and replaces those labels with names, and appends the command's examples.
+command once and replaces those labels with names (a name the command gave stays), and gives
+each command its examples: a command's help is laid out by helpview.py (at most 100 lines at 80
+columns), a group's is typer's with the examples appended.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 HELP_OPTION_NAMES = ["-h", "--help"]
@@ -65,7 +68,7 @@ def _label(param: Any, ctx: Any) -> str | None:
     if kind == "path" or kind.endswith("Path"):
         return "DIR" if name.endswith(("dir", "root")) else "PATH"
     if kind.startswith("float"):
-        return "SECONDS" if "timeout" in name else "NUMBER"
+        return "SECONDS" if "timeout" in name or "wait" in name else "NUMBER"
     if kind.startswith("int"):
         return "PORT" if name.endswith("port") else "N"
     return name.rsplit("_", 1)[-1].upper()
@@ -73,6 +76,19 @@ def _label(param: Any, ctx: Any) -> str | None:
 
 def _no_type(ctx: Any) -> None:
     return None  # an argument's name already says what it is
+
+
+def _usage_pieces(param: Any, ctx: Any) -> list[str]:
+    from pvefix.commands.helpview import usage_piece
+
+    return [usage_piece(param)]
+
+
+def _format_help(command: Any, ctx: Any, formatter: Any, *,
+                 examples: tuple[str, ...]) -> None:
+    from pvefix.commands.helpview import format_help
+
+    format_help(command, ctx, examples)
 
 
 def finish_help(command: Any, path: str = "") -> Any:
@@ -89,15 +105,24 @@ def finish_help(command: Any, path: str = "") -> Any:
         if label is None:
             continue
         if param.param_type_name == "argument":
-            # typer prints the argument's name and then its type: keep only the name.
+            # typer prints the argument's name and then its type: keep only the name, and the
+            # command's own (`VMID...`) when it gave one; the usage line (errors print it too)
+            # shows it without typer's braces.
             param.display_type_rich = _no_type
-        param.metavar = label
-    examples = EXAMPLES.get(path)
-    if examples and command.help is not None and "Examples:" not in command.help:
+            param.metavar = param.metavar or label
+            param.get_usage_pieces = functools.partial(_usage_pieces, param)
+            continue
+        param.metavar = param.metavar or label  # one the command gave (`SHA256`) stays
+    examples = EXAMPLES.get(path, ())
+    subcommands: dict[str, Any] = getattr(command, "commands", {})
+    if not hasattr(command, "list_commands"):
+        # A command's help is pvefix's own layout (helpview.py); a group's lists its commands
+        # as typer shows them.
+        command.format_help = functools.partial(_format_help, command, examples=examples)
+    elif examples and command.help is not None and "Examples:" not in command.help:
         # Help is Markdown (typer's rich_markup_mode): an indented block is kept as it is.
         lines = "\n".join(f"    {line}" for line in examples)
         command.help = f"{command.help.rstrip()}\n\nExamples:\n\n{lines}\n"
-    subcommands: dict[str, Any] = getattr(command, "commands", {})
     for name, sub in subcommands.items():
         finish_help(sub, f"{path} {name}".strip())
     return command

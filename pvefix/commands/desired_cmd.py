@@ -68,7 +68,9 @@ def desired_command(
         states = [resolve_state(opts, vmids[0])]
     else:
         states = resolve_states(opts, vmids)
-        print(f"note: {read_path_note(states)}", file=sys.stderr)
+        from pvefix.console.terminal import say_err
+
+        say_err(f"note: {read_path_note(states)}")
     wanted = [_one(state, source, opts, p2p, state_dir) for state in states]
     for state, _, _ in wanted:
         prefix = f"VM {state.vm.vmid}: " if len(wanted) > 1 else ""

@@ -26,11 +26,17 @@ P2P = "P2P"
 SAFETY = "Safety"
 REHEARSAL = "Rehearsal"
 
+# Panel title -> a line `-h` shows at the top of the panel: what its options share (where
+# their environment variables come from), said once instead of in each option's help.
+PANEL_NOTES: dict[str, str] = {}
+
 
 def option_group(target: str, build: Callable[..., Any], options: OptionTable,
-                 panel: str) -> Callable[[F], F]:
+                 panel: str, note: str | None = None) -> Callable[[F], F]:
     """A decorator adding `options` to a typer command that takes `target=build(**fields)`,
-    shown in `--help` under `panel`."""
+    shown in `--help` under `panel` (with `note` at its top)."""
+    if note is not None:
+        PANEL_NOTES[panel] = note
     for _, _, option in options.values():
         option.rich_help_panel = panel
 

@@ -103,16 +103,11 @@ def plan_options(ask: P2PAsk, opts: ConnectionOptions, vmid: int,
 
 _OPTIONS: dict[str, tuple[str, Any, Any]] = {
     "p2p": ("p2p_phase", bool | None, typer.Option(
-        None, "--p2p/--no-p2p", help="Also plan the P2P phase (phase 3): the guards (hidden=1,"
-        " x-vga=1 on compute GPUs, multi-function split) and `args: -set device.hostpciN."
-        "x-nv-gpudirect-clique=C` (root@pam only). --no-p2p: not, whatever the VM's desired"
-        " state or the profile says. Default: the desired state's `[vms.VMID.p2p]`, else the"
-        " profile's `p2p`, else off. See docs/p2p.md.", show_default=False)),
+        None, "--p2p/--no-p2p", help="Plan the P2P phase 3 (root@pam's `args`; docs/p2p.md) or not"
+        " (default: the desired state's, the profile's, off).", show_default=False)),
     "clique_map": ("clique_map", str | None, typer.Option(
-        None, "--clique-map", help="With P2P on: the cliques yourself, e.g. "
-        "hostpci0=0,hostpci1=0,hostpci2=1 (entries left out get no clique; an entry named here"
-        " is a compute GPU, so x-vga=1 is removed from it). Default: the desired state's, else"
-        " the profile's `clique_map`, else from the host's facts.", show_default=False)),
+        None, "--clique-map", help="Cliques, e.g. hostpci0=0,hostpci1=0 (named: compute GPUs;"
+        " default: desired state, profile, host).", show_default=False)),
 }
 
 

@@ -23,7 +23,7 @@ from pvefix.commands.options import (
 from pvefix.commands.p2p_options import P2PAsk, p2p_options, plan_options
 from pvefix.commands.rehearse_options import RehearseAsk, rehearse_options
 from pvefix.commands.vmid import parse_vmid
-from pvefix.console.terminal import ColorChoice, terminal
+from pvefix.console.terminal import ColorChoice, on_tty, say_err, terminal
 from pvefix.errors import EXIT_CHANGES, EXIT_OK
 from pvefix.render.inert import inert_json, inert_text
 
@@ -38,7 +38,8 @@ class PlanFormat(StrEnum):
 
 
 def emit_plan(plan: object, fmt: PlanFormat, out: str | None,
-              color: ColorChoice = "auto", context: Context | None = None) -> int:
+              color: ColorChoice = "auto", context: Context | None = None,
+              verbose: bool = False) -> int:
     from pvefix.planner.model import Plan
 
     assert isinstance(plan, Plan)
@@ -51,7 +52,7 @@ def emit_plan(plan: object, fmt: PlanFormat, out: str | None,
         path = save_plan(plan.to_json_dict(), out)
         saved = (str(path), hashlib.sha256(path.read_bytes()).hexdigest())
         print(f"plan saved to {path} (sha256 {saved[1]})", file=sys.stderr)
-    return emit_plans([plan], fmt, color, context, saved)
+    return emit_plans([plan], fmt, color, context, saved, verbose)
 
 
 @connection_options
@@ -83,6 +84,9 @@ def plan_command(
     color: ColorChoice = typer.Option(
         "auto", "--color", help="auto: colour on a terminal unless NO_COLOR is set or TERM is"
         " dumb; always; never. Text is wrapped to the terminal's width (COLUMNS)."),
+    verbose: bool = typer.Option(
+        False, "--verbose", "-v", help="text: also each change's effect and evidence, the"
+        " info findings' detail and the diffs."),
     *,
     opts: ConnectionOptions,
     guest: GuestOptions,
@@ -113,14 +117,14 @@ def plan_command(
         options = plan_options(p2p, opts, vmid, state_dir)
         state = resolve_state(opts, vmid, optional_guest(guest))
         for note in state.notes:
-            print(inert_text(f"note: {note}"), file=sys.stderr)
+            say_err(inert_text(f"note: {note}"))
         made = make_plan(state, options)
         context = hint_context(opts, state_dir, guest)
         if out:  # the Next line applies the file reviewed, as `terraform apply FILE` does
             from pvefix.flow.planfile import plan_file_path
 
             context = context._replace(plan_file=str(plan_file_path(out)))
-        code = emit_plan(made, fmt, out, color, context)
+        code = emit_plan(made, fmt, out, color, context, verbose)
         if settings is not None:
             _rehearse(opts, state, made, settings, fmt)
         return code
@@ -133,12 +137,13 @@ def plan_command(
                           "plan one VM at a time with it")
     plans = []
     states = resolve_states(opts, vmids)
-    print(inert_text(f"note: {read_path_note(states)}"), file=sys.stderr)
+    say_err(inert_text(f"note: {read_path_note(states)}"))
     for state in states:
         for note in state.notes:
-            print(inert_text(f"note: VM {state.vm.vmid}: {note}"), file=sys.stderr)
+            say_err(inert_text(f"note: VM {state.vm.vmid}: {note}"))
         plans.append(make_plan(state, plan_options(p2p, opts, state.vm.vmid, state_dir)))
-    return emit_plans(plans, fmt, color, hint_context(opts, state_dir))
+    return emit_plans(plans, fmt, color, hint_context(opts, state_dir),
+                      verbose=verbose)
 
 
 def _listed(vmids: list[int]) -> str:
@@ -146,11 +151,13 @@ def _listed(vmids: list[int]) -> str:
 
 
 def emit_plans(plans: Sequence[object], fmt: PlanFormat, color: ColorChoice = "auto",
-               context: Context | None = None, saved: tuple[str, str] | None = None) -> int:
+               context: Context | None = None, saved: tuple[str, str] | None = None,
+               verbose: bool = False) -> int:
     """Plans, in the order asked: JSON as one pvefix.plans/v1 document (whatever the count),
     text and markdown one after the other. Exit 2 when any of them has changes. `context`
     (pvefix/hints.py): the options the text's `Next:` line carries; `saved`: the one plan's
-    file and its SHA-256, which the Markdown ticket names."""
+    file and its SHA-256, which the Markdown ticket names; `verbose`: the text's details
+    (pvefix/render/plan_text.py)."""
     from pvefix.planner.model import Plan, plans_document
     from pvefix.render.plan_markdown import render_plan_markdown
     from pvefix.render.plan_text import render_plan_text
@@ -167,7 +174,8 @@ def emit_plans(plans: Sequence[object], fmt: PlanFormat, color: ColorChoice = "a
             if fmt is PlanFormat.markdown:
                 sys.stdout.write(render_plan_markdown(plan, saved=saved))
             else:
-                sys.stdout.write(render_plan_text(plan, term=term, context=context))
+                sys.stdout.write(render_plan_text(plan, term=term, context=context,
+                                                  verbose=verbose))
     return EXIT_CHANGES if any(p.has_changes for p in typed) else EXIT_OK
 
 
@@ -199,4 +207,5 @@ def _rehearse(opts: ConnectionOptions, state: object, plan: object, settings: ob
         print(f"note: rehearsal ({verdict.config}): {verdict.outcome}: {verdict.message}",
               file=sys.stderr)
         return
-    sys.stdout.write("\nRehearsal (pvefix rehearse, docs/rehearse.md)\n" + render_text(verdict))
+    sys.stdout.write("\nRehearsal (pvefix rehearse, docs/rehearse.md)\n"
+                     + render_text(verdict, on_tty(sys.stdout)))

@@ -84,9 +84,10 @@ def rehearse_command(
             data["command"] = command
         print(json.dumps(data, indent=2))
     else:
+        from pvefix.console.terminal import on_tty
         from pvefix.rehearse.verdict import render_text
 
-        sys.stdout.write(render_text(verdict))
+        sys.stdout.write(render_text(verdict, on_tty(sys.stdout)))
         if show_command:
             print(f"command: {command}")
     return exit_code(verdict)

@@ -44,19 +44,18 @@ class RehearseAsk:
 
 _OPTIONS: dict[str, tuple[str, Any, Any]] = {
     "rehearse": ("rehearse", bool | None, typer.Option(
-        None, "--rehearse", help="Also boot the firmware of the VM's config on its node "
-        "(plan, apply: the planned config; check: each VM's next start) with stand-ins of the "
-        "GPUs' BARs (pvefix rehearse) and say whether every BAR is placed.",
+        None, "--rehearse", help="Also boot its firmware with stand-in BARs: all "
+        "placed?",
         show_default=False)),
     "accel": ("rehearse_accel", str | None, typer.Option(
-        None, "--rehearse-accel", help="With --rehearse: auto (KVM when /dev/kvm is usable, "
-        "else TCG), kvm or tcg (default auto).", show_default=False)),
+        None, "--rehearse-accel", help="auto (KVM if usable, else TCG), kvm or tcg "
+        "(default auto).", show_default=False)),
     "boot_timeout": ("rehearse_timeout", float | None, typer.Option(
-        None, "--rehearse-timeout", help="With --rehearse: seconds the firmware may take to "
-        "reach its boot manager (default 120; TCG needs 30 or more).", show_default=False)),
+        None, "--rehearse-timeout", help="Seconds to the boot manager (default 120; TCG: 30 "
+        "or more).", show_default=False)),
     "firmware_dir": ("rehearse_firmware_dir", str | None, typer.Option(
-        None, "--rehearse-firmware-dir", help="With --rehearse: the node's firmware folder "
-        "(default /usr/share/pve-edk2-firmware).", show_default=False)),
+        None, "--rehearse-firmware-dir", help="Firmware folder (/usr/share/pve-edk2-firmware).",
+        show_default=False)),
 }
 
 

@@ -87,5 +87,5 @@ def rollback_command(
     result = run_rollback(resolve_connection_options(opts), open_state_dir(state_dir), vmid,
                           snapshot, options, console, optional_guest(guest))
     for line in render_rollback(result):
-        console.say(line)
+        console.say_wrapped(line)  # a digest or a path, one word, stays whole
     return EXIT_OK

@@ -17,7 +17,7 @@ def run_app(app: Any, args: list[str]) -> int:
     try:
         result: Any = command.main(args=args, prog_name="pvefix", standalone_mode=False)
     except PvefixError as exc:
-        print(inert_text(f"pvefix: error: {exc}"), file=sys.stderr)
+        _say_error(inert_text(f"pvefix: error: {exc}"))
         return exc.exit_code
     except typer.Exit as exc:
         return int(exc.exit_code)
@@ -33,7 +33,7 @@ def run_app(app: Any, args: list[str]) -> int:
         # A file or directory the user named (an output path, a key): its name and the
         # system's reason, not a traceback.
         where = f"{exc.filename}: " if exc.filename else ""
-        print(f"pvefix: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        _say_error(f"pvefix: error: {where}{exc.strerror or exc}")
         return EXIT_ERROR
     except typer.TyperException as exc:  # usage errors: typer's own message, in our words
         _own_words(exc)
@@ -45,6 +45,14 @@ def run_app(app: Any, args: list[str]) -> int:
         # Exit 2 means "changes pending / drift" to pvefix's callers: a usage error is 1.
         return EXIT_OK if type(exc).__name__ == "NoArgsIsHelpError" else EXIT_ERROR
     return int(result) if isinstance(result, int) else 0
+
+
+def _say_error(text: str) -> None:
+    """An error on stderr, filled on a terminal (the lines after the first under the
+    message), one line in a log (pvefix/console/terminal.py `say_err`)."""
+    from pvefix.console.terminal import say_err
+
+    say_err(text, hang=len("pvefix: error: "))
 
 
 def _own_words(exc: BaseException) -> None:

@@ -27,6 +27,9 @@ def show_command(
     color: ColorChoice = typer.Option(
         "auto", "--color", help="auto: colour on a terminal unless NO_COLOR is set or TERM is"
         " dumb; always; never. Text is wrapped to the terminal's width (COLUMNS)."),
+    verbose: bool = typer.Option(
+        False, "--verbose", "-v", help="text: also each change's effect and evidence, the"
+        " info findings' detail and the diffs (as `pvefix plan --verbose`)."),
 ) -> int:
     """Show a saved plan file as `pvefix plan` shows a plan, without reaching any host.
 
@@ -45,5 +48,6 @@ def show_command(
         digest = hashlib.sha256(plan_file.read_bytes()).hexdigest()
         sys.stdout.write(render_plan_markdown(plan, saved=(str(plan_file), digest)))
     else:
-        sys.stdout.write(render_plan_text(plan, term=terminal(sys.stdout, color)))
+        sys.stdout.write(render_plan_text(plan, term=terminal(sys.stdout, color),
+                                          verbose=verbose))
     return EXIT_OK

@@ -4,6 +4,7 @@ what each holds)."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import typer
@@ -38,9 +39,15 @@ def snapshots_command(
     if not found:
         print(f"no snapshots in {root}" + (f" for VM {vmid}" if vmid is not None else ""))
         return EXIT_OK
+    from pvefix.console.terminal import terminal
+
+    term = terminal(sys.stdout)
     for snap in found:
         meta = snap.meta
-        print(f"{meta.id}  {meta.created_at}  VM {meta.vmid}  phase {meta.phase}  "
-              f"{snap.status()}")
-        print(f"    holds: {'; '.join(meta.holds())}")
+        # One line per snapshot at 80 columns: its time to the second, in UTC (the JSON keeps
+        # the stored value); what it holds filled under it.
+        print(term.fit(f"{meta.id}  {meta.created()}  VM {meta.vmid}  phase "
+                       f"{meta.phase}  {snap.status()}", hang=4))
+        print(term.wrap(f"holds: {'; '.join(meta.holds())}", "    "))
     return EXIT_OK
+

@@ -40,13 +40,20 @@ class Console:
         from pvefix.console.terminal import terminal
 
         term = terminal(self.out)  # a terminal's own width, else COLUMNS, else 80
-        for line in text.split("\n"):
-            body = line.lstrip(" ")
-            indent = line[:len(line) - len(body)]
-            self.say(term.wrap(body, indent, hang=hang) if len(line) > term.width else line)
+        self.say(term.fit(text, hang=hang))
+
+    def say_step(self, command: str, indent: str) -> None:
+        """A step to type, whole; a comment step filled, each line a comment."""
+        from pvefix.console.terminal import terminal
+
+        self.say(terminal(self.out).step(command, indent))
 
     def progress(self, text: str) -> None:
-        print(inert_text(f"pvefix: {text}"), file=self.err, flush=True)
+        """A step on stderr, `pvefix: ` first; on a terminal filled to its width (a path or a
+        value, one word, stays whole), in a log one line."""
+        from pvefix.console.terminal import say_err
+
+        say_err(inert_text(f"pvefix: {text}"), hang=8, stream=self.err)
 
     def confirm(self, question: str) -> bool:
         if self.answer is not None:

@@ -86,12 +86,11 @@ def check_after_boot(vms: list[NodeVm], back: list[int]) -> None:
     coming = [v for v in vms if v.vmid in back]
     at_boot = [v for v in vms if v.onboot and v.vmid not in back]
     conflicts = gpu_conflicts(startup_sorted(coming), startup_sorted(at_boot))
-    if conflicts:
-        listing = "\n  ".join(v.describe() for v in vms)
+    if conflicts:  # the node's VMs are listed above the refusal (flow/hostreboot.py)
         raise RefusedError(
             "after the reboot a VM could not start again: " + "; ".join(conflicts)
-            + " (onboot VMs start at boot and hold their devices); nothing was written."
-            + f"\nVMs on the node:\n  {listing}")
+            + " (onboot VMs start at boot and hold their devices; the node's VMs are listed"
+            " above); nothing was written.")
 
 
 def startup_sorted(vms: list[NodeVm]) -> list[NodeVm]:
@@ -104,20 +103,20 @@ def check_host_reboot(vms: list[NodeVm], target: int, stop_others: bool) -> list
     when the reboot would stop a VM it may not stop."""
     locked = [v for v in vms if v.lock]
     others = [v for v in vms if v.vmid != target and v.status == "running"]
-    listing = "\n  ".join(v.describe() for v in vms)
+    # The node's VMs are listed once, above the refusal (flow/hostreboot.py), filled to the
+    # terminal: the refusal names only those it is about.
     if locked:
         raise RefusedError(
             "a host reboot would stop locked VMs: "
             + ", ".join(f"VM {v.vmid} (lock {v.lock})" for v in locked)
-            + f"; nothing was written.\nVMs on the node:\n  {listing}",
+            + "; nothing was written.",
         )
     if others and not stop_others:
         raise RefusedError(
             "a host reboot stops every VM on the node, and other VMs run: "
             + ", ".join(f"VM {v.vmid}" for v in others)
             + "; nothing was written. Shut them down first, or add --stop-others (clean"
-            " shutdown of each, started again afterwards)."
-            + f"\nVMs on the node:\n  {listing}",
+            " shutdown of each, started again afterwards).",
         )
     ha = [v for v in others if v.hastate and v.hastate not in ("stopped", "ignored")]
     if ha:

@@ -86,6 +86,19 @@ class SnapshotMeta(_Frozen):
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
+    def created(self) -> str:
+        """When it was taken, as the text shows it: `2026-12-06 11:34:22Z` (UTC, to the
+        second; the stored `created_at` keeps the microseconds), or as stored if unreadable."""
+        from datetime import UTC, datetime
+
+        try:
+            when = datetime.fromisoformat(self.created_at)
+        except ValueError:
+            return self.created_at
+        if when.tzinfo is None:
+            return when.strftime("%Y-%m-%d %H:%M:%S")
+        return when.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+
     def holds(self) -> list[str]:
         items = [f"VM {self.vmid} config ({self.vm.config_source}, digest {self.vm.digest[:12]})"]
         items += [f.path for f in self.files if f.restorable and f.sha256 is not None]

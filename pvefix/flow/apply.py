@@ -13,6 +13,7 @@ from typing import assert_never
 
 from pydantic import BaseModel, ConfigDict
 
+from pvefix.console.terminal import Terminal, on_tty, terminal
 from pvefix.desired import record as record_desired
 from pvefix.desired.derive import p2p_rule
 from pvefix.errors import PvefixError
@@ -82,34 +83,46 @@ class ApplyResult(BaseModel):
 
 
 
-def render_phase(plan: Plan, phase: Phase) -> list[str]:
+def render_phase(plan: Plan, phase: Phase, term: Terminal | None = None) -> list[str]:
+    """The confirmation screen's phase: each change, its values whole (on a line of their own
+    when they do not fit beside it), and the activation filled to the width of `term`
+    (default 80 columns)."""
+    term = term or Terminal()
     lines = [f"Phase {phase.number} for VM {plan.observed.vmid} on "
              f"{plan.observed.node} ({phase.disruption}):"]
     for c in phase.changes:
         if c.target == "vm-config":
-            lines.append(f"  {c.id}: VM config {c.key}: {c.before or '(absent)'} -> "
-                         f"{c.after or '(deleted)'}" + ("  [root@pam]" if c.needs_root_pam
-                                                        else ""))
+            root = "  [root@pam]" if c.needs_root_pam else ""
+            lines += term.change(f"  {c.id}: VM config {c.key}:", c.before or "(absent)",
+                                 (c.after or "(deleted)") + root)
         elif c.target == "host-cmdline":
-            lines.append(f"  {c.id}: {c.file}: {c.before!r} -> {c.after!r}")
-            if c.refresh_command:
-                lines.append(f"      then: {shlex.join(c.refresh_command)}")
+            lines += _file_change(term, c.id, c.file, c.before, c.after, c.refresh_command, "")
         elif c.target == "guest-cmdline":
-            lines.append(f"  {c.id}: in the guest: {c.file}: {c.before!r} -> {c.after!r}")
-            if c.refresh_command:
-                lines.append(f"      then, in the guest: {shlex.join(c.refresh_command)}")
+            lines += _file_change(term, c.id, c.file, c.before, c.after, c.refresh_command,
+                                  "in the guest")
         elif c.target == "host-boot":
-            lines.append(f"  {c.id}: {c.file}: configured, not yet booted: {c.after!r}"
-                         f" (booted: {c.before or '(none)'!r}); nothing to write")
+            lines.append(term.wrap(f"{c.id}: {c.file}: configured, not yet booted: {c.after!r}"
+                                   f" (booted: {c.before or '(none)'!r}); nothing to write",
+                                   "  ", hang=4))
         elif c.target == "manual":
-            lines.append(f"  {c.id}: by hand ({c.target}): {c.key} -> {c.after}"
-                         " (best done before the activation below; otherwise reboot once more)")
-            lines += [f"      {cmd}" for cmd in c.commands]
+            lines.append(term.wrap(f"{c.id}: by hand ({c.target}): {c.key} -> {c.after} (best"
+                                   " done before the activation below; otherwise reboot once"
+                                   " more)", "  ", hang=4))
+            lines += [term.step(cmd, "      ") for cmd in c.commands]
         else:
             assert_never(c)
-    lines.append(f"Activation: {phase.activation}")
+    lines.append(term.wrap(f"Activation: {phase.activation}", ""))
     return lines
 
+
+def _file_change(term: Terminal, cid: str, file: str | None, before: str | None,
+                 after: str | None, refresh: list[str] | None, where: str) -> list[str]:
+    """A file's line changed (`where`: "in the guest", or "" on the node), then its refresh."""
+    lines = term.change(f"  {cid}: {where + ': ' if where else ''}{file}:", repr(before),
+                        repr(after))
+    if refresh:
+        lines.append(f"      then{', ' + where if where else ''}: {shlex.join(refresh)}")
+    return lines
 
 
 def apply_phase(
@@ -159,7 +172,7 @@ def _apply_phase(
     others = _refuse_for_activation(conn, sessions, live, prepared, options, console)
     if rehearse is not None:
         _rehearse_phase(conn, sessions, live, plan, phase, rehearse, console)
-    for line in render_phase(plan, phase):
+    for line in render_phase(plan, phase, terminal(console.out)):
         console.say(line)  # its before/after values stay whole, to be read as they are
     if not options.yes:
         confirm_reboot(console, f"Apply phase {phase.number} to VM {vmid}?", live.vm.node,
@@ -311,6 +324,6 @@ def _rehearse_phase(conn: Connection, sessions: Sessions, live: HostState, plan:
     console.progress(f"rehearsing phase {phase.number} on node {live.vm.node} "
                      "(firmware only, stand-in BARs)")
     verdict, _ = rehearse_live(conn, sessions, live, plan, phase.number, settings)
-    for line in render_text(verdict).splitlines():
+    for line in render_text(verdict, on_tty(console.out)).splitlines():
         console.say(line)
     refuse_failed(verdict, phase.number)

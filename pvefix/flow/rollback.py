@@ -109,8 +109,8 @@ def _run_rollback(conn: Connection, snapshot: Snapshot, options: RollbackOptions
     differs = what_differs(snapshot, live)
     guest_differs = [] if guest is None else [
         p for p, text in guest[1].items() if text != snapshot.guest_file_text(p)]
-    console.say(f"snapshot {meta.id} (VM {meta.vmid}, phase {meta.phase}, {meta.created_at}, "
-                f"{snapshot.status()})")
+    console.say_wrapped(f"snapshot {meta.id} (VM {meta.vmid}, phase {meta.phase}, "
+                        f"{meta.created()}, {snapshot.status()})")
     outlook = restart_outlook(snapshot)
     held = [outlook.held_back()] if options.restart and outlook.cannot_start else []
     reboot = options.reboot_host and (bool(differs.files) or boot_pending(live))

@@ -17,6 +17,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from pvefix.console.terminal import Terminal
 from pvefix.planner.bar_verdict import usable_phys_bits
 from pvefix.planner.mmio import fmt_size
 from pvefix.rehearse.build import Job, StandIn
@@ -138,8 +139,10 @@ def bar_line(b: BarVerdict) -> str:
     return f"{b.id} ({b.host}, {fmt_size(b.size)}): {status[b.status]}{where}"
 
 
-def render_text(v: Verdict) -> str:
-    """The verdict as `pvefix rehearse` prints it (plan and apply --rehearse too)."""
+def render_text(v: Verdict, term: Terminal | None = None) -> str:
+    """The verdict as `pvefix rehearse` prints it (plan and apply --rehearse too); with `term`
+    (a terminal), each line filled to its width: an address or a size is a word, never
+    split."""
     head = {"placed": "ALL PLACED", "not-placed": "NOT PLACED", "no-boot": "WOULD NOT BOOT",
             "qemu-refused": "QEMU REFUSES", "error": "ERROR"}[v.outcome]
     lines = [f"rehearsal of VM {v.vmid} on {v.node}, {v.config}",
@@ -156,4 +159,5 @@ def render_text(v: Verdict) -> str:
         timing.append(f"peak {v.peak_rss_mb} MiB")
     lines.append(f"{head}: {v.message}" + (f" ({', '.join(timing)})" if timing else ""))
     lines += [f"note: {n}" for n in v.notes]
-    return "\n".join(lines) + "\n"
+    text = "\n".join(lines)
+    return (text if term is None else term.fit(text, hang=2)) + "\n"

@@ -32,8 +32,10 @@ _DISRUPTION = {
 class _Style:
     """Styles and wraps through the stream's Terminal."""
 
-    def __init__(self, term: Terminal) -> None:
+    def __init__(self, term: Terminal, verbose: bool = False) -> None:
         self.term = term
+        self.verbose = verbose
+        self.shown: set[str] = set()  # evidence already printed (each fact once)
 
     def __call__(self, text: str, *styles: str) -> str:
         return self.term.style(text, *styles)
@@ -41,16 +43,32 @@ class _Style:
     def wrap(self, text: str, indent: str = "      ", *styles: str) -> str:
         return "\n".join(self(line, *styles) for line in self.term.wrap(text, indent).split("\n"))
 
-    def evidence(self, items: list[str]) -> list[str]:
-        return [self.wrap(f"· {e}", "      ", "dim") for e in items]
+    def ids(self, ids: list[str]) -> list[str]:
+        """With --verbose, the ids (of a finding, of changes) that `apply`, `check` and the
+        plan file name them by."""
+        if not self.verbose:
+            return []
+        return [self.wrap(f"id: {', '.join(ids)}", "      ", "dim")]
+
+    def evidence(self, items: list[str], *, detail: bool = False) -> list[str]:
+        """Evidence lines, each printed once in the whole plan (a change that rests on a
+        finding's facts does not repeat them). `detail`: a change's, shown with --verbose."""
+        if detail and not self.verbose:
+            return []
+        fresh = [e for e in items if e not in self.shown]
+        self.shown.update(fresh)
+        return [self.wrap(f"· {e}", "      ", "dim") for e in fresh]
 
 
 def _finding(f: Finding, s: _Style) -> list[str]:
+    """A finding: its title, and its detail and evidence; an info's only with --verbose."""
     label, color = _SEVERITY[f.severity]
     head = s.term.wrap(f"{label}  {f.title}", "  ", hang=len(label) + 2)
     head = head.replace(label, s(label, color, "bold"), 1)
-    out = [head, s.wrap(f.detail)]
-    return out + s.evidence(list(f.evidence))
+    if f.severity == "info" and not s.verbose:
+        return [head]
+    detail = s.term.wrap(f.detail, "      ", hang=0)  # prose: no label to hang under
+    return [head, detail, *s.evidence(list(f.evidence)), *s.ids([f.id])]
 
 
 def _value(v: str | None) -> str:
@@ -79,23 +97,15 @@ def _change(c: Change, s: _Style) -> list[str]:
         out.append(s(f"      needs root@pam ({_root_why([c])})", "yellow"))
     if c.commands:
         out.append("      steps:")
-        out += [_step(cmd, s.term) for cmd in c.commands]
+        out += [s.term.step(cmd) for cmd in c.commands]
     out.append(s.wrap(f"undo: {c.inverse}"))
-    return out + s.evidence(list(c.evidence))
-
-
-def _step(command: str, term: Terminal) -> str:
-    """A step as it is to be typed; a comment step (`# ...`) is prose: wrapped, each line a
-    comment."""
-    if not command.startswith("# "):
-        return f"        {command}"
-    return term.wrap(command[2:], "        # ", hang=0)
+    return out + s.evidence(list(c.evidence), detail=True) + s.ids([c.id])
 
 
 def _reason_lines(c: Change, s: _Style) -> list[str]:
-    """why, effect and risk of a change (or of a group of alike changes)."""
+    """why, effect (with --verbose) and risk of a change (or of a group of alike changes)."""
     out = [s.wrap(f"why: {c.reason}")]
-    if c.effect:
+    if c.effect and s.verbose:
         out.append(s.wrap(f"effect: {c.effect}"))
     label = f"risk ({c.risk.level})"
     out.append(s.wrap(f"{label}: {c.risk.text}").replace(
@@ -122,8 +132,12 @@ def _groups(changes: list[Change]) -> list[list[Change]]:
 def _change_group(group: list[Change], s: _Style) -> list[str]:
     first = group[0]
     out = [s(f"  [{first.target}] {len(group)} entries ({first.rule})", "bold")]
-    out += [s.wrap(f"{c.key}: {_value(c.before)} -> {_value(c.after)}", "    ", "bold")
-            for c in group]
+    # Entries with the same before and after share one line (eight `pcie=1` edits: one).
+    alike: dict[tuple[str, str], list[str]] = {}
+    for c in group:
+        alike.setdefault((_value(c.before), _value(c.after)), []).append(c.key)
+    out += [s.wrap(f"{', '.join(keys)}: {before} -> {after}", "    ", "bold")
+            for (before, after), keys in alike.items()]
     out += _reason_lines(first, s)
     if any(c.needs_root_pam for c in group):
         out.append(s(f"      needs root@pam ({_root_why(group)})", "yellow"))
@@ -131,7 +145,7 @@ def _change_group(group: list[Change], s: _Style) -> list[str]:
     seen: list[str] = []
     for c in group:
         seen += [e for e in c.evidence if e not in seen and not e.startswith(f"{c.key}: ")]
-    return out + s.evidence(seen)
+    return out + s.evidence(seen, detail=True) + s.ids([c.id for c in group])
 
 
 def _diff_lines(text: str, s: _Style) -> list[str]:
@@ -147,19 +161,21 @@ def _diff_lines(text: str, s: _Style) -> list[str]:
 
 
 def render_plan_text(plan: Plan, *, term: Terminal | None = None, color: bool = False,
-                     config_path: str | None = None, context: Context | None = None) -> str:
+                     config_path: str | None = None, context: Context | None = None,
+                     verbose: bool = False) -> str:
     """The summary (one screen), then the detail. `term` sets width and colour (default: 80
     columns, colour as `color` says); `context`: the options the `Next:` line carries (those
-    the plan was made with, pvefix/hints.py)."""
+    the plan was made with, pvefix/hints.py); `verbose`: also each change's evidence and the
+    diffs. Each evidence line is printed once either way."""
     if term is None:
         term = Terminal(color_system="standard" if color else None)
-    s = _Style(term)
+    s = _Style(term, verbose)
     obs = plan.observed
     lines = [
-        s.wrap(f"pvefix plan for VM {obs.vmid} on node {obs.node}  ({obs.vm_status}; read via "
+        s.wrap(f"Plan for VM {obs.vmid} on node {obs.node} ({obs.vm_status}; read via "
                f"{obs.access.split(':')[0]}; digest {obs.vm_digest[:12]})", "", "bold"),
         "",
-        *_summary(plan, s, context),
+        *_summary(plan, s),
         "",
     ]
     if plan.findings:
@@ -175,9 +191,9 @@ def render_plan_text(plan: Plan, *, term: Terminal | None = None, color: bool = 
     return inert_text("\n".join(lines + _closing(plan, s, context)) + "\n", color=term.color)
 
 
-def _summary(plan: Plan, s: _Style, context: Context | None) -> list[str]:
-    """One screen: each phase with its disruption and changes, the findings by severity, the
-    impact (who stops, host reboot, highest risk) and what to run next."""
+def _summary(plan: Plan, s: _Style) -> list[str]:
+    """One screen: each phase with its disruption and changes, the findings by severity and
+    the impact (who stops, host reboot, highest risk). What to run next ends the plan."""
     from pvefix.render.plan_markdown import impact
 
     lines = [s("Summary", "bold")]
@@ -192,11 +208,11 @@ def _summary(plan: Plan, s: _Style, context: Context | None) -> list[str]:
         lines.append(s.wrap(f"Findings: {said} (below)", "  "))
     if plan.has_changes:
         lines += [s.wrap(f"- {line}", "  ") for line in impact(plan)]
-    return lines + _closing(plan, s, context)[-1:]
+    return lines
 
 
 def _phases(plan: Plan, s: _Style, path: str) -> list[str]:
-    """Each phase: its activation, its changes, and the diffs it makes."""
+    """Each phase: its activation, its changes, and (verbose) the diffs it makes."""
     obs = plan.observed
     lines: list[str] = []
     vm_diff_shown = False
@@ -207,6 +223,8 @@ def _phases(plan: Plan, s: _Style, path: str) -> list[str]:
         for group in _groups(phase.changes):
             lines += _change(group[0], s) if len(group) == 1 else _change_group(group, s)
             lines.append("")
+        if not s.verbose:
+            continue
         diffs = list(file_diffs(plan, phase))
         if not vm_diff_shown and any(c.target == "vm-config" for c in phase.changes):
             pending = " ([PENDING] while the VM runs)" if obs.vm_status == "running" else ""
@@ -220,14 +238,19 @@ def _phases(plan: Plan, s: _Style, path: str) -> list[str]:
 
 
 def _closing(plan: Plan, s: _Style, context: Context | None) -> list[str]:
-    """The last lines: how many changes and what to run next, or why nothing is planned."""
+    """The last lines: how many changes and what to run next (once, here, where the admin's
+    eyes are when the plan has scrolled by), or why nothing is planned."""
     obs = plan.observed
     n = sum(len(p.changes) for p in plan.phases)
     if n:
+        more = [] if s.verbose else [
+            s.wrap("Effects, evidence, diffs and the info findings: add --verbose.", "", "dim")]
+        nxt = next_line(plan, 0, context or Context(), live=not obs.access.startswith("bundle"))
         return [
             s(f"{n} change(s) in {len(plan.phases)} phase(s). Dry run: nothing was changed.",
               "bold"),
-            next_line(plan, 0, context or Context(), live=not obs.access.startswith("bundle")),
+            *more,
+            s.term.command_line(*nxt.split(": ", 1)),
         ]
     if any(f.id == "devices.unknown-here" for f in plan.findings):
         return [s.wrap("Nothing planned, but not because all is right: some passed devices are"

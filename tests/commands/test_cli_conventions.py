@@ -44,9 +44,10 @@ def test_help_has_no_python_types_and_an_example(
 
 
 def _panels(text: str) -> dict[str, str]:
-    """A help text's panels (typer's rich_help_panel boxes): title -> the box's text."""
+    """A help text's panels (typer's rich_help_panel groups, in one box, each opened by
+    `╭─ Title` or `├─ Title`): title -> the panel's text."""
     out: dict[str, str] = {}
-    for box in text.split("╭─ ")[1:]:
+    for box in re.split(r"[╭├]─ ", text)[1:]:
         title, _, body = box.partition(" ")
         out[title] = body.split("╰")[0]
     return out
@@ -66,7 +67,7 @@ def test_help_groups_options_in_panels(path: str, panels: list[str],
     assert "--host " in found["Connection"] and "--ssh-key " in found["Connection"]
     assert "--host " not in found["Options"]
     if "Safety" in found:
-        assert "--yes " in found["Safety"] and "--restart " in found["Safety"]
+        assert "--yes, -y " in found["Safety"] and "--restart " in found["Safety"]
     if "Guest" in found:
         assert "--guest-agent " in found["Guest"]
 

@@ -92,7 +92,7 @@ def test_text_fits_80_and_60_columns_and_no_word_is_broken(
 def test_wrapped_lines_hang_under_their_label(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    lines = _plan(capsys, monkeypatch, "kpro6", "100", 60).splitlines()
+    lines = _plan(capsys, monkeypatch, "kpro6", "100", 60, "--verbose").splitlines()
     why = next(i for i, line in enumerate(lines) if line.startswith("      why: "))
     assert lines[why + 1].startswith(" " * len("      why: ")) and lines[why + 1][11] != " "
     bullet = next(i for i, line in enumerate(lines) if line.startswith("  - VM 100 stops"))
@@ -111,9 +111,12 @@ def test_the_summary_comes_first_and_fits_one_screen(
     assert summary[0].startswith("  Phase 1: VM restart (cold start); 11 change(s): machine")
     assert any(line.startswith("  Phase 2: HOST REBOOT") for line in summary)
     assert "  - Highest risk: medium." in summary
-    # Read from a bundle: the apply needs the live node, which the bundle's options do not reach.
-    assert summary[-1] == ("Next, against the live node (a bundle is read-only): "
-                           "pvefix apply 100 --phase 1 --restart")
+    # What to run next ends the plan, once (where the eyes are when the plan has scrolled by).
+    # Read from a bundle: the apply needs the live node, which the bundle's options do not
+    # reach. Too wide for 80 columns on one line: the command goes whole on the next.
+    assert text.splitlines()[-2:] == ["Next, against the live node (a bundle is read-only):",
+                                      "  pvefix apply 100 --phase 1 --restart"]
+    assert text.count("pvefix apply 100 --phase 1 --restart") == 1
     assert text.index("\nSummary\n") < text.index("\nFindings\n") < text.index("\nPhase 1:")
 
 

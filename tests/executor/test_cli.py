@@ -114,7 +114,8 @@ def test_apply_records_the_desired_state_and_check_agrees_after_the_restart(
 
     # kept per host identity: the name and its CA's key
     recorded = n.state_dir / "desired" / state_key(n.info, "node-kpro6") / "100.toml"
-    assert f"desired state recorded: {recorded}" in out
+    # filled to the width: the path, one word, whole on its line
+    assert f"desired state recorded: {recorded}" in " ".join(out.split())
     assert recorded.stat().st_mode & 0o777 == 0o600
     assert run_app(app, ["check", "100", *_target(n)]) == EXIT_OK
     capsys.readouterr()

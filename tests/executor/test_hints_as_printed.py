@@ -24,8 +24,10 @@ from pvefix.executor.journal import ENV_HOLD, read_journal
 from tests.executor.conftest import Node
 
 REPO = Path(__file__).resolve().parents[2]
-# A printed command: after `Next:`, `to undo:` or `undo them with:` (the Ctrl-C lines).
-HINT = re.compile(r"(?:^Next: |to undo: |undo them with: )(pvefix .*)$", re.MULTILINE)
+# A printed command: after `Next:` (on its line, or whole on the next when the two do not fit
+# the terminal), `to undo:` or `undo them with:` (the Ctrl-C lines).
+HINT = re.compile(r"(?:^Next: |^Next:\n  |to undo: |undo them with: )(pvefix .*)$",
+                  re.MULTILINE)
 
 pytestmark = pytest.mark.slow
 

@@ -29,7 +29,9 @@ def test_a_host_reboot_is_refused_while_another_vm_runs(node: Callable[..., Node
     message = str(caught.value)
     assert caught.value.exit_code == EXIT_REFUSED
     assert "other VMs run: VM 101" in message and "--stop-others" in message
-    assert "VM 101 (monitoring), running" in message
+    # The node's VMs are listed once, before the refusal, not again inside it.
+    assert "VM 101 (monitoring), running" in cap.out.getvalue()
+    assert "VM 101 (monitoring)" not in message
     assert n.fingerprint(100) == before
     assert n.sim.state.run_state(101).status == "running"
 

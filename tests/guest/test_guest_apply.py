@@ -71,7 +71,7 @@ def test_plan_shows_the_guest_grub_diff_in_text_markdown_and_json(
     assert 'GRUB_CMDLINE_LINUX_DEFAULT="quiet pci=realloc"' in after
     assert after.replace(" pci=realloc", "") == grub  # only the one option, the rest kept
     for fmt in ("text", "markdown"):
-        main([*args, "--format", fmt])
+        main([*args, "--format", fmt, *(["--verbose"] if fmt == "text" else [])])
         out = capsys.readouterr().out
         assert "--- a/etc/default/grub (in the guest)" in out, out
         assert '+GRUB_CMDLINE_LINUX_DEFAULT="quiet pci=realloc"' in out, out
