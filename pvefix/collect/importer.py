@@ -1,8 +1,9 @@
 """`pvefix collect import`: a bundle (tarball or folder) into a validated host tree.
 
 The tarball comes from a host, so it is untrusted input: members with absolute paths or `..`
-are refused before anything is written, and extraction uses tarfile's `data` filter (no links
-leaving the tree, no devices, no set-uid bits).
+are refused before anything is written, and only plain files and folders are then written, by
+pvefix itself (no links, devices, owners or set-uid bits from the tarball): the same on every
+Python 3.11, whose tarfile before 3.11.4 (Debian 12's 3.11.2) has no extraction filters.
 """
 
 from __future__ import annotations
@@ -93,6 +94,23 @@ def _check_member(member: tarfile.TarInfo, bundle: Path) -> None:
         raise RefusedError(f"member {member.name!r} is not a file or folder", source=str(bundle))
 
 
+def _write_member(tar: tarfile.TarFile, member: tarfile.TarInfo, dest: Path) -> None:
+    """One checked member (a relative path without `..`, a file or a folder) under `dest`:
+    folders 0755, files 0644 (0755 when executable for its owner), never through a link."""
+    target = dest.joinpath(*PurePosixPath(member.name).parts)
+    if member.isdir():
+        target.mkdir(mode=0o755, parents=True, exist_ok=True)
+        return
+    target.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+    source = tar.extractfile(member)
+    if source is None:
+        raise tarfile.TarError(f"member {member.name!r} has no data")
+    mode = 0o755 if member.mode & stat.S_IXUSR else 0o644
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
+    with source, os.fdopen(os.open(target, flags, mode), "wb") as out:
+        shutil.copyfileobj(source, out)
+
+
 def _unpack_tarball(bundle: Path, dest: Path) -> None:
     try:
         with tarfile.open(bundle, "r:*") as tar:
@@ -107,9 +125,8 @@ def _unpack_tarball(bundle: Path, dest: Path) -> None:
                         f"more than {MAX_MEMBERS} members or {MAX_TOTAL >> 20} MiB: not a"
                         " collect bundle", source=str(bundle),
                     )
-            tar.extractall(dest, members=members, filter="data")
-    except tarfile.FilterError as exc:
-        raise RefusedError(f"unsafe member: {exc}", source=str(bundle)) from None
+            for member in members:
+                _write_member(tar, member, dest)
     except (tarfile.TarError, EOFError, OSError) as exc:
         raise PvefixError(f"cannot unpack: {exc}", source=str(bundle)) from None
 

@@ -81,12 +81,14 @@ class Terminal:
 
     def fit(self, text: str, *, hang: int | None = None) -> str:
         """Each line of `text` that is wider than the terminal filled to the width (as
-        `wrap`), under its own leading indent; the others as they are."""
+        `wrap`), under its own leading indent; the others as they are, and so is a line that
+        is a command to copy (`pvefix ...`, `qm ...`: never wrapped)."""
         out = []
         for line in text.split("\n"):
             body = line.lstrip(" ")
             indent = line[:len(line) - len(body)]
-            out.append(self.wrap(body, indent, hang=hang) if len(line) > self.width else line)
+            wide = len(line) > self.width and not _COMMAND.match(body)
+            out.append(self.wrap(body, indent, hang=hang) if wide else line)
         return "\n".join(out)
 
     def step(self, command: str, indent: str = "        ") -> str:
@@ -120,6 +122,8 @@ class Terminal:
 
 _LABEL = re.compile(r"[A-Za-z][\w .()/-]{0,23}")
 _CODE = re.compile(r"`[^`\n]+`")
+# A line that is one of the commands pvefix prints to be copied whole.
+_COMMAND = re.compile(r"(pvefix|qm|ssh-keygen|ssh-keyscan|pveum) ")
 _GLUE = "\x00"  # a blank inside backticks while filling: textwrap breaks only at white space
 
 

@@ -176,7 +176,7 @@ def restore_snapshot(remote: Remote, snapshot: Snapshot, live: HostState,
                      "cold start (shut down and start it, or re-run with --restart)")
     if differs.files and not options.reboot_host:
         notes.append("the host keeps running the kernel cmdline it booted with until it "
-                     "reboots; to reboot it now (every VM on it stops): "
+                     "reboots; to reboot it now (every VM on it stops):\n  "
                      + options.context.command(["rollback", str(meta.vmid), "--snapshot",
                                                 meta.id, "--reboot-host"], guest=False))
     journal.record("rollback-end", restored=restored)

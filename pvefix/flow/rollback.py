@@ -93,7 +93,7 @@ def _p2p_goal_note(result: RollbackResult, snapshot: Snapshot, state_dir: Path,
     line = context.command(["desired", str(vmid), "--no-p2p", "--record"], guest=False)
     note = (f"the desired state recorded for VM {vmid} ({path}) still asks for the P2P phase:"
             f" pvefix check reports the rollback as drift until the goal without it is"
-            f" recorded: {line}")
+            f" recorded:\n  {line}")
     return result.model_copy(update={"notes": [*result.notes, note]})
 
 
@@ -216,11 +216,11 @@ def _activation_note(snapshot: Snapshot, state_dir: Path, context: Context) -> l
              and written_by_apply(s.records())[1]]
     back = (context.command(["rollback", str(meta.vmid), "--snapshot", wrote[-1].id,
                              "--reboot-host"], guest=False) if wrote
-            else "roll back the apply that wrote the host file, with --reboot-host (`pvefix"
-            " snapshots` lists it)")
+            else "roll back the apply that wrote the host file, with --reboot-host (pvefix"
+            " snapshots lists it)")
     return [f"snapshot {meta.id} wrote nothing: phase {meta.phase} only activated the host"
             " cmdline configured before it (a host reboot), so there is nothing to restore;"
-            f" to go back to the old cmdline: {back}"]
+            f" to go back to the old cmdline:\n  {back}"]
 
 
 def _nothing_to_activate(options: RollbackOptions, snapshot: Snapshot) -> list[str]:

@@ -83,7 +83,7 @@ def _activation_base(disruption: Disruption, ctx: Context, number: int) -> str:
         )
     if disruption == "vm-restart" and ctx.is_template:
         return (
-            f"`pvefix apply --phase {number}`: VM {vmid} is a template, which Proxmox never"
+            f"`pvefix apply {vmid} --phase {number}`: VM {vmid} is a template, which Proxmox never"
             " starts: the config changes are written at once and reach only the clones made"
             " from it afterwards (linked clones made before keep their own configs)."
         )

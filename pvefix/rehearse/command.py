@@ -270,12 +270,15 @@ class Args:
     notes: list[str] = field(default_factory=list)
 
 
-_STRING_FW_CFG = re.compile(r"name=opt/ovmf/[A-Za-z0-9_-]+,string=[0-9]+")
+# Only these shapes reach QEMU: a number for OVMF's window, or the 64-bit hole's size. A `file=`
+# (the node's own files into the guest) or any other property is left out.
+_STRING_FW_CFG = re.compile(r"name=opt/ovmf/[A-Za-z0-9_-]+,string=[0-9]{1,9}")
+_HOLE64 = re.compile(r"[A-Za-z0-9_-]+\.pci-hole64-size=[0-9]{1,20}[KMGT]?")
 
 
 def _moves_window(name: str, value: str) -> bool:
     return (name == "-fw_cfg" and bool(_STRING_FW_CFG.fullmatch(value))) or (
-        name == "-global" and "pci-hole64" in value)
+        name == "-global" and bool(_HOLE64.fullmatch(value)))
 
 
 def args_of(args: str | None) -> Args:

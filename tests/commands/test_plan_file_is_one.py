@@ -17,7 +17,7 @@ from pvefix.commands.run import run_app
 from pvefix.errors import EXIT_ERROR, EXIT_OK, PvefixError
 from pvefix.flow.planfile import load_plan_file
 from pvefix.hosttree import resolve_scenario
-from pvefix.rehearse.build import mmio_args
+from pvefix.rehearse.command import args_of
 from pvefix.rehearse.flow import planned_config
 from pvefix.sources.bundle import read_bundle
 
@@ -105,4 +105,4 @@ def test_rehearse_boots_the_phases_on_todays_config_never_the_files_text(
     ("-global q35-pcihost.pci-hole64-size=1G,x=/etc/shadow", []),
 ])
 def test_the_rehearsal_keeps_only_a_window_size_from_args(args: str, kept: list[str]) -> None:
-    assert mmio_args(args)[0] == kept
+    assert args_of(args).kept == kept

@@ -146,7 +146,7 @@ def test_rollback_reboot_host_later_activates_files_restored_earlier(
     assert run_app(app, ["rollback", "100", "--yes", *_target(n)]) == EXIT_OK
     said = capsys.readouterr().out
     assert "iommu=pt" in _booted(n), "restored in the file, the new line still runs"
-    later = said.split("to reboot it now (every VM on it stops): ", 1)[1].split("\n", 1)[0]
+    later = said.split("to reboot it now (every VM on it stops):\n", 1)[1].split("\n", 1)[0].strip()
     assert "--reboot-host" in later and shlex.split(later)[-4:] == _target(n), later
     assert run_app(app, [*shlex.split(later)[1:], "--yes"]) == EXIT_OK, later  # as printed
     said = capsys.readouterr().out

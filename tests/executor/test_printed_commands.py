@@ -132,7 +132,7 @@ def test_after_rolling_back_the_p2p_phase_the_printed_desired_line_records_the_g
     code, out = _run(undo, n)
     assert code == EXIT_OK, f"{undo}\n{out}"
     assert "still asks for the P2P phase" in " ".join(out.split()), out
-    said = re.search(r"^(?:.*: )?(pvefix desired [^\n]*)$", out, re.MULTILINE)
+    said = re.search(r"^ *(?:.*: )?(pvefix desired [^\n]*)$", out, re.MULTILINE)
     assert said, out
     line = said.group(1)
     assert shlex.split(line)[:5] == ["pvefix", "desired", "100", "--no-p2p", "--record"]

@@ -472,7 +472,8 @@ def _args_change(ctx: Context, a: Assessment, before: str | None, after: str | N
             text="The clique ASSERTS a capability: where the GPUs cannot really P2P, NCCL can hang"
                  " instead of falling back, and a grant can read OK while writes land elsewhere."
                  " args is root@pam only (a password ticket, or qm set as root over SSH).",
-            mitigation="pvefix apply --phase 3 --verify moves data between every pair and runs"
+            mitigation=f"pvefix apply {ctx.state.vm.vmid} --phase 3 --verify moves data between"
+                       " every pair and runs"
                        " NCCL all-reduce under a timeout; with --auto-rollback a hang, wrong data"
                        " or a slowdown reverts this phase alone.",
         ),
