@@ -52,8 +52,9 @@ class Node(Protocol):
         --timeout); past it the result is `timed_out`."""
 
     def run_many(self, commands: Sequence[Sequence[str]]) -> list[CommandResult]:
-        """Independent short reads at once (the fact registry's rounds), results in order,
-        within the connection's --timeout each."""
+        """Independent short reads as one batch (the fact registry's rounds: over SSH one
+        channel, framed, pvefix.target.framed), results in order, within the connection's
+        --timeout each."""
 
     def read_file(self, path: str) -> str | None:
         """A file's text, None when it does not exist."""
@@ -79,7 +80,7 @@ class SshNode:
         return self.shell.execute(argv, timeout)
 
     def run_many(self, commands: Sequence[Sequence[str]]) -> list[CommandResult]:
-        return self.shell.run_many(commands)
+        return self.shell.run_batch(commands)
 
     def read_file(self, path: str) -> str | None:
         return self.shell.read_file(path)

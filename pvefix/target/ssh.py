@@ -38,7 +38,7 @@ __all__ = ["MAX_CHANNELS", "CommandResult", "HostKeyChanged", "HostKeyUnknown", 
            "SshShell", "load_known_hosts"]
 
 # The most one command may print (each of stdout, stderr): above the bulk read's bound
-# (check/bulk.py MAX_STREAM); a node sending more is not answering a command of pvefix.
+# (sources/pmxcfs.py MAX_STREAM); a node sending more is not answering a command of pvefix.
 READ_LIMIT = 256 * 1024 * 1024
 # OpenSSH's sshd allows 10 sessions per connection (MaxSessions); stay under it.
 MAX_CHANNELS = 8

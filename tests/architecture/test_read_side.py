@@ -7,7 +7,7 @@ import ast
 from pathlib import Path
 
 from pvefix.facts.model import Command
-from pvefix.facts.node import NODE_FACTS, round_zero
+from pvefix.facts.node import CLUSTER_CONFIGS, NODE_FACTS, round_zero
 from pvefix.facts.sysfs import GREP_FILES, READLINK
 from tests.architecture.test_import_graph import PACKAGE
 
@@ -36,10 +36,17 @@ def _outside(owners: set[str]) -> list[Path]:
 
 def test_no_registry_command_is_spelled_outside_the_registry() -> None:
     commands = {f.read.argv for f in NODE_FACTS if isinstance(f.read, Command) and not f.needs}
-    commands |= {READLINK, GREP_FILES}
+    commands |= {READLINK, GREP_FILES, CLUSTER_CONFIGS}
     found = {p.relative_to(PACKAGE).as_posix(): sorted(hits) for p in _outside(OWNERS)
              if (hits := _literal_argvs(p) & commands)}
     assert found == {}, f"node commands of the registry spelled again: {found}"
+
+
+def test_the_cluster_wide_read_is_no_room_of_check() -> None:
+    # check --all reads the cluster through the gatherer (pvefix/sources/cluster.py), over
+    # a Node from target/open.py: check keeps the comparing, not a reader of its own.
+    assert not (PACKAGE / "check" / "cluster.py").exists()
+    assert not (PACKAGE / "check" / "bulk.py").exists()
 
 
 def test_the_cluster_listing_is_walked_in_one_place() -> None:

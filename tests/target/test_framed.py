@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pvefix.check.cluster import HOST_COMMANDS
 from pvefix.errors import PvefixError
 from pvefix.sim.serve import ReadyInfo, write_ready_file
+from pvefix.sources.cluster import HOST_COMMANDS
 from pvefix.target import framed
 from pvefix.target.open import open_cluster_ssh
 from pvefix.target.result import CommandResult
