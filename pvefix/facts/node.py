@@ -17,9 +17,10 @@ from typing import Any
 from pvefix.facts import parse
 from pvefix.facts.model import Command, Fact, Output, User
 from pvefix.facts.rounds import rounds
-from pvefix.hostfacts import GRUB_D_LIST, BootToolFacts, boot_tool_facts, dropin_paths
+from pvefix.hostfacts import BootToolFacts, boot_tool_facts, dropin_paths
 from pvefix.paths import (
     CPU_MODELS,
+    GRUB_D,
     GRUB_DEFAULT,
     HA_RESOURCES,
     KERNEL_CMDLINE,
@@ -54,7 +55,8 @@ BOOT_TOOL: Fact[BootToolFacts] = Fact(
     "boot_tool", Command(("proxmox-boot-tool", "status")), _boot_tool,
     "meta:proxmox_boot_tool", BootToolFacts(), EVERYWHERE)
 GRUB_DROPINS: Fact[list[str]] = Fact(
-    "grub_dropins", Command(GRUB_D_LIST), _dropins, "etc/default/grub.d/*.cfg", [], EVERYWHERE)
+    "grub_dropins", Command(("find", GRUB_D, "-maxdepth", "1", "-name", "*.cfg", "-type", "f")),
+    _dropins, "etc/default/grub.d/*.cfg", [], EVERYWHERE)
 KERNEL_VERSION: Fact[str | None] = Fact(
     "kernel_version", Command(("uname", "-r")), parse.first_line, "meta:versions.kernel", None,
     PLAN)
@@ -105,9 +107,13 @@ def round_zero(user: User) -> list[tuple[str, ...]]:
     return [f.argv() for f in rounds(facts_for(user))[0]]
 
 
-def dropin_read(path: str) -> tuple[str, ...]:
-    """How a GRUB drop-in that GRUB_DROPINS listed is read."""
+def cat(path: str) -> tuple[str, ...]:
+    """How a node file that no fact declares by its path is read (a VM config, a GRUB
+    drop-in GRUB_DROPINS listed): the one spelling of `cat` outside the declarations."""
     return ("cat", path)
+
+
+dropin_read = cat
 
 
 def follow_ups(facts: Sequence[Fact[Any]],

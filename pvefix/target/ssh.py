@@ -427,8 +427,9 @@ class SshShell:
     def run_batch(self, commands: Sequence[Sequence[str]]) -> list[CommandResult]:
         """Short, read-only commands one after another on one channel (pvefix.target.framed),
         each with its own output and status; if the frames do not come back whole (a shell
-        that is not sh), each command on its own channel instead."""
-        if len(commands) < 2:
+        that is not sh), each command on its own channel instead; so too when the script
+        would not fit one exec's command line (framed.fits)."""
+        if len(commands) < 2 or not framed.fits(commands):
             return self.run_many(commands)
         nonce = framed.new_nonce()
         result = self.run(framed.framed_argv(commands, nonce))

@@ -77,3 +77,48 @@ def test_no_function_on_the_read_side_is_over_60_lines() -> None:
                     if lines > 60:
                         long[f"{path.relative_to(PACKAGE).as_posix()}:{node.name}"] = lines
     assert long == {}, f"functions over 60 lines on the read side: {long}"
+
+
+def _read_side_files() -> list[Path]:
+    out: list[Path] = []
+    for part in READ_SIDE:
+        where = PACKAGE / part
+        out += [where] if where.is_file() else sorted(where.rglob("*.py"))
+    return out
+
+
+def test_the_read_side_reads_nodes_through_node_not_a_shell_of_its_own() -> None:
+    # The readers take a Node (pvefix.target.node) from target/: no Shell protocol and no
+    # shell factory of their own, and no session's shell asked of a Node.
+    found: list[str] = []
+    for path in _read_side_files():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            name = getattr(node, "name", None) or getattr(node, "id", None) or ""
+            if isinstance(node, ast.ClassDef | ast.Name) and "Shell" in name:
+                found.append(f"{path.relative_to(PACKAGE).as_posix()}:{name}")
+            if isinstance(node, ast.Attribute) and node.attr == "session":
+                found.append(f"{path.relative_to(PACKAGE).as_posix()}:.session")
+    assert found == [], f"shells on the read side: {sorted(set(found))}"
+
+
+def test_no_node_command_is_spelled_on_the_read_side() -> None:
+    # A node file is read as facts.node.cat(path) or by a fact's declaration: a list or
+    # tuple that starts with a command's name is a node argv outside facts/ and target/.
+    commands = {argv[0] for f in NODE_FACTS if isinstance(f.read, Command)
+                for argv in [f.read.argv]} | {READLINK[0], GREP_FILES[0], CLUSTER_CONFIGS[0]}
+    found: list[str] = []
+    for path in _read_side_files():
+        if path.relative_to(PACKAGE).parts[0] in OWNERS:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.List | ast.Tuple) and node.elts
+                    and isinstance(node.elts[0], ast.Constant)
+                    and node.elts[0].value in commands):
+                found.append(f"{path.relative_to(PACKAGE).as_posix()}:{node.lineno}")
+    assert found == [], f"node argv spelled on the read side: {found}"
+
+
+def test_the_live_reader_stays_small() -> None:
+    lines = (PACKAGE / "sources" / "live.py").read_text(encoding="utf-8").count("\n")
+    assert lines <= 250, f"sources/live.py has {lines} lines"
