@@ -39,10 +39,6 @@ class Node(Protocol):
         """Who answers, for messages ("root@kpro6 (10.0.0.5:22 (ssh.nodes))")."""
 
     @property
-    def session(self) -> SshShell | LocalShell:
-        """The session under it, for readers and the rehearsal (run_many, execute)."""
-
-    @property
     def watch_stdin(self) -> bool:
         """Whether a long node script should end when its stdin closes (a lost SSH
         connection closes it; a local subprocess has none to watch)."""
@@ -72,10 +68,6 @@ class SshNode:
         self.shell = shell
         self.where = where
 
-    @property
-    def session(self) -> SshShell:
-        return self.shell
-
     def run(self, argv: Sequence[str], timeout: float | None = None) -> CommandResult:
         return self.shell.execute(argv, timeout)
 
@@ -98,10 +90,6 @@ class LocalNode:
     def __init__(self, shell: LocalShell, where: str) -> None:
         self.shell = shell
         self.where = where
-
-    @property
-    def session(self) -> LocalShell:
-        return self.shell
 
     def run(self, argv: Sequence[str], timeout: float | None = None) -> CommandResult:
         if argv and argv[0] in _IN_PROCESS:

@@ -122,3 +122,10 @@ def test_no_node_command_is_spelled_on_the_read_side() -> None:
 def test_the_live_reader_stays_small() -> None:
     lines = (PACKAGE / "sources" / "live.py").read_text(encoding="utf-8").count("\n")
     assert lines <= 250, f"sources/live.py has {lines} lines"
+
+
+def test_a_node_hands_out_no_session_under_it() -> None:
+    # Readers and the rehearsal take the Node itself (run, run_many, read_file).
+    from pvefix.target.node import LocalNode, Node, SshNode
+
+    assert [c.__name__ for c in (Node, SshNode, LocalNode) if hasattr(c, "session")] == []
