@@ -14,7 +14,6 @@ from pydantic import BaseModel, ConfigDict
 from pvefix.cmdline.grubd import is_dropin
 from pvefix.digest import sha256_text
 from pvefix.errors import PvefixError
-from pvefix.paths import GRUB_D
 
 if TYPE_CHECKING:  # importing pvefix.target loads the connection settings: a bundle needs none
     from pvefix.target.result import CommandResult
@@ -23,11 +22,11 @@ BootLoader = Literal["systemd-boot", "grub", "grub-esp", "unknown"]
 
 # update-grub sources /etc/default/grub.d/*.cfg after /etc/default/grub: list them (no shell
 # glob), then read each (`cat`): the plan's reader and check's read the same files.
-GRUB_D_LIST = ("find", GRUB_D, "-maxdepth", "1", "-name", "*.cfg", "-type", "f")
 
 
 def dropin_paths(result: CommandResult | None) -> list[str]:
-    """The drop-ins GRUB_D_LIST found (none when it failed: no such folder)."""
+    """The drop-ins the listing (facts.node.GRUB_DROPINS) found (none when it failed: no
+    such folder)."""
     if result is None or not result.ok:
         return []
     return sorted(p for p in result.stdout.splitlines() if is_dropin(p))

@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from pvefix.check.cluster import DEFAULT_WORKERS, ClusterRead, Progress, read_live_cluster
 from pvefix.check.compare import build_report
 from pvefix.check.report import CheckReport
 from pvefix.desired.model import DesiredState
@@ -20,6 +19,7 @@ from pvefix.errors import ParseError, PvefixError
 from pvefix.hostfacts import BootToolFacts
 from pvefix.observed import ObservedNode, ObservedVm, node_from_files, vm_from_config
 from pvefix.paths import HOST_FILES
+from pvefix.sources.cluster import DEFAULT_WORKERS, ClusterRead, Progress, read_live_cluster
 from pvefix.target.settings import Connection
 
 

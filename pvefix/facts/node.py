@@ -2,26 +2,30 @@
 
 The live reader (`sources/live.py`) sends `round_zero("plan")` with the VM configs in its first
 SSH round and the later rounds `rounds` gives; `check`'s cluster read sends `round_zero("check")`;
-the collect script and the bundle reader keep the file facts at their `tree` paths. To add a
+the collect script and the bundle reader keep the file facts at their `tree` paths. The
+cluster's VM configs come in one command (`CLUSTER_CONFIGS`, check --all's bulk read). To add a
 host fact: declare it here, give HostState (`pvefix/state.py`) its field, and read it into the
 field in `sources/facts_read.py`; docs/architecture.md shows the recipe.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
 from pvefix.facts import parse
 from pvefix.facts.model import Command, Fact, Output, User
 from pvefix.facts.rounds import rounds
-from pvefix.hostfacts import GRUB_D_LIST, BootToolFacts, boot_tool_facts, dropin_paths
+from pvefix.hostfacts import BootToolFacts, boot_tool_facts, dropin_paths
 from pvefix.paths import (
     CPU_MODELS,
+    GRUB_D,
     GRUB_DEFAULT,
     HA_RESOURCES,
     KERNEL_CMDLINE,
     MAPPING_FILE,
+    NODES_DIR,
     PROC_CMDLINE,
 )
 
@@ -51,7 +55,8 @@ BOOT_TOOL: Fact[BootToolFacts] = Fact(
     "boot_tool", Command(("proxmox-boot-tool", "status")), _boot_tool,
     "meta:proxmox_boot_tool", BootToolFacts(), EVERYWHERE)
 GRUB_DROPINS: Fact[list[str]] = Fact(
-    "grub_dropins", Command(GRUB_D_LIST), _dropins, "etc/default/grub.d/*.cfg", [], EVERYWHERE)
+    "grub_dropins", Command(("find", GRUB_D, "-maxdepth", "1", "-name", "*.cfg", "-type", "f")),
+    _dropins, "etc/default/grub.d/*.cfg", [], EVERYWHERE)
 KERNEL_VERSION: Fact[str | None] = Fact(
     "kernel_version", Command(("uname", "-r")), parse.first_line, "meta:versions.kernel", None,
     PLAN)
@@ -86,6 +91,12 @@ NODE_FACTS: tuple[Fact[Any], ...] = (
 )
 
 
+# Every VM config of the cluster in one command from pmxcfs (check --all's bulk read; parsed by
+# pvefix.sources.pmxcfs): a fixed script run by `sh -c`, nothing of the user's reaches it.
+CLUSTER_CONFIGS: tuple[str, ...] = (
+    "sh", "-c", f"tar -c -f - {NODES_DIR}/*/qemu-server/*.conf")
+
+
 def facts_for(user: User) -> list[Fact[Any]]:
     """The node facts `user` reads, in declaration order."""
     return [f for f in NODE_FACTS if user in f.used_by]
@@ -94,6 +105,24 @@ def facts_for(user: User) -> list[Fact[Any]]:
 def round_zero(user: User) -> list[tuple[str, ...]]:
     """The commands of the first SSH round for `user`: every fact that needs no other."""
     return [f.argv() for f in rounds(facts_for(user))[0]]
+
+
+def cat(path: str) -> tuple[str, ...]:
+    """How a node file that no fact declares by its path is read (a VM config, a GRUB
+    drop-in GRUB_DROPINS listed): the one spelling of `cat` outside the declarations."""
+    return ("cat", path)
+
+
+dropin_read = cat
+
+
+def follow_ups(facts: Sequence[Fact[Any]],
+               answer: Callable[[tuple[str, ...]], Output | None]) -> list[tuple[str, ...]]:
+    """The reads a first round's answers call for (`answer`: a command's result by its
+    argument list): the text of each GRUB drop-in it listed, where GRUB_DROPINS is read."""
+    if GRUB_DROPINS not in facts:
+        return []
+    return [dropin_read(p) for p in GRUB_DROPINS.parse(answer(GRUB_DROPINS.argv()))]
 
 
 def later_rounds(user: User) -> list[list[Fact[Any]]]:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from pvefix.errors import PvefixError
 from pvefix.facts.model import Output
+from pvefix.paths import SYSFS_PCI
 
 MAX_COMMAND = 96 * 1024  # one exec request's command line (the remote `sh -c` argument)
 READLINK = ("readlink", "-m")  # one canonical path per argument, in order
@@ -55,3 +56,23 @@ def grep_files(result: Output, paths: Sequence[str]) -> dict[str, str]:
                 texts.setdefault(path, []).append(line[len(path) + 1 :])
                 break
     return {path: "\n".join(lines) + "\n" for path, lines in texts.items()}
+
+
+def function_reads(addresses: Sequence[str]) -> list[tuple[str, ...]]:
+    """Round C: the files and links of the functions at `addresses`, in few commands."""
+    files = [f"{SYSFS_PCI}/{a}/{name}" for a in addresses for name in SYSFS_FILES]
+    links = [f"{SYSFS_PCI}/{a}/{name}" for a in addresses for name in SYSFS_LINKS]
+    return [tuple(c) for c in (*chunks(GREP_FILES, files), *chunks(READLINK, links))]
+
+
+def function_answers(commands: Sequence[tuple[str, ...]], results: Sequence[Output]
+                     ) -> tuple[dict[str, str], dict[str, str]]:
+    """Round C's answers: each file's text and each link's target, by sysfs path."""
+    texts: dict[str, str] = {}
+    targets: dict[str, str] = {}
+    for command, result in zip(commands, results, strict=True):
+        if command[:len(GREP_FILES)] == GREP_FILES:
+            texts.update(grep_files(result, command[len(GREP_FILES):]))
+        else:
+            targets.update(readlink_lines(result, command[len(READLINK):]))
+    return texts, targets

@@ -36,7 +36,7 @@ def _on_node(conn: Connection, sessions: Sessions, state: HostState, config: dic
     node = Remote(conn, state.vm.node, sessions).host()
     # a lost SSH connection closes the node script's stdin; locally it has none to watch
     settings = dataclasses.replace(settings, watch_stdin=node.watch_stdin)
-    return rehearse(node.session, state, config, label, settings)
+    return rehearse(node, state, config, label, settings)
 
 
 def refuse_failed(verdict: Verdict, phase: int) -> None:

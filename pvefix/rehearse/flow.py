@@ -12,9 +12,10 @@ from pvefix.planner.context import build_context
 from pvefix.planner.model import Plan
 from pvefix.rehearse.build import HostCpu, Inputs, Job, NodeFacts, RehearseRefused, build_job
 from pvefix.rehearse.command import ProxmoxRefuses
-from pvefix.rehearse.runner import NodeShell, choose_accel, command_line, read_facts, run_job
+from pvefix.rehearse.runner import choose_accel, command_line, read_facts, run_job
 from pvefix.rehearse.verdict import Verdict, judge
 from pvefix.state import HostState
+from pvefix.target.node import Node
 from pvefix.vmconfig import VMConfig
 from pvefix.vmconfig.nextstart import NextStart
 
@@ -105,13 +106,13 @@ def bar_functions(state: HostState, config: dict[str, str]) -> dict[str, list[tu
     return out
 
 
-def rehearse(shell: NodeShell, state: HostState, config: dict[str, str], label: str,
+def rehearse(target: Node, state: HostState, config: dict[str, str], label: str,
              settings: Settings) -> tuple[Verdict, str]:
     """Rehearse `config` of the VM in `state` on its node; the verdict and the QEMU command.
     A config Proxmox itself would not start is `qemu-refused` with Proxmox's reason."""
     vm = state.vm
     where = f"node {vm.node}"
-    node = read_facts(shell, where, settings.firmware_dir)
+    node = read_facts(target, where, settings.firmware_dir)
     accel = choose_accel(node, settings.accel, settings.timeout, where)
     inputs = Inputs(
         planned=config, functions=bar_functions(state, config), node=node,
@@ -124,7 +125,7 @@ def rehearse(shell: NodeShell, state: HostState, config: dict[str, str], label: 
         return Verdict(vmid=vm.vmid, node=vm.node, config=label, outcome="qemu-refused",
                        message=exc.message, accel=accel, qemu=_qemu_name(node), machine="",
                        cpu=config.get("cpu") or "", ram_mb=0, firmware=""), ""
-    result = run_job(shell, job, node, vmid=vm.vmid, timeout=settings.timeout,
+    result = run_job(target, job, node, vmid=vm.vmid, timeout=settings.timeout,
                      watch_stdin=settings.watch_stdin, where=where)
     return _verdict(state, label, node, job, result), command_line(node, job)
 

@@ -1,4 +1,4 @@
-"""Run the rehearsal on the VM's node, through the command's session (SSH, or this host with
+"""Run the rehearsal on the VM's node, a Node (pvefix.target.node: SSH, or this host with
 --local): the node script (node_script.py) under `timeout`, first for the node's facts, then for
 the firmware boot. Nothing here touches the VM: no vfio, disk, network or display, no VM file.
 """
@@ -11,10 +11,11 @@ import shlex
 from collections.abc import Mapping, Sequence
 from functools import cache
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from pvefix.errors import PvefixError
 from pvefix.rehearse.build import DATA_LIMIT, Job, NodeFacts, RehearseRefused
+from pvefix.target.node import Node
 from pvefix.target.result import CommandResult
 
 QEMU_CANDIDATES = ("/usr/bin/kvm", "qemu-system-x86_64")  # Proxmox's, then a distribution's
@@ -23,15 +24,6 @@ TCG_MIN_TIMEOUT = 30.0  # seconds: a TCG boot of OVMF takes 2-45 s (docs/rehears
 MIN_FREE = 1 << 30  # MemAvailable the node must have (a run peaks at about 300 MB)
 KILL_GRACE = 5  # seconds `timeout` waits after SIGTERM before SIGKILL
 LOCK_WAIT = 60.0  # seconds a run waits for another rehearsal on the node to finish
-
-
-class NodeShell(Protocol):
-    """What the rehearsal needs of a session: SshShell and LocalShell both have it."""
-
-    def run(self, argv: Sequence[str]) -> CommandResult: ...
-
-    def execute(self, argv: Sequence[str], timeout: float | None = None, *,
-                errors: str = "surrogateescape") -> CommandResult: ...
 
 
 @cache
@@ -69,10 +61,10 @@ def _answer(result: CommandResult, what: str, where: str) -> dict[str, Any]:
     return data
 
 
-def read_facts(shell: NodeShell, where: str, firmware_dir: str,
+def read_facts(target: Node, where: str, firmware_dir: str,
                qemu: Sequence[str] = QEMU_CANDIDATES) -> NodeFacts:
     job = {"firmware_dir": firmware_dir, "qemu": list(qemu)}
-    result = shell.execute(node_argv("facts", job, 60), timeout=70)
+    result = target.run(node_argv("facts", job, 60), 70)
     return NodeFacts.from_json(_answer(result, "fact read", where))
 
 
@@ -93,7 +85,7 @@ def choose_accel(node: NodeFacts, wanted: str, timeout: float, where: str) -> st
     return accel
 
 
-def run_job(shell: NodeShell, job: Job, node: NodeFacts, *, vmid: int, timeout: float,
+def run_job(target: Node, job: Job, node: NodeFacts, *, vmid: int, timeout: float,
             watch_stdin: bool, where: str) -> dict[str, Any]:
     """Boot the firmware on the node; the node script's result (see node_script.py). Another
     rehearsal on the node is waited for LOCK_WAIT seconds at most, then refused (why)."""
@@ -103,8 +95,8 @@ def run_job(shell: NodeShell, job: Job, node: NodeFacts, *, vmid: int, timeout: 
         "ram_mb": job.ram_mb, "data_limit": DATA_LIMIT, "watch_stdin": watch_stdin,
         "lock_wait": LOCK_WAIT,
     }
-    result = shell.execute(node_argv("run", payload, timeout + 30 + LOCK_WAIT),
-                           timeout=timeout + 45 + LOCK_WAIT)
+    result = target.run(node_argv("run", payload, timeout + 30 + LOCK_WAIT),
+                        timeout + 45 + LOCK_WAIT)
     answer = _answer(result, "run", where)
     if answer.get("outcome") == "busy":
         raise RehearseRefused(f"{where}: {answer.get('why')}")

@@ -24,6 +24,14 @@ from pvefix.errors import PvefixError
 from pvefix.target.result import CommandResult
 
 _PREFIX = "@@pvefix-frame"
+# The script is one argument of `sh -c`: Linux takes at most 128 KiB in one (MAX_ARG_STRLEN).
+MAX_SCRIPT = 96 * 1024
+
+
+def fits(commands: Sequence[Sequence[str]]) -> bool:
+    """Whether the commands framed stay one exec's command line (markers counted)."""
+    return sum(len(shlex.join(argv)) + 2 * len(_PREFIX) + 120 for argv in commands) \
+        <= MAX_SCRIPT
 
 
 def new_nonce() -> str:

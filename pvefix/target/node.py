@@ -39,10 +39,6 @@ class Node(Protocol):
         """Who answers, for messages ("root@kpro6 (10.0.0.5:22 (ssh.nodes))")."""
 
     @property
-    def session(self) -> SshShell | LocalShell:
-        """The session under it, for readers and the rehearsal (run_many, execute)."""
-
-    @property
     def watch_stdin(self) -> bool:
         """Whether a long node script should end when its stdin closes (a lost SSH
         connection closes it; a local subprocess has none to watch)."""
@@ -52,8 +48,9 @@ class Node(Protocol):
         --timeout); past it the result is `timed_out`."""
 
     def run_many(self, commands: Sequence[Sequence[str]]) -> list[CommandResult]:
-        """Independent short reads at once (the fact registry's rounds), results in order,
-        within the connection's --timeout each."""
+        """Independent short reads as one batch (the fact registry's rounds: over SSH one
+        channel, framed, pvefix.target.framed), results in order, within the connection's
+        --timeout each."""
 
     def read_file(self, path: str) -> str | None:
         """A file's text, None when it does not exist."""
@@ -71,15 +68,11 @@ class SshNode:
         self.shell = shell
         self.where = where
 
-    @property
-    def session(self) -> SshShell:
-        return self.shell
-
     def run(self, argv: Sequence[str], timeout: float | None = None) -> CommandResult:
         return self.shell.execute(argv, timeout)
 
     def run_many(self, commands: Sequence[Sequence[str]]) -> list[CommandResult]:
-        return self.shell.run_many(commands)
+        return self.shell.run_batch(commands)
 
     def read_file(self, path: str) -> str | None:
         return self.shell.read_file(path)
@@ -97,10 +90,6 @@ class LocalNode:
     def __init__(self, shell: LocalShell, where: str) -> None:
         self.shell = shell
         self.where = where
-
-    @property
-    def session(self) -> LocalShell:
-        return self.shell
 
     def run(self, argv: Sequence[str], timeout: float | None = None) -> CommandResult:
         if argv and argv[0] in _IN_PROCESS:

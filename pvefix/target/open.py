@@ -9,7 +9,8 @@ else in pvefix.
 - `open_node(conn, address, vmid)`: SSH to one node, refused unless the far side's `hostname`
   is that node (pvefix.target.nodes.check_hostname).
 - `open_cluster_ssh(conn)`: SSH to the connection's own SSH host, for reads that any node of
-  the cluster answers alike (pmxcfs under /etc/pve).
+  the cluster answers alike (pmxcfs under /etc/pve); `cluster_node_opener(conn)` and
+  `ssh_node_opener(conn, address)` hand such sessions to a reader as a Node, closed after.
 - `open_local(conn, node, vmid)`: this host's files and commands (`--local`), its hostname
   checked against `node` on a real node.
 - `open_guest(conn, guest, vmid)`: the guest over SSH, or its QEMU guest agent (pinged first).
@@ -17,7 +18,8 @@ else in pvefix.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,11 +35,15 @@ from pvefix.target.nodes import (
 from pvefix.target.privileges import agent_exec_refusal, unseen_vm_hint
 from pvefix.target.settings import Connection
 
+# How a reader opens a node for a while (closed when the `with` ends).
+NodeOpener = Callable[[], "AbstractContextManager[Node]"]
+
 if TYPE_CHECKING:
     from pvefix.target.api import ApiClient
     from pvefix.target.guest.access import GuestAccess
     from pvefix.target.guest.channel import GuestChannel
     from pvefix.target.local import LocalApi, LocalShell
+    from pvefix.target.node import Node
     from pvefix.target.ssh import SshShell
 
 
@@ -89,14 +95,44 @@ def open_cluster_ssh(conn: Connection) -> SshShell:
     return SshShell(conn)
 
 
-def cluster_shell_opener(conn: Connection) -> Callable[[], SshShell | LocalShell] | None:
-    """How to reach the node's shell for cluster-wide reads (this host's files with --local,
-    else `cluster_ssh(conn)`'s SSH host), or None when SSH is off."""
+def cluster_node_opener(conn: Connection) -> NodeOpener | None:
+    """How to reach the node for cluster-wide reads (this host's files with --local, else
+    `cluster_ssh(conn)`'s SSH host), or None when SSH is off."""
     if conn.backend == "local":
-        return lambda: open_local(conn)
+        return lambda: _held_local(conn)
     if not conn.ssh:
         return None
-    return lambda: open_cluster_ssh(cluster_ssh(conn))
+    cluster = cluster_ssh(conn)
+    return lambda: _held_ssh(lambda: open_cluster_ssh(cluster))
+
+
+def ssh_node_opener(conn: Connection, address: NodeAddress) -> NodeOpener:
+    """How to reach one node at `address` for a read, as the connection's SSH host would be
+    reached (the far side's hostname is the reader's to compare)."""
+    node_conn = node_connection(conn, address)
+    return lambda: _held_ssh(lambda: open_cluster_ssh(node_conn))
+
+
+@contextmanager
+def _held_ssh(opener: Callable[[], SshShell]) -> Iterator[Node]:
+    from pvefix.target.node import SshNode
+
+    shell = opener()
+    try:
+        yield SshNode(shell, shell.where)
+    finally:
+        shell.close()
+
+
+@contextmanager
+def _held_local(conn: Connection) -> Iterator[Node]:
+    from pvefix.target.node import LocalNode
+
+    shell = open_local(conn)
+    try:
+        yield LocalNode(shell, "this host (--local)")
+    finally:
+        shell.close()
 
 
 def cluster_ssh(conn: Connection) -> Connection:

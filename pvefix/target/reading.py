@@ -1,7 +1,7 @@
 """What a reader needs of an API session: reads, and who is asking.
 
 `ApiClient` (HTTPS) and `LocalApi` (pvesh on this node) both are one; readers (sources/live.py,
-check/cluster.py) and the simulator's tests type against this, not against either class.
+sources/cluster.py) and the simulator's tests type against this, not against either class.
 """
 
 from __future__ import annotations

@@ -17,7 +17,8 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -32,7 +33,11 @@ if TYPE_CHECKING:
     from pvefix.target.guest.channel import GuestChannel
     from pvefix.target.local import LocalApi, LocalShell
     from pvefix.target.node import Node
-    from pvefix.target.ssh import CommandResult, SshShell
+    from pvefix.target.ssh import SshShell
+
+LOCAL_WHERE = "this host (--local)"
+# How a reader opens a node by name (the cluster's view says where it is), for a `with` block.
+NodeOpen = Callable[[str, ClusterView], "AbstractContextManager[Node]"]
 
 
 class Closable(Protocol):
@@ -172,50 +177,53 @@ class Sessions:
             return self._node_locks.setdefault(key, threading.Lock())
 
 
-class Borrowed:
-    """A node's shell lent to a reader that closes what it is given: `close()` is a no-op,
-    the `Sessions` that owns the shell closes it."""
-
-    def __init__(self, shell: SshShell | LocalShell) -> None:
-        self.shell = shell
-
-    @property
-    def exec_count(self) -> int:
-        return self.shell.exec_count
-
-    def run(self, argv: Sequence[str]) -> CommandResult:
-        return self.shell.run(argv)
-
-    def run_many(self, commands: Sequence[Sequence[str]]) -> list[CommandResult]:
-        return self.shell.run_many(commands)
-
-    def close(self) -> None:
-        """Left to the owner."""
-
-
 def _alive(shell: SshShell) -> bool:
     return bool(shell.transport.is_active())
 
 
-def node_shells(conn: Connection, vmid_on: Callable[[str], int | None],
-                sessions: Sessions | None
-                ) -> Callable[[str, ClusterView], SshShell | LocalShell | Borrowed] | None:
-    """How a reader opens node `node`'s shell (its hostname checked; `vmid_on` names the VM
-    a refusal is about): this host with --local, else SSH to the node's address; None when
-    SSH is off. Through `sessions` when given (borrowed: the reader's close leaves it open)."""
+def node_opener(conn: Connection, vmid_on: Callable[[str], int | None],
+                sessions: Sessions | None) -> NodeOpen | None:
+    """How a reader opens node `node` for a while, as a Node (its hostname checked;
+    `vmid_on` names the VM a refusal is about): this host with --local, else SSH to the
+    node's address; None when SSH is off. Through `sessions` when given (borrowed: the
+    reader's `with` leaves it open), else opened for the read and closed after it."""
+    from pvefix.target.node import LocalNode, SshNode
     from pvefix.target.nodes import node_address
 
     if conn.backend == "local":
-        if sessions is not None:
-            return lambda node, cluster: Borrowed(sessions.local(node, vmid_on(node)))
-        return lambda node, cluster: open_local(conn, node, vmid_on(node))
+        def local(node: str, cluster: ClusterView) -> AbstractContextManager[Node]:
+            if sessions is not None:
+                return contextlib.nullcontext(LocalNode(sessions.local(node, vmid_on(node)),
+                                                        LOCAL_WHERE))
+            return _closing(open_local(conn, node, vmid_on(node)))
+
+        return local
     if not conn.ssh:
         return None
-    if sessions is not None:
-        return lambda node, cluster: Borrowed(sessions.node(
-            node, lambda: node_address(conn, node, cluster), vmid_on(node)))
-    return lambda node, cluster: open_node(conn, node_address(conn, node, cluster),
-                                           vmid_on(node))
+
+    def remote(node: str, cluster: ClusterView) -> AbstractContextManager[Node]:
+        def address() -> NodeAddress:
+            return node_address(conn, node, cluster)
+
+        if sessions is not None:
+            shell = sessions.node(node, address, vmid_on(node))
+            return contextlib.nullcontext(SshNode(shell, shell.where))
+        return _closing(open_node(conn, address(), vmid_on(node)))
+
+    return remote
+
+
+@contextlib.contextmanager
+def _closing(shell: SshShell | LocalShell) -> Iterator[Node]:
+    """The shell as a Node, closed when the reader is done."""
+    from pvefix.target.local import LocalShell
+    from pvefix.target.node import LocalNode, SshNode
+
+    try:
+        yield LocalNode(shell, LOCAL_WHERE) if isinstance(shell, LocalShell) else SshNode(
+            shell, shell.where)
+    finally:
+        shell.close()
 
 
 def reader_access(conn: Connection) -> dict[str, Any]:

@@ -38,7 +38,7 @@ __all__ = ["MAX_CHANNELS", "CommandResult", "HostKeyChanged", "HostKeyUnknown", 
            "SshShell", "load_known_hosts"]
 
 # The most one command may print (each of stdout, stderr): above the bulk read's bound
-# (check/bulk.py MAX_STREAM); a node sending more is not answering a command of pvefix.
+# (sources/pmxcfs.py MAX_STREAM); a node sending more is not answering a command of pvefix.
 READ_LIMIT = 256 * 1024 * 1024
 # OpenSSH's sshd allows 10 sessions per connection (MaxSessions); stay under it.
 MAX_CHANNELS = 8
@@ -427,8 +427,9 @@ class SshShell:
     def run_batch(self, commands: Sequence[Sequence[str]]) -> list[CommandResult]:
         """Short, read-only commands one after another on one channel (pvefix.target.framed),
         each with its own output and status; if the frames do not come back whole (a shell
-        that is not sh), each command on its own channel instead."""
-        if len(commands) < 2:
+        that is not sh), each command on its own channel instead; so too when the script
+        would not fit one exec's command line (framed.fits)."""
+        if len(commands) < 2 or not framed.fits(commands):
             return self.run_many(commands)
         nonce = framed.new_nonce()
         result = self.run(framed.framed_argv(commands, nonce))

@@ -10,11 +10,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pvefix.check.bulk import BULK_COMMAND, parse_bulk
-from pvefix.check.cluster import HOST_COMMANDS, read_live_cluster
 from pvefix.observed import ObservedVm
 from pvefix.sim.serve import ReadyInfo, write_ready_file
 from pvefix.sim.stats import fetch_stats
+from pvefix.sources.cluster import HOST_COMMANDS, read_live_cluster
+from pvefix.sources.pmxcfs import BULK_COMMAND, parse_bulk
 from pvefix.target.settings import resolve_connection
 from pvefix.target.ssh import CommandResult
 from tests.simkit import api, run, ssh

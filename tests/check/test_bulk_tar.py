@@ -14,9 +14,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pvefix.check import bulk
-from pvefix.check.bulk import BULK_COMMAND, _fast_members, _tarfile_members, parse_bulk
 from pvefix.errors import PvefixError
+from pvefix.sources import pmxcfs as bulk
+from pvefix.sources.pmxcfs import BULK_COMMAND, _fast_members, _tarfile_members, parse_bulk
 from pvefix.target.result import CommandResult
 
 _NODE = st.from_regex(r"[a-z][a-z0-9\-]{0,70}[a-z0-9]", fullmatch=True)

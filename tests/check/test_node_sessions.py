@@ -8,9 +8,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pvefix.check.cluster import HOST_COMMANDS, read_live_cluster
 from pvefix.sim.serve import ReadyInfo, write_ready_file
 from pvefix.sim.stats import fetch_stats
+from pvefix.sources.cluster import HOST_COMMANDS, read_live_cluster
 from pvefix.target.settings import resolve_connection
 
 Sim = Callable[..., ReadyInfo]

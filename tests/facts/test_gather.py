@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import SimpleNamespace
 
-from pvefix.facts.node import KERNEL_CONFIG, round_zero
+from pvefix.facts.node import GRUB_DROPINS, KERNEL_CONFIG, dropin_read, round_zero
 from pvefix.hosttree.scenarios import materialize_scenario
 from pvefix.sim.commands import Shell
 from pvefix.sim.state import NodeState
@@ -55,3 +55,21 @@ def test_a_node_that_answers_nothing_leaves_every_field_at_its_default() -> None
     fields, _ = gather(node)
     assert fields == {"kernel_config": None}
     assert node.commands() == round_zero("plan")  # no later round: nothing it needs is known
+
+
+def test_the_drop_ins_a_first_round_lists_are_read_in_one_more_batch() -> None:
+    dropin = "/etc/default/grub.d/pvefix.cfg"
+    text = 'GRUB_CMDLINE_LINUX="$GRUB_CMDLINE_LINUX intel_iommu=on"\n'
+    node = FakeNode(answers={
+        GRUB_DROPINS.argv(): CommandResult(GRUB_DROPINS.argv(), 0, f"{dropin}\n", ""),
+        dropin_read(dropin): CommandResult(dropin_read(dropin), 0, text, ""),
+    })
+    _, results = gather(node, "check")
+    assert node.commands() == [*round_zero("check"), dropin_read(dropin)]
+    assert results[dropin_read(dropin)].stdout == text
+
+
+def test_no_drop_in_listed_means_no_second_batch() -> None:
+    node = FakeNode()
+    gather(node, "check")
+    assert node.commands() == round_zero("check")

@@ -7,13 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from pvefix.target.result import CommandResult
-
-if TYPE_CHECKING:
-    from pvefix.target.local import LocalShell
-    from pvefix.target.ssh import SshShell
 
 Answer = CommandResult | Callable[["FakeNode", tuple[str, ...], float | None], CommandResult]
 
@@ -27,10 +22,6 @@ class FakeNode:
     calls: list[tuple[tuple[str, ...], float | None]] = field(default_factory=list)
     where: str = "root@fake (in memory)"
     watch_stdin: bool = False
-
-    @property
-    def session(self) -> SshShell | LocalShell:
-        raise NotImplementedError("the fake node has no session under it")
 
     def run(self, argv: Sequence[str], timeout: float | None = None) -> CommandResult:
         args = tuple(argv)

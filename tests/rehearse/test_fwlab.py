@@ -17,6 +17,7 @@ from pvefix.rehearse.build import HostCpu, Inputs, build_job
 from pvefix.rehearse.runner import read_facts, run_job
 from pvefix.rehearse.verdict import judge
 from pvefix.target.local import LocalShell
+from pvefix.target.node import LocalNode
 from tests.shared import SHARED, fwlab_module
 
 pytestmark = pytest.mark.conformance
@@ -70,7 +71,7 @@ def _pvefix(fwset: str, keys: dict[str, str], bars: tuple[int, int],
     for i in range(count):
         config[f"hostpci{i}"] = f"0000:{i + 1:02x}:00.0{pcie}"
         functions[f"hostpci{i}"] = [(f"0000:{i + 1:02x}:00.0", gib * G)]
-    shell = LocalShell(timeout=30)
+    shell = LocalNode(LocalShell(timeout=30), "this host")
     node = read_facts(shell, "this host", str(FIRMWARE / fwset), ["qemu-system-x86_64"])
     inputs = Inputs(planned=config, functions=functions, node=node,
                     host=HostCpu("AuthenticAMD", 48), accel="tcg", explicit_firmware_dir=True)

@@ -22,6 +22,7 @@ from pvefix.rehearse.flow import sections
 from pvefix.rehearse.runner import read_facts, run_job
 from pvefix.rehearse.verdict import judge
 from pvefix.target.local import LocalShell
+from pvefix.target.node import LocalNode
 from tests.shared import SHARED, fwlab_module
 
 pytestmark = pytest.mark.conformance
@@ -80,7 +81,7 @@ def _lab(vm: dict[str, Any], config: dict[str, str]) -> dict[str, Any]:
 def _pvefix(vm: dict[str, Any], config: dict[str, str]) -> tuple[str, list[str], str]:
     count, gib = vm["bars"]
     functions = {f"hostpci{i}": [(f"0000:{i + 1:02x}:00.0", gib * G)] for i in range(count)}
-    shell = LocalShell(timeout=30)
+    shell = LocalNode(LocalShell(timeout=30), "this host")
     node = read_facts(shell, "this host", str(FIRMWARE / vm["fwset"]), ["qemu-system-x86_64"])
     job = build_job(Inputs(planned=config, functions=functions, node=node,
                            host=HostCpu(VENDORS[vm["vendor"]], 52), accel="tcg",

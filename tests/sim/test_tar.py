@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from pvefix.check.bulk import BULK_COMMAND, parse_bulk
 from pvefix.hosttree import HostTree, load_tree
 from pvefix.hosttree.scenarios import materialize_scenario
 from pvefix.sim.commands import Shell
 from pvefix.sim.state import NodeState
+from pvefix.sources.pmxcfs import BULK_COMMAND, parse_bulk
 from pvefix.target.result import CommandResult
 
 

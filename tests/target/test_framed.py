@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pvefix.check.cluster import HOST_COMMANDS
 from pvefix.errors import PvefixError
 from pvefix.sim.serve import ReadyInfo, write_ready_file
+from pvefix.sources.cluster import HOST_COMMANDS
 from pvefix.target import framed
 from pvefix.target.open import open_cluster_ssh
 from pvefix.target.result import CommandResult
@@ -167,3 +167,13 @@ def test_frames_that_do_not_come_back_whole_fall_back_to_a_channel_each(
         assert results[0].stdout.strip() == "kpro6"
     finally:
         shell.close()
+
+
+def test_commands_too_long_for_one_script_are_not_framed() -> None:
+    short = [("cat", "/etc/hostname"), ("uname", "-r")]
+    long = [("cat", "/x" * 30_000), ("cat", "/y" * 30_000)]
+    assert framed.fits(short)
+    assert not framed.fits(long)
+    # fits() errs on the safe side: what it takes is a script under the limit.
+    assert len(framed.framed_argv(short, NONCE)[2]) <= framed.MAX_SCRIPT
+    assert len(framed.framed_argv(long, NONCE)[2]) > framed.MAX_SCRIPT / 2

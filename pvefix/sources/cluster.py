@@ -3,7 +3,7 @@
 Two paths give the same observed state (tests/check/test_bulk_read.py holds them to it):
 
 - bulk (SSH reachable): one SSH session runs the host-fact commands and one `tar` of pmxcfs's
-  /etc/pve/nodes/*/qemu-server/*.conf (every VM's raw config, check/bulk.py) at once, while
+  /etc/pve/nodes/*/qemu-server/*.conf (every VM's raw config, sources/pmxcfs.py) at once, while
   the API lists the VMs (GET /cluster/resources) and then asks each node holding them for
   their live run states and running machines (GET /nodes/{node}/qemu?full=1, all nodes at
   once). A few round trips whatever the VM count.
@@ -20,14 +20,13 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
-from pvefix.check.bulk import BULK_COMMAND, RawConfig, parse_bulk
 from pvefix.errors import PvefixError
 from pvefix.facts import node as nf
 from pvefix.facts.api import CLUSTER_STATUS, NODE_VMS, VM_PENDING, VM_STATUS
 from pvefix.facts.node import round_zero
-from pvefix.hostfacts import GRUB_D_LIST, dropin_paths, file_fact
+from pvefix.hostfacts import file_fact
 from pvefix.observed import (
     ObservedNode,
     ObservedVm,
@@ -35,29 +34,27 @@ from pvefix.observed import (
     vm_from_api,
     vm_from_config,
 )
+from pvefix.sources.gather import gather
+from pvefix.sources.pmxcfs import BULK_COMMAND, RawConfig, parse_bulk
 from pvefix.target.nodes import RESOURCES, RESOURCES_PARAMS, listed_vms
+from pvefix.target.open import NodeOpener
 from pvefix.target.privileges import unseen_vm_hint
 from pvefix.target.reading import ApiReader
+from pvefix.target.result import CommandResult
 from pvefix.target.settings import Connection
-from pvefix.target.ssh import CommandResult
 
 DEFAULT_WORKERS = 32
 # The node facts check reads (pvefix.facts.node): hostname first, then the cmdline files.
 HOST_COMMANDS: tuple[tuple[str, ...], ...] = tuple(round_zero("check"))
-
-
-class Shell(Protocol):
-    def run_many(self, commands: Sequence[Sequence[str]]) -> list[CommandResult]: ...
-
-    def run_batch(self, commands: Sequence[Sequence[str]]) -> list[CommandResult]: ...
-
-    def close(self) -> None: ...
+Results = Mapping[tuple[str, ...], CommandResult]
+# The cluster-wide session's answers: the check facts' results, and the bulk command's.
+HostRead = tuple[Results, CommandResult | None]
 
 
 Progress = Callable[[int, int], None]
 # The other nodes' own SSH sessions, found when the read starts (it may ask the API where the
-# nodes are): node name -> how to open a shell on it.
-NodeShells = Callable[[], Mapping[str, Callable[[], Shell]]]
+# nodes are): node name -> how to open it (pvefix.target.open.NodeOpener).
+NodeOpeners = Callable[[], Mapping[str, NodeOpener]]
 
 
 @dataclass
@@ -88,49 +85,48 @@ class ClusterRead:
                 f"{'' if self.ssh_node else '; no SSH'}{nodes})")
 
 
-def node_from_commands(results: Sequence[CommandResult]) -> tuple[str, ObservedNode]:
-    """The node an SSH session reaches, from the HOST_COMMANDS results and the `cat` of each
-    GRUB drop-in they listed (found by their argv: other results may be among them)."""
-    by_argv = {r.argv: r for r in results}
-    host = nf.HOSTNAME.parse(by_argv.get(nf.HOSTNAME.argv()))
+def node_from_commands(results: Results) -> tuple[str, ObservedNode]:
+    """The node a session reaches, from the check facts' results (by argument list, as
+    `gather` gives them, with the drop-ins it listed)."""
+    host = nf.HOSTNAME.parse(results.get(nf.HOSTNAME.argv()))
     if host is None:
         raise PvefixError("`hostname` failed over SSH: cannot tell which node SSH reaches")
     name = host.split(".")[0]
-    files = {f.tree: f.parse(by_argv.get(f.argv()))
+    files = {f.tree: f.parse(results.get(f.argv()))
              for f in (nf.KERNEL_CMDLINE_FILE, nf.GRUB_DEFAULT_FILE, nf.PROC_CMDLINE_FILE)}
-    for path in nf.GRUB_DROPINS.parse(by_argv.get(nf.GRUB_DROPINS.argv())):
-        files[path] = file_fact(path, by_argv.get(("cat", path))).text
-    boot = nf.BOOT_TOOL.parse(by_argv.get(nf.BOOT_TOOL.argv()))
+    for path in nf.GRUB_DROPINS.parse(results.get(nf.GRUB_DROPINS.argv())):
+        files[path] = file_fact(path, results.get(nf.dropin_read(path))).text
+    boot = nf.BOOT_TOOL.parse(results.get(nf.BOOT_TOOL.argv()))
     return name, node_from_files(name, boot, files)
 
 
 def read_cluster(
     api: ApiReader,
-    shell_factory: Callable[[], Shell] | None,
+    open_node: NodeOpener | None,
     vmids: Sequence[int] | None,
     *,
     workers: int = DEFAULT_WORKERS,
     progress: Progress | None = None,
     bulk: bool = True,
-    node_shells: NodeShells | None = None,
+    node_openers: NodeOpeners | None = None,
 ) -> ClusterRead:
     """Read `vmids` (every VM of the cluster when None) and the SSH node's host facts.
 
-    With `bulk` and a shell, the configs come over SSH in one command (see the module doc);
+    With `bulk` and a node, the configs come over SSH in one command (see the module doc);
     VMs it does not hold (or all, when it fails) are read through the API, one by one.
-    `node_shells` names other nodes to read the host facts of, each through its own SSH
+    `node_openers` names other nodes to read the host facts of, each through its own SSH
     session, all at once and alongside everything else.
     """
     start = time.perf_counter()
     out = ClusterRead()
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="pvefix-check") as pool:
-        host_future: Future[list[CommandResult]] | None = None
-        if shell_factory is not None:
-            host_future = pool.submit(_host_facts, shell_factory, HOST_COMMANDS, bulk)
+        host_future: Future[HostRead] | None = None
+        if open_node is not None:
+            host_future = pool.submit(_host_facts, open_node, bulk)
         nodes_future: Future[dict[str, ObservedNode]] | None = None
-        if node_shells is not None:
+        if node_openers is not None:
             # Its own threads: the node sessions must not queue behind per-VM API reads.
-            nodes_future = pool.submit(_other_nodes, node_shells)
+            nodes_future = pool.submit(_other_nodes, node_openers)
         where = {vmid: (vm.node, vm.running)
                  for vmid, vm in listed_vms(api.get(RESOURCES, RESOURCES_PARAMS)).items()}
         out.listed = {vmid: node for vmid, (node, _) in sorted(where.items())}
@@ -140,20 +136,8 @@ def read_cluster(
                              + unseen_vm_hint(vmid, api.api_user))
         todo = [v for v in wanted if v in where]
         status_future = pool.submit(_running_machines, api, pool, todo, where)
-        host_results: list[CommandResult] | None = None
-        raw: dict[int, RawConfig] = {}
-        if host_future is not None:
-            try:
-                host_results = host_future.result()
-            except PvefixError as exc:
-                out.notes.append(f"host facts not read over SSH: {exc}")
-                out.ssh_error = str(exc)
-        if bulk and host_results is not None:
-            try:
-                raw = parse_bulk(host_results[-1])
-                out.path = "bulk"
-            except PvefixError as exc:
-                out.notes.append(f"bulk read failed, reading VM by VM through the API: {exc}")
+        host = _host_result(out, host_future)
+        raw = _bulk_configs(out, host) if bulk else {}
         by_api = [v for v in todo if v not in raw or raw[v].node != where[v][0]]
         out.api_vm_reads = len(by_api)
         rows = _pending_rows(api, pool, out, by_api, where, len(todo), progress)
@@ -161,9 +145,34 @@ def read_cluster(
                   status_future.result())
         if progress is not None and not by_api and todo:
             progress(len(todo), len(todo))
-        _add_nodes(out, host_results, nodes_future)
+        _add_nodes(out, host[0] if host else None, nodes_future)
     out.elapsed_s = time.perf_counter() - start
     return out
+
+
+def _host_result(out: ClusterRead, future: Future[HostRead] | None) -> HostRead | None:
+    """The cluster-wide session's read; its failure noted."""
+    if future is None:
+        return None
+    try:
+        return future.result()
+    except PvefixError as exc:
+        out.notes.append(f"host facts not read over SSH: {exc}")
+        out.ssh_error = str(exc)
+        return None
+
+
+def _bulk_configs(out: ClusterRead, host: HostRead | None) -> dict[int, RawConfig]:
+    """The VM configs of the bulk command's answer ({} when it was not sent or failed)."""
+    if host is None or host[1] is None:
+        return {}
+    try:
+        raw = parse_bulk(host[1])
+    except PvefixError as exc:
+        out.notes.append(f"bulk read failed, reading VM by VM through the API: {exc}")
+        return {}
+    out.path = "bulk"
+    return raw
 
 
 def _pending_rows(
@@ -202,7 +211,7 @@ def _fill_vms(
                 str(machine) if machine else None)
 
 
-def _add_nodes(out: ClusterRead, host_results: list[CommandResult] | None,
+def _add_nodes(out: ClusterRead, host_results: Results | None,
                nodes_future: Future[dict[str, ObservedNode]] | None) -> None:
     """The SSH node's facts and the other nodes' (read through their own sessions)."""
     if host_results is not None:
@@ -219,25 +228,25 @@ def _add_nodes(out: ClusterRead, host_results: list[CommandResult] | None,
             out.nodes.setdefault(name, node)
 
 
-def _other_nodes(node_shells: NodeShells) -> dict[str, ObservedNode]:
+def _other_nodes(node_openers: NodeOpeners) -> dict[str, ObservedNode]:
     """Each node's host facts through its own SSH session, all sessions at once."""
-    factories = dict(node_shells())
-    if not factories:
+    openers = dict(node_openers())
+    if not openers:
         return {}
-    with ThreadPoolExecutor(max_workers=len(factories),
+    with ThreadPoolExecutor(max_workers=len(openers),
                             thread_name_prefix="pvefix-node") as pool:
-        futures = {name: pool.submit(_one_node, name, factory)
-                   for name, factory in factories.items()}
+        futures = {name: pool.submit(_one_node, name, opener)
+                   for name, opener in openers.items()}
         return {name: future.result() for name, future in futures.items()}
 
 
-def _one_node(name: str, factory: Callable[[], Shell]) -> ObservedNode:
+def _one_node(name: str, opener: NodeOpener) -> ObservedNode:
     """One node's facts; a session that fails, or lands on another host, is a problem of that
     node (the check then fails for it: pvefix does not call a rule kept when it did not look)."""
     from pvefix.target.ssh import same_node
 
     try:
-        reached, node = node_from_commands(_host_facts(factory, HOST_COMMANDS))
+        reached, node = node_from_commands(_host_facts(opener, bulk=False)[0])
     except PvefixError as exc:
         return ObservedNode(name=name, problem=f"SSH to node {name} failed: {exc}")
     if not same_node(reached, name):
@@ -287,44 +296,33 @@ def _running_machines(
     return found
 
 
-def _host_facts(shell_factory: Callable[[], Shell], commands: Sequence[Sequence[str]],
-                bulk: bool = False) -> list[CommandResult]:
-    """The commands' results, all on one channel (they are short and read-only); with `bulk`,
-    BULK_COMMAND's last, on its own channel at the same time."""
-    shell = shell_factory()
-    try:
+def _host_facts(opener: NodeOpener, bulk: bool) -> HostRead:
+    """The check facts gathered over the node (one batch, and one more for the GRUB drop-ins
+    on the hosts that have them); with `bulk`, BULK_COMMAND on its own channel at the same
+    time (its failure, past --timeout or too much output, leaves the host facts)."""
+    with opener() as node:
         if not bulk:
-            return _with_dropins(shell, shell.run_batch(commands))
+            return gather(node, "check")[1], None
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="pvefix-bulk") as pool:
-            tar = pool.submit(shell.run_many, [BULK_COMMAND])
-            facts = _with_dropins(shell, shell.run_batch(commands))
+            tar = pool.submit(node.run_many, [BULK_COMMAND])
+            facts = gather(node, "check")[1]
             try:
-                return [*facts, *tar.result()]
-            except PvefixError as exc:  # past --timeout, too much output: the host facts stay
-                return [*facts, CommandResult(BULK_COMMAND, None, "", exc.message)]
-    finally:
-        shell.close()
+                return facts, tar.result()[0]
+            except PvefixError as exc:
+                return facts, CommandResult(BULK_COMMAND, None, "", exc.message)
 
 
-def _with_dropins(shell: Shell, facts: list[CommandResult]) -> list[CommandResult]:
-    """`facts` and the text of each GRUB drop-in they listed: one more round trip, on the
-    hosts that have drop-ins only."""
-    listing = next((r for r in facts if r.argv == GRUB_D_LIST), None)
-    dropins = dropin_paths(listing)
-    return [*facts, *shell.run_batch([("cat", d) for d in dropins])] if dropins else facts
-
-
-def node_shells_for(connection: Connection, api: ApiReader,
-                    nodes: Sequence[str]) -> NodeShells | None:
+def node_openers_for(connection: Connection, api: ApiReader,
+                     nodes: Sequence[str]) -> NodeOpeners | None:
     """How to reach each of `nodes` through its own SSH session (the profile's ssh.nodes, else
     the address /cluster/status gives); None when SSH is off or the backend is local. A node
     whose address is the connection's own SSH host is left to that session."""
     if connection.on_this_host or not connection.ssh or not nodes:
         return None
 
-    def shells() -> dict[str, Callable[[], Shell]]:
-        from pvefix.target.nodes import ClusterView, node_address, node_connection
-        from pvefix.target.open import cluster_ssh, open_cluster_ssh
+    def openers() -> dict[str, NodeOpener]:
+        from pvefix.target.nodes import ClusterView, node_address
+        from pvefix.target.open import cluster_ssh, ssh_node_opener
 
         view: ClusterView | None = None
         if any(node not in connection.ssh_nodes for node in nodes):
@@ -334,18 +332,17 @@ def node_shells_for(connection: Connection, api: ApiReader,
                 view = None
         cluster = cluster_ssh(connection)  # the cluster-wide session's node: not twice
         own = (cluster.effective_ssh_host, cluster.ssh_port)
-        out: dict[str, Callable[[], Shell]] = {}
+        out: dict[str, NodeOpener] = {}
         for node in nodes:
             try:
                 address = node_address(connection, node, view)
             except PvefixError:
                 continue  # no address: the node stays unread, and the report says so
             if (address.host, address.port) != own:
-                node_conn = node_connection(connection, address)
-                out[node] = lambda c=node_conn: open_cluster_ssh(c)  # type: ignore[misc]
+                out[node] = ssh_node_opener(connection, address)
         return out
 
-    return shells
+    return openers
 
 
 def read_live_cluster(
@@ -359,13 +356,13 @@ def read_live_cluster(
 ) -> ClusterRead:
     """`read_cluster` over a connection (API + SSH, or the local backend); `nodes`: the nodes
     whose host facts are wanted (each read through its own SSH session, in parallel)."""
-    from pvefix.target.open import cluster_shell_opener, open_api
+    from pvefix.target.open import cluster_node_opener, open_api
 
     api = open_api(connection, workers=workers)
     try:
-        # The local backend's shell reads files under its root as text: the per-VM path.
-        return read_cluster(api, cluster_shell_opener(connection), vmids, workers=workers,
+        # The local backend's node reads files under its root as text: the per-VM path.
+        return read_cluster(api, cluster_node_opener(connection), vmids, workers=workers,
                             progress=progress, bulk=bulk and not connection.on_this_host,
-                            node_shells=node_shells_for(connection, api, nodes))
+                            node_openers=node_openers_for(connection, api, nodes))
     finally:
         api.close()

@@ -17,11 +17,13 @@ from dataclasses import dataclass
 
 from pvefix.digest import raw_bytes
 from pvefix.errors import PvefixError
+from pvefix.facts.node import CLUSTER_CONFIGS
 from pvefix.paths import NODES_DIR
 from pvefix.target.ssh import CommandResult
 
-CONF_GLOB = f"{NODES_DIR}/*/qemu-server/*.conf"  # every vm_config() of the cluster
-BULK_COMMAND: tuple[str, ...] = ("sh", "-c", f"tar -c -f - {CONF_GLOB}")
+# The command (every vm_config() of the cluster), declared with the node facts.
+BULK_COMMAND = CLUSTER_CONFIGS
+CONF_GLOB = f"{NODES_DIR}/*/qemu-server/*.conf"
 _MEMBER = re.compile(r"^/?etc/pve/nodes/([^/]+)/qemu-server/([1-9][0-9]*)\.conf$")
 _NOISE = ("tar: Removing leading `/' from member names",
           "tar: Exiting with failure status due to previous errors")
