@@ -46,6 +46,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/check_all.py --per-vm $(if $(wildcard bench/out/ansible-venv/bin/ansible-playbook),--ansible)
 	$(BIN)/python bench/check_all.py --vms 10000 --repeat 3
 	$(BIN)/python bench/grub_parse.py
+	$(BIN)/python bench/rehearse_cluster.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -112,7 +112,9 @@ def check_command(
         None, "--state-dir", help="State directory (env PVEFIX_STATE_DIR; default "
         "$XDG_STATE_HOME/pvefix).", show_default=False),
     workers: int = typer.Option(
-        DEFAULT_WORKERS, "--workers", min=1, max=256, help="Concurrent API reads."),
+        DEFAULT_WORKERS, "--workers", min=1, max=256, help="Concurrent API reads; with "
+        "--rehearse also the most nodes rehearsing at once (at most 8; each node one VM at "
+        "a time)."),
     verbose: bool = typer.Option(
         False, "--verbose", "-v", help="List every property checked, not only the drifted."),
     *,
@@ -162,10 +164,11 @@ def check_command(
         report = check_live(conn, loaded, ids, all_vms=all_vms,
                             from_file=scoped_by_desired, workers=workers, progress=bar)
         if settings is not None:
-            from pvefix.flow.check_rehearsal import rehearse_live_check
+            from pvefix.flow.check_rehearsal import NODE_WORKERS, rehearse_live_check
 
             report = rehearse_live_check(conn, report, settings,
-                                         ProgressBar.for_terminal("rehearsing VMs"))
+                                         ProgressBar.for_terminal("rehearsing VMs"),
+                                         min(workers, NODE_WORKERS))
     _write(report, fmt, output, verbose, _rule_files(desired, state_dir, cluster))
     return report.exit_code
 

@@ -15,9 +15,10 @@ a JSON job, base64-encoded. Two modes:
   I/O class; SIGTERM, SIGHUP, SIGINT and the end of stdin (a lost SSH connection closes it) end
   the run and clean up the same way. `timeout` around this script (the caller's wrapper) ends
   it even when it hangs. One run at a time per node: an exclusive flock on
-  `pvefix-rehearse.lock` (in /run/lock, else the temp dir), waited for `lock_wait` seconds at
-  most; then the run is `busy`. Each run folder holds its script's pid (`owner`); a folder
-  whose owner is gone (a run killed with SIGKILL) is removed at the next run's start.
+  `pvefix-rehearse.lock` (in /run/lock, else the temp dir; in $PVEFIX_REHEARSE_LOCK_DIR when
+  set: pvefix's simulator sets it, its nodes all run on one machine), waited for `lock_wait`
+  seconds at most; then the run is `busy`. Each run folder holds its script's pid (`owner`);
+  a folder whose owner is gone (a run killed with SIGKILL) is removed at the next run's start.
 
 Prints one JSON object on stdout. This file is pvefix's own; it never writes outside its folder.
 """
@@ -47,6 +48,7 @@ Job = dict[str, Any]
 BOOT_ORDER = "BootOrder".encode("utf-16-le")
 PREFIX = "pvefix-rehearse-"
 LOCK_NAME = "pvefix-rehearse.lock"
+LOCK_DIR_ENV = "PVEFIX_REHEARSE_LOCK_DIR"
 ORPHAN_AGE = 6 * 3600  # s: a run folder without owner file older than this is stale
 IOPRIO_IDLE = 3 << 13  # IOPRIO_PRIO_VALUE(IOPRIO_CLASS_IDLE, 0)
 IOPRIO_SET = {"x86_64": 251, "aarch64": 30}  # the ioprio_set system call's number
@@ -234,7 +236,8 @@ def sweep(base: str) -> list[str]:
 
 def take_lock(wait: float) -> tuple[int | None, str]:
     """The node's rehearsal lock (a file descriptor held until exit), or None and why."""
-    folder = "/run/lock" if os.access("/run/lock", os.W_OK) else tempfile.gettempdir()
+    folder = os.environ.get(LOCK_DIR_ENV) or (
+        "/run/lock" if os.access("/run/lock", os.W_OK) else tempfile.gettempdir())
     path = os.path.join(folder, LOCK_NAME)
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     deadline = time.monotonic() + wait

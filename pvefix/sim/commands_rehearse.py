@@ -3,7 +3,10 @@ rehearse`'s node script, run for real on this machine, so the simulated node reh
 real QEMU where one is installed (and refuses as a node without QEMU would where none is).
 
 Only pvefix's own node script runs (its text compared in full), with this Python; anything
-else answers as a refused command would. It runs without the node lock: a rehearsal takes
+else answers as a refused command would. Each simulated node's runs take a rehearsal lock of
+that node's own (PVEFIX_REHEARSE_LOCK_DIR, a folder per node beside the simulator's tree), as
+each real node has its own /run/lock: the nodes of one simulated cluster rehearse at once, two
+runs on one node do not. It runs without the simulator's node lock: a rehearsal takes
 seconds and reads nothing of the node's state. stdin stays open while it runs and is closed
 when the client's SSH connection goes away (`client_gone`, set by the SSH server per exec), as
 sshd closes it: the script then ends the run, kills QEMU and removes its folder.
@@ -11,6 +14,7 @@ sshd closes it: the script then ends the run, kills QEMU and removes its folder.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -18,7 +22,9 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
+from pvefix.rehearse.node_script import LOCK_DIR_ENV
 from pvefix.rehearse.runner import node_script
 from pvefix.sim.commands import Command, Result, Shell
 
@@ -45,6 +51,13 @@ def _watch(proc: subprocess.Popen[bytes], gone: Callable[[], bool] | None) -> No
         time.sleep(0.2)
 
 
+def _lock_dir(sh: Shell) -> Path:
+    """The simulated node's lock folder (made on first use), outside its host tree."""
+    folder = sh.state.tree.root.parent / f".rehearse-lock-{sh.state.node}"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    return folder
+
+
 def _timeout(sh: Shell, argv: list[str]) -> Result:
     shape = (len(argv) == 9 and argv[1] == "-k" and argv[4] == "python3" and argv[5] == "-c"
              and argv[2].isdigit() and argv[3].isdigit() and argv[7] in ("facts", "run"))
@@ -54,8 +67,9 @@ def _timeout(sh: Shell, argv: list[str]) -> Result:
     if shutil.which("timeout") is None:
         return Result(stderr="bash: timeout: command not found\n", code=127)
     cmd = ["timeout", "-k", argv[2], argv[3], sys.executable, "-c", argv[6], argv[7], argv[8]]
+    env = {**os.environ, LOCK_DIR_ENV: str(_lock_dir(sh))}
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
+                            stderr=subprocess.PIPE, env=env)
     watcher = threading.Thread(target=_watch, args=(proc, _GONE.get(threading.get_ident())),
                                daemon=True)
     watcher.start()

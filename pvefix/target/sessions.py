@@ -46,10 +46,18 @@ class Closable(Protocol):
 
 class Sessions:
     """One API session, one SSH session per node, one guest channel per VM: opened on first
-    use, closed by `close()` (or the `with` block)."""
+    use, closed by `close()` (or the `with` block).
 
-    def __init__(self, conn: Connection) -> None:
+    Safe to share between threads (`check --rehearse` rehearses each node in a thread of its
+    own): each session is opened once, under a lock of its own (one per node, one per VM), and
+    the API session's keep-alive pool holds `workers` connections. A node's SSH session is
+    meant to be used by one thread at a time (paramiko opens a channel per command, so two
+    would work, but pvefix does not rely on it)."""
+
+    def __init__(self, conn: Connection, workers: int | None = None) -> None:
         self.conn = conn
+        #: How many threads share the API session (its keep-alive pool is sized for them).
+        self.workers = workers
         self._lock = threading.Lock()
         self._node_locks: dict[str, threading.Lock] = {}
         self._api: ApiClient | LocalApi | None = None
@@ -70,7 +78,7 @@ class Sessions:
         """The command's API session (pvesh with --local)."""
         with self._lock:
             if self._api is None:
-                self._api = open_api(self.conn)
+                self._api = open_api(self.conn, workers=self.workers)
                 self.opened["api"] += 1
             return self._api
 
@@ -132,21 +140,22 @@ class Sessions:
 
     def guest(self, guest: GuestAccess, vmid: int, node: str | None = None) -> GuestChannel:
         """VM `vmid`'s guest channel (the agent is found through `node` when given)."""
-        with self._lock:
-            channel = self._guests.get(vmid)
-        if channel is None:
-            conn = self.conn.model_copy(update={"node": node}) if node else self.conn
-            api: ApiClient | None = None
-            if guest.method == "agent" and conn.backend == "api":
-                from pvefix.target.api import ApiClient
-
-                shared = self.api()
-                api = shared if isinstance(shared, ApiClient) else None
-            channel = open_guest(conn, guest, vmid, api=api)
+        with self._node_lock(f"guest:{vmid}"):  # two threads open one channel, not two
             with self._lock:
-                self._guests[vmid] = channel
-                self.opened["guest"] += 1
-        return channel
+                channel = self._guests.get(vmid)
+            if channel is None:
+                conn = self.conn.model_copy(update={"node": node}) if node else self.conn
+                api: ApiClient | None = None
+                if guest.method == "agent" and conn.backend == "api":
+                    from pvefix.target.api import ApiClient
+
+                    shared = self.api()
+                    api = shared if isinstance(shared, ApiClient) else None
+                channel = open_guest(conn, guest, vmid, api=api)
+                with self._lock:
+                    self._guests[vmid] = channel
+                    self.opened["guest"] += 1
+            return channel
 
     def forget(self) -> None:
         """Close the node sessions and the API session (a host reboot dropped them); the next

@@ -5,9 +5,13 @@ that cannot run is UNKNOWN (exit 1), never a pass; in the text, JSON, JUnit and 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
+import threading
+import time
 import xml.etree.ElementTree as ET
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +27,7 @@ from pvefix.flow.check_rehearsal import (
     passes_devices,
     rehearsal_item,
     rehearse_each,
+    rehearse_nodes,
 )
 from pvefix.main import main
 from pvefix.rehearse.build import RehearseRefused
@@ -232,3 +237,123 @@ def test_a_vm_that_passes_no_device_is_not_rehearsed_and_the_note_says_so() -> N
     assert report.exit_code == _compared().exit_code and report.rehearsals == []
     assert "rehearsed the next start of 0 VM(s)" in report.notes[-1]
     assert "1 VM(s) pass no PCI device: nothing to place, not rehearsed" in report.notes[-1]
+
+
+# -- a cluster: the nodes in parallel, each node one VM at a time ------------------------------
+
+Span = tuple[str, float, float]  # node, start, end
+
+
+def _overlap(a: Span, b: Span) -> bool:
+    return a[1] < b[2] and b[1] < a[2]
+
+
+def _assert_parallel_nodes_serial_runs(spans: list[Span]) -> None:
+    nodes = {s[0] for s in spans}
+    assert len(nodes) >= 2
+    assert any(_overlap(a, b) for a in spans for b in spans if a[0] != b[0])
+    for node in nodes:
+        own = sorted(s for s in spans if s[0] == node)
+        assert len(own) >= 2
+        assert all(x[2] <= y[1] for x, y in pairwise(own)), own
+
+
+def test_nodes_rehearse_in_parallel_and_each_node_one_vm_at_a_time() -> None:
+    """Three nodes of three VMs, each rehearsal a short sleep: the nodes' runs overlap in
+    time, one node's never do; one node's error stays that VM's; the report keeps its order."""
+    where = {100: "a", 101: "b", 102: "c", 103: "a", 104: "b", 105: "c", 106: "a", 107: "b",
+             108: "c"}
+    spans: list[Span] = []
+    lock = threading.Lock()
+    seen: list[tuple[int, int]] = []
+
+    def rehearse(vmid: int) -> Verdict:
+        start = time.monotonic()
+        time.sleep(0.15)
+        with lock:
+            spans.append((where[vmid], start, time.monotonic()))
+        if vmid == 104:
+            raise RehearseRefused("node b has no QEMU")
+        return dataclasses.replace(_verdict("placed"), vmid=vmid, node=where[vmid])
+
+    started = time.monotonic()
+    outcomes = rehearse_nodes(list(where.items()), rehearse,
+                              lambda done, total: seen.append((done, total)))
+    took = time.monotonic() - started
+    _assert_parallel_nodes_serial_runs(spans)
+    assert took < 9 * 0.15  # not one after another
+    assert isinstance(outcomes[104], RehearseRefused)
+    assert all(isinstance(outcomes[v], Verdict) and outcomes[v].vmid == v  # type: ignore[union-attr]
+               for v in where if v != 104)
+    assert sorted(seen) == [(n, 9) for n in range(1, 10)]
+
+    report = CheckReport(source="test", items=[
+        CheckItem(target="vm", vmid=v, node=n, property="machine", status="ok")
+        for v, n in where.items()])
+    done = rehearse_each(report, rehearse)
+    assert [r["vmid"] for r in done.rehearsals] == [v for v in where if v != 104]
+    assert "3 nodes in parallel" in done.notes[-1]
+    assert [i.vmid for i in done.items if i.key == "rehearsal"] == list(where)
+
+
+def test_one_worker_rehearses_the_nodes_one_after_another() -> None:
+    spans: list[Span] = []
+
+    def rehearse(vmid: int) -> Verdict:
+        start = time.monotonic()
+        time.sleep(0.05)
+        spans.append((str(vmid % 2), start, time.monotonic()))
+        return _verdict("placed")
+
+    rehearse_nodes([(1, "b"), (2, "a"), (3, "b"), (4, "a")], rehearse, workers=1)
+    spans.sort(key=lambda s: s[1])
+    assert all(x[2] <= y[1] for x, y in pairwise(spans))
+
+
+@pytest.mark.conformance
+def test_a_simulated_cluster_rehearses_its_nodes_at_once_and_each_node_in_turn(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """cluster3 with a second GPU VM on borealis and on cygnus: `check --all --rehearse`
+    boots the firmware for real (this machine's QEMU, fw-lab's OVMF) through each simulated
+    node's SSH; the simulator's record of the node script's runs shows the two nodes' runs
+    overlapping and each node's runs one after another (each node has its lock)."""
+    edk2 = fwlab_edk2_and_qemu()
+    import pvefix.sim.commands as sim_commands
+    from pvefix.sim.serve import Simulator
+
+    monkeypatch.setenv("PVEFIX_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    sim = Simulator("cluster3", tmp_path / "sim", task_seconds=0.05)
+    confs = tmp_path / "sim" / "etc" / "pve" / "nodes"
+    for node, source, new in (("borealis", 320, 321), ("cygnus", 313, 314)):
+        folder = confs / node / "qemu-server"
+        (folder / f"{new}.conf").write_text((folder / f"{source}.conf").read_text())
+    spans: list[Span] = []
+    real = sim_commands._COMMANDS["timeout"]
+
+    def timed(sh: Any, argv: list[str]) -> Any:
+        start = time.monotonic()
+        result = real(sh, argv)
+        if argv[7] == "run":
+            spans.append((sh.state.node, start, time.monotonic()))
+        return result
+
+    monkeypatch.setitem(sim_commands._COMMANDS, "timeout", timed)
+    ready = tmp_path / "ready.json"
+    write_ready_file(sim.start(), ready)
+    try:
+        vms = ["300", "310", "311", "312", "313", "314", "320", "321"]
+        assert main(["desired", *vms, "--from", "current", "--connection", str(ready),
+                     "-o", str(tmp_path / "d.toml")]) == EXIT_OK
+        capsys.readouterr()
+        _, data = _check(capsys, "--all", "--connection", str(ready), "--desired",
+                         str(tmp_path / "d.toml"), "--rehearse", "--rehearse-accel", "tcg",
+                         "--rehearse-firmware-dir", str(edk2))
+    finally:
+        sim.stop()
+    items = _rehearsals(data)
+    assert {v: items[v]["got"] for v in (313, 314, 320, 321)} == dict.fromkeys(
+        (313, 314, 320, 321), "placed")
+    assert sorted(s[0] for s in spans) == ["borealis", "borealis", "cygnus", "cygnus"]
+    _assert_parallel_nodes_serial_runs(spans)

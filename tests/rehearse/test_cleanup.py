@@ -16,10 +16,19 @@ from pathlib import Path
 import pytest
 
 from pvefix.rehearse.build import HostCpu, Inputs, NodeFacts, build_job
+from pvefix.rehearse.node_script import LOCK_DIR_ENV
 from pvefix.rehearse.runner import node_argv
 from tests.shared import fwlab_edk2_and_qemu
 
 pytestmark = pytest.mark.conformance
+
+
+@pytest.fixture(autouse=True)
+def _own_lock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The script's node lock in a folder of the test's own: another rehearsal running on
+    this machine at the same time (another test process) would hold /run/lock's, and this
+    run would answer `busy` instead of starting."""
+    monkeypatch.setenv(LOCK_DIR_ENV, str(tmp_path))
 
 
 def _hanging_job(watch_stdin: bool) -> dict[str, object]:

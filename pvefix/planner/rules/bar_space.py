@@ -243,19 +243,30 @@ def _above_host(ctx: Context, cpu: mmio.CpuLine) -> Finding | None:
     """phys-bits set above the host's address width: QEMU only warns ("Host physical bits
     does not match phys-bits property", target/i386/host-cpu.c) and starts, the firmware then
     places BARs at guest addresses the host cannot map (EPT/NPT reach only the host's width),
-    so no window verdict holds: flagged, never "fits"."""
+    so no window verdict holds: flagged, never "fits". A guest-phys-bits at or below the
+    host's does not clear it: SeaBIOS and OVMF before edk2 202408 place the window by
+    phys-bits alone. What the guest can use is `bar_verdict.usable_phys_bits` (the lowest of
+    phys-bits, the host's and guest-phys-bits), the one place that says it."""
     host = ctx.state.node.cpu_phys_bits
     phys = cpu.phys
-    if host is None or not phys or not phys.isdigit() or int(phys) <= host:
+    if host is None or not phys or not phys.isdigit():
         return None
+    own = cpu.prop.get("guest-phys-bits")
+    gpb = int(own) if own and own.isdigit() and int(own) > 0 else None
+    if int(phys) <= (bar_verdict.usable_phys_bits(int(phys), host) or 0):
+        return None
+    usable = bar_verdict.usable_phys_bits(int(phys), host, gpb)
+    said = f"phys-bits={phys}" + (f" (guest-phys-bits={gpb})" if gpb is not None else "")
     return Finding(
         id="bar.phys-bits-above-host", rule=NAME, severity="error",
-        title=f"phys-bits={phys} is above the host's {host} address bits",
-        detail=f"The vCPU reports {phys} address bits on a host that has {host}: QEMU starts it"
-        " with a warning, and the firmware may place the 64-bit window, and the GPUs' BARs,"
-        f" above {host} bits, where the host cannot map them; the guest then hangs or the GPU"
-        f" fails. Set phys-bits={host} or phys-bits=host in `cpu` (pvefix does not judge a"
-        " window it cannot map).",
+        title=f"{said} is above the host's {host} address bits",
+        detail=f"The vCPU reports {phys} address bits on a host that has {host}; the guest can"
+        f" use {usable} (the lowest of phys-bits, the host's and guest-phys-bits). QEMU starts"
+        " it with a warning, and the firmware may place the 64-bit window, and the GPUs' BARs,"
+        f" above {host} bits, where the host cannot map them (guest-phys-bits holds back only"
+        " OVMF from edk2 202408 on); the guest then hangs or the GPU fails. Set"
+        f" phys-bits={host} or phys-bits=host in `cpu` (pvefix does not judge a window it"
+        " cannot map).",
     )
 
 
