@@ -119,7 +119,10 @@ def read_cluster(
     """
     start = time.perf_counter()
     out = ClusterRead()
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="pvefix-check") as pool:
+    # Three tasks below (host facts, other nodes, run states) wait on API reads queued on this
+    # pool: they get threads of their own, so `workers` bounds the reads, and --workers 1 does
+    # not leave the reads waiting behind the task that waits on them.
+    with ThreadPoolExecutor(max_workers=workers + 3, thread_name_prefix="pvefix-check") as pool:
         host_future: Future[HostRead] | None = None
         if open_node is not None:
             host_future = pool.submit(_host_facts, open_node, bulk)

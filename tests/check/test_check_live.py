@@ -282,3 +282,22 @@ def test_a_named_vm_without_a_recorded_state_is_an_error_that_says_what_to_do(
     assert "no desired state recorded for VM 101" in capsys.readouterr().err
 
 
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_few_workers_still_finish_a_cluster_read(
+    workers: str, fresh_sim: Sim, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The cluster read's coordinating tasks (host facts, other nodes, run states) wait on API
+    reads queued on the same pool: with --workers 1 they once took the only worker and waited
+    forever. Now --workers bounds the API reads, never the coordination."""
+    info = fresh_sim("cluster3")
+    conn, ready = connection(info, tmp_path)
+    state_dir = tmp_path / "state"
+    vmids = sorted({item["vmid"] for item in api(info, "token").cluster.resources.get(type="vm")})
+    for vmid in vmids:
+        record(state_dir, read_live(conn, vmid))
+    code, out = check(capsys, "--all", "--only-desired", "--workers", workers, "--connection",
+                      str(ready), "--state-dir", str(state_dir))
+    assert code == 0, out
