@@ -86,6 +86,29 @@ def _interrupt_at(proc: subprocess.Popen[str], n: Node, event: str) -> None:
     proc.send_signal(signal.SIGINT)
 
 
+def follow(line: str | None, n: Node, *, until: str = "\0", limit: int = 5,
+           after: Callable[[list[str], str | None], None] | None = None,
+           ) -> tuple[list[str], list[str], str | None]:
+    """Run each `Next:` line as printed, from `line` until none is printed or one starts with
+    `until`: (the lines run, the undo lines printed on the way, the line it stopped at). Each
+    run must exit 0 and print at most one `Next:`; `after(ran, next_line)` runs after each."""
+    ran: list[str] = []
+    undos: list[str] = []
+    while line is not None and not line.startswith(until):
+        assert len(ran) < limit, ran
+        code, out = _run(line, n)
+        assert code == EXIT_OK, f"{line}\n{out}"
+        ran.append(line)
+        printed = _hints(out)
+        undos += [h for h in printed if h.startswith("pvefix rollback ")]
+        onward = [h for h in printed if not h.startswith("pvefix rollback ")]
+        assert len(onward) <= 1, printed
+        line = onward[0] if onward else None
+        if after is not None:
+            after(ran, line)
+    return ran, undos, line
+
+
 def _plan_next(n: Node, vmid: int, *extra: str) -> str:
     code, out = _run(shlex.join(["pvefix", "plan", str(vmid), "--connection", str(n.ready_file),
                                  "--state-dir", str(n.state_dir), *extra]), n)
@@ -105,17 +128,7 @@ def test_the_story_runs_hint_by_hint_as_printed(
 ) -> None:
     n = node(scenario)
     before, booted = n.conf(vmid), n.host_file("/proc/cmdline")
-    line: str | None = _plan_next(n, vmid, *extra)
-    ran: list[str] = []
-    undos: list[str] = []
-    while line is not None:
-        assert len(ran) < 5, ran
-        code, out = _run(line, n)
-        assert code == EXIT_OK, f"{line}\n{out}"
-        ran.append(line)
-        printed = _hints(out)
-        undos += [h for h in printed if h.startswith("pvefix rollback ")]
-        line = next((h for h in printed if not h.startswith("pvefix rollback ")), None)
+    ran, undos, _ = follow(_plan_next(n, vmid, *extra), n)
     assert [shlex.split(r)[1:5] for r in ran] == [
         ["apply", str(vmid), "--phase", "1"], ["apply", str(vmid), "--phase", "2"],
         ["check", str(vmid), "--connection", str(n.ready_file)]]

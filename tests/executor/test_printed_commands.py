@@ -19,7 +19,7 @@ import pytest
 
 from pvefix.errors import EXIT_CHANGES, EXIT_OK
 from tests.executor.conftest import Node
-from tests.executor.test_hints_as_printed import _hints, _run
+from tests.executor.test_hints_as_printed import _hints, _run, follow
 
 pytestmark = pytest.mark.slow
 
@@ -43,21 +43,17 @@ def test_plan_out_then_each_next_line_applies_the_reviewed_file_on_a_token(
     code, out = _run(shlex.join(["pvefix", "plan", "100", "--p2p", "--out", "reviewed plan.json",
                                  *target]), n)
     assert code == EXIT_CHANGES, out
-    (line,) = _hints(out)
-    ran: list[str] = []
-    undos: list[str] = []
-    while not line.startswith("pvefix check "):
-        assert len(ran) < 4, ran
-        code, out = _run(line, n)
-        assert code == EXIT_OK, f"{line}\n{out}"
-        ran.append(line)
-        printed = _hints(out)
-        undos += [h for h in printed if h.startswith("pvefix rollback ")]
-        (line,) = [h for h in printed if not h.startswith("pvefix rollback ")]
+    (first,) = _hints(out)
+
+    def once_more(ran: list[str], onward: str | None) -> None:
         if len(ran) == 1:  # the same line again: nothing to do, exit 0, and its Next runs
             code, again = _run(ran[0], n)
             assert code == EXIT_OK and "phase 1: nothing to do" in again, again
-            assert _hints(again) == [line], again
+            assert _hints(again) == [onward], again
+
+    ran, undos, last = follow(first, n, until="pvefix check ", limit=4, after=once_more)
+    assert last is not None, "the story ends at a printed `pvefix check`"
+    line = last
     want = ["apply", "plans/reviewed plan.json", "--phase"]
     assert [shlex.split(r)[1:4] for r in ran] == [want] * 3
     assert [shlex.split(r)[4] for r in ran] == ["1", "2", "3"]
