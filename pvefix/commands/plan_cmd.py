@@ -1,4 +1,5 @@
-"""`pvefix plan VMID`: read the target, plan, show the dry run. Exit 0 nothing to do, 2 changes."""
+"""`pvefix plan VMID`: read the target, plan, show the dry run. Exit 0 nothing to do, 2 changes,
+1 error or nothing planned while a claim is not established."""
 
 from __future__ import annotations
 
@@ -24,11 +25,12 @@ from pvefix.commands.p2p_options import P2PAsk, p2p_options, plan_options
 from pvefix.commands.rehearse_options import RehearseAsk, rehearse_options
 from pvefix.commands.vmid import parse_vmid
 from pvefix.console.terminal import ColorChoice, on_tty, say_err, terminal
-from pvefix.errors import EXIT_CHANGES, EXIT_OK
+from pvefix.errors import EXIT_CHANGES, EXIT_ERROR, EXIT_OK
 from pvefix.render.inert import inert_json, inert_text
 
 if TYPE_CHECKING:
     from pvefix.hints import Context
+    from pvefix.planner.model import Plan
 
 
 class PlanFormat(StrEnum):
@@ -102,7 +104,8 @@ def plan_command(
     apply. With --p2p (or `p2p` in the VM's desired state or the profile) it also plans the
     P2P clique phase (phase 3, docs/p2p.md). With --rehearse it also boots the planned
     config's firmware on the node (pvefix rehearse, docs/rehearse.md) and shows where each BAR
-    lands. Exit codes: 0 nothing to do, 2 changes planned, 1 error.
+    lands. Exit codes: 0 nothing to do, 2 changes planned, 1 error or nothing planned while
+    some claim is not established (the findings say which).
     """
     from pvefix.errors import PvefixError
     from pvefix.planner import plan as make_plan
@@ -176,7 +179,16 @@ def emit_plans(plans: Sequence[object], fmt: PlanFormat, color: ColorChoice = "a
             else:
                 sys.stdout.write(render_plan_text(plan, term=term, context=context,
                                                   verbose=verbose))
-    return EXIT_CHANGES if any(p.has_changes for p in typed) else EXIT_OK
+    return plans_exit_code(typed)
+
+
+def plans_exit_code(plans: list[Plan]) -> int:
+    """2 when any plan changes something; else 1 when any rests on what pvefix did not read
+    or does not model (nothing planned, but not because all is right: a script must not read
+    that as "nothing to do"); else 0."""
+    if any(p.has_changes for p in plans):
+        return EXIT_CHANGES
+    return EXIT_ERROR if any(p.unsettled for p in plans) else EXIT_OK
 
 
 def _rehearse(opts: ConnectionOptions, state: object, plan: object, settings: object,

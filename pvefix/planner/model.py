@@ -265,6 +265,14 @@ class Plan(_Frozen):
     def has_changes(self) -> bool:
         return any(p.changes for p in self.phases)
 
+    @property
+    def unsettled(self) -> bool:
+        """Whether some claim rests on what pvefix did not read or does not model: passed
+        devices not in the facts read, or an input that leaves a claim not established. Then
+        "nothing planned" is not "all is right"."""
+        return any(f.id == "devices.unknown-here" or f.id.startswith("not-established.")
+                   for f in self.findings)
+
     def phase(self, number: int) -> Phase | None:
         return next((p for p in self.phases if p.number == number), None)
 

@@ -125,9 +125,18 @@ def test_under_args_cpu_the_cpu_lines_hidden_neither_blocks_nor_is_edited() -> N
 def test_a_plan_emptied_by_gaps_never_reads_as_all_right() -> None:
     from pvefix.render.plan_text import render_plan_text
 
-    text = render_plan_text(_plan(_case("round4-args-unknown-word")))
+    from pvefix.commands.plan_cmd import plans_exit_code
+    from pvefix.errors import EXIT_CHANGES, EXIT_ERROR
+
+    emptied = _plan(_case("round4-args-unknown-word"))
+    text = render_plan_text(emptied)
     assert "already follow every rule" not in text
     assert "not because all is right" in text
+    assert not emptied.has_changes and plans_exit_code([emptied]) == EXIT_ERROR, \
+        "a script reads exit 0 as nothing to do: never said while a claim is not established"
+    changes = _plan(_case("kpro6"))
+    assert changes.has_changes and not changes.unsettled
+    assert plans_exit_code([emptied, changes]) == EXIT_CHANGES
 
 
 def test_a_templates_plan_never_says_it_takes_effect_at_a_start() -> None:
