@@ -227,8 +227,11 @@ def memory_of(config: Mapping[str, str], cpu: Cpu, host_bits: int | None) -> Mem
     if total < static:
         raise ProxmoxRefuses(f"Proxmox refuses to start this config: minimum memory must be "
                              f"{static}MB")
-    return Memory(f"size={static},slots=255,maxmem={maximum}M", static,
-                  dimm_sizes(total, static, 1024 if huge else 512))
+    dimms = dimm_sizes(total, static, 1024 if huge else 512)
+    if static + sum(dimms) > total:  # foreach_dimm's last DIMM would pass the memory
+        raise ProxmoxRefuses(f"Proxmox refuses to start this config: memory size ({total}) "
+                             f"must be aligned to {dimms[-1]} for hotplugging")
+    return Memory(f"size={static},slots=255,maxmem={maximum}M", static, dimms)
 
 
 def dimm_sizes(total: int, static: int, size: int) -> tuple[int, ...]:

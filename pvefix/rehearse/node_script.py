@@ -9,7 +9,8 @@ a JSON job, base64-encoded. Two modes:
 - `run`: boot the firmware only, with the stand-in devices, in a private temporary folder
   (mkdtemp, 0700) that holds the QMP socket, the serial and debug-console logs, the copy of the
   OVMF variables and the sparse RAM file; wait until the firmware reaches its boot manager (or
-  the time is up), read `query-pci`, the vCPU's properties and the RAM layout over QMP, kill
+  the time is up), read `query-pci` (again, up to SETTLE_S, until the stand-ins' decoding is
+  on), the vCPU's properties and the RAM layout over QMP, kill
   QEMU and remove the folder. QEMU runs in its own process group with PR_SET_PDEATHSIG (it dies
   with this script), under RLIMIT_DATA, at the lowest CPU priority (nice 19) and in the idle
   I/O class; SIGTERM, SIGHUP, SIGINT and the end of stdin (a lost SSH connection closes it) end
@@ -53,6 +54,7 @@ ORPHAN_AGE = 6 * 3600  # s: a run folder without owner file older than this is s
 IOPRIO_IDLE = 3 << 13  # IOPRIO_PRIO_VALUE(IOPRIO_CLASS_IDLE, 0)
 IOPRIO_SET = {"x86_64": 251, "aarch64": 30}  # the ioprio_set system call's number
 FW_DONE = ("BdsDxe", "Shell>", "No bootable device", "Boot failed", "Booting from")
+SETTLE_S = 10.0  # s after the boot-manager signal to wait for the BARs' decoding at most
 
 
 class Stop(Exception):
@@ -160,8 +162,10 @@ def read_machine(qmp: Qmp) -> Job:
     ram: list[list[int]] = []
     try:
         mtree = qmp.cmd("human-monitor-command", **{"command-line": "info mtree"})
-        for m in re.finditer(r"^\s*([0-9a-f]+)-([0-9a-f]+) \(prio -?\d+, ram\): alias "
-                             r"ram-(?:below|above)-4g", mtree, re.M):
+        # with a NUMA node's memory device the aliases show as i/o (their target, pc.ram,
+        # is a container of the node's RAM), without one as ram
+        for m in re.finditer(r"^\s*([0-9a-f]+)-([0-9a-f]+) \(prio -?\d+, (?:ram|i/o)\): "
+                             r"alias ram-(?:below|above)-4g", mtree, re.M):
             ram.append([int(m.group(1), 16), int(m.group(2), 16) + 1])
     except (RuntimeError, OSError):
         pass
@@ -256,9 +260,13 @@ def take_lock(wait: float) -> tuple[int | None, str]:
             time.sleep(0.5)
 
 
-def _done(job: Job, tmp: str) -> bool:
+def _console_done(tmp: str) -> bool:
     text = _read(os.path.join(tmp, "serial.log")) + _read(os.path.join(tmp, "debugcon.log"))
-    if any(m in text for m in FW_DONE):
+    return any(m in text for m in FW_DONE)
+
+
+def _done(job: Job, tmp: str) -> bool:
+    if _console_done(tmp):
         return True
     return bool(job.get("vars_signal")) and BOOT_ORDER in _read(os.path.join(tmp, "vars.fd"), True)
 
@@ -269,6 +277,47 @@ def _stdin_closed() -> bool:
         return bool(ready) and not os.read(sys.stdin.fileno(), 4096)
     except (OSError, ValueError):
         return False
+
+
+def stand_in_bars(pci: list[Any]) -> list[int]:
+    """The stand-ins' (pci-testdev, 1b36:0005) BAR2 addresses as query-pci shows them: 0 or
+    2^64-1 while the firmware has not programmed the BAR or not turned its decoding on."""
+    out: list[int] = []
+
+    def walk(devices: list[Any]) -> None:
+        for d in devices:
+            if (d["id"]["vendor"], d["id"]["device"]) == (0x1B36, 0x0005):
+                out.extend([r["address"] % (1 << 64) for r in d.get("regions", [])
+                            if r.get("bar") == 2] or [0])
+            walk(d.get("pci_bridge", {}).get("devices", []))
+
+    for bus in pci:
+        walk(bus.get("devices", []))
+    return out
+
+
+def all_decoded(pci: list[Any], count: int) -> bool:
+    """Every one of `count` stand-ins is seen with its BAR2 at an address."""
+    bars = stand_in_bars(pci)
+    return len(bars) == count and all(0 < a < (1 << 64) - 1 for a in bars)
+
+
+def settled_pci(qmp: Qmp, job: Job, tmp: str, deadline: float) -> Any:
+    """query-pci once the firmware's boot-manager pass has turned the BARs' decoding on. OVMF
+    writes BootOrder before it connects the devices and enables their decoding (a loaded node
+    may take seconds between the two): read again until every stand-in shows its address, the
+    console says the boot manager ran (FW_DONE), or SETTLE_S passed (a BAR the firmware did
+    not place never shows one)."""
+    count = sum(1 for w in job["argv"] if w.startswith("pci-testdev,"))
+    until = min(deadline, time.monotonic() + SETTLE_S)
+    while True:
+        console = _console_done(tmp)
+        pci = qmp.cmd("query-pci")
+        if console or all_decoded(pci, count) or time.monotonic() >= until:
+            return pci
+        if job.get("watch_stdin") and _stdin_closed():
+            raise Stop("the connection to pvefix was lost")
+        time.sleep(0.5)
 
 
 def boot(job: Job, tmp: str, qemu: str) -> Job:
@@ -295,7 +344,7 @@ def boot(job: Job, tmp: str, qemu: str) -> Job:
             if _done(job, tmp):
                 time.sleep(1)  # let the firmware finish its boot-manager pass
                 qmp = Qmp(os.path.join(tmp, "qmp.sock"), 20)
-                result["query_pci"] = qmp.cmd("query-pci")
+                result["query_pci"] = settled_pci(qmp, job, tmp, t0 + job["timeout"])
                 result.update(read_machine(qmp))
                 qmp.close()
                 break

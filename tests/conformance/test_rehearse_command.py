@@ -27,7 +27,8 @@ FILES = ("OVMF_CODE.fd", "OVMF_VARS.fd", "OVMF_CODE_4M.fd", "OVMF_CODE_4M.secboo
          "OVMF_VARS_4M.fd", "OVMF_VARS_4M.ms.fd")
 EFIDISKS = ("local-lvm:vm-100-disk-0,efitype=4m,pre-enrolled-keys=1,size=4M",
             "local-lvm:vm-100-disk-0,efitype=4m,size=4M", "local-lvm:vm-100-disk-0,size=128K")
-MEMORY_REFUSALS = ("NUMA needs", "Total memory is bigger", "minimum memory", "custom NUMA")
+MEMORY_REFUSALS = ("NUMA needs", "Total memory is bigger", "minimum memory", "custom NUMA",
+                   "must be aligned")
 
 
 @st.composite
@@ -153,6 +154,8 @@ def compare(ours: Any, opts: list[tuple[str, str]], config: dict[str, str]) -> N
 @given(staged())
 @example(case=("", {"memory": "4096", "hotplug": "memory", "numa": "1",
                     "cpu": "kvm64,phys-bits=43"}))
+@example(case=("", {"memory": "65536", "hotplug": "memory", "numa": "1",
+                    "cpu": "kvm64,phys-bits=46"}))  # Proxmox: not a whole number of DIMMs
 @example(case=("", {"memory": "65536", "hotplug": "disk,network,memory", "numa": "1",
                     "machine": "q35", "cpu": "host,guest-phys-bits=39", "bios": "ovmf",
                     "efidisk0": EFIDISKS[0], "hostpci0": "0000:01:00.0,pcie=1",

@@ -67,6 +67,30 @@ def test_memory_hotplug_and_proxmoxs_refusals() -> None:
             memory_of(config, bits, 46)
 
 
+@given(st.integers(1024, 1 << 22))
+def test_hotplug_memory_is_the_dimms_exactly_or_refused(total: int) -> None:
+    """Memory.pm: the DIMMs (at most 256) add up to the memory exactly; where the last one
+    would pass it, Proxmox refuses (`memory size (M) must be aligned to S for hotplugging`)."""
+    config = {"memory": str(total), "hotplug": "memory", "numa": "1"}
+    try:
+        mem = memory_of(config, Cpu("qemu64", "46", None), 52)
+    except ProxmoxRefuses as exc:
+        assert "Total memory is bigger" in exc.message or (
+            f"memory size ({total}) must be aligned to" in exc.message)
+        return
+    # foreach_dimm stops after 8 x 32 DIMMs, short of the memory or not
+    assert mem.total_mb == total or (len(mem.dimms) == 256 and mem.total_mb < total)
+
+
+def test_hotplug_memory_not_a_whole_number_of_dimms_is_refused() -> None:
+    cpu = Cpu("qemu64", "46", None)
+    with pytest.raises(ProxmoxRefuses, match=r"memory size \(65536\) must be aligned to 2048"):
+        memory_of({"memory": "65536", "hotplug": "memory", "numa": "1"}, cpu, 52)
+    # 1024 static + 32 x 512 + 32 x 1024 + 8 x 2048
+    assert memory_of({"memory": "66560", "hotplug": "memory", "numa": "1"}, cpu, 52).dimms[-1] \
+        == 2048
+
+
 def test_custom_models_guest_phys_bits_and_vendors() -> None:
     models = parse_cpu_models("cpu-model: big\n    reported-model EPYC\n    phys-bits 48\n"
                               "    flags +pdpe1gb\n    hidden 1\n")
