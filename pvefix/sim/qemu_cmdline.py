@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import shlex
+from typing import TYPE_CHECKING
 
 from pvefix.errors import ValidationError
 from pvefix.hosttree.sysfs import PciDevice
@@ -23,6 +24,9 @@ from pvefix.planner.mmio import read_cpu
 from pvefix.vmconfig import HostPci, VMConfig
 from pvefix.vmconfig.args import qemu_words
 from pvefix.vmconfig.hostpci import HOSTPCI_KEY
+
+if TYPE_CHECKING:
+    from pvefix.rehearse.command import Cpu, Memory
 
 
 def qemu_pid(vmid: int) -> int:
@@ -102,6 +106,20 @@ def proc_cmdline(argv: list[str]) -> str:
     return "".join(a + "\0" for a in argv)
 
 
+def start_parts(cfg: VMConfig, qemu_version: str | None, host_bits: int | None,
+                vendor: str | None) -> tuple[str, Cpu, Memory]:
+    """The machine type, `-cpu` and memory a start of the main section builds, as
+    pvefix/rehearse/command.py builds them for the rehearsal; what Proxmox refuses there
+    (memory hotplug's DIMMs not adding up, a minimum memory) raises ProxmoxRefuses."""
+    from pvefix.rehearse.command import cpu_of, machine_of, memory_of, model_vendors
+
+    main = cfg.main.as_dict()
+    machine = machine_of(main, qemu_version or "", vendor)
+    cpu = cpu_of(main, None, model_vendors(), x_vga=any(e.x_vga for e in _entries(cfg)),
+                 qemu=qemu_version or "", machine=machine)
+    return machine, cpu, memory_of(main, cpu, host_bits)
+
+
 def showcmd(vmid: int, cfg: VMConfig, devices: list[PciDevice],
             chosen: dict[str, list[str]], qemu_version: str | None = None,
             host_bits: int | None = None, vendor: str | None = None) -> str:
@@ -111,19 +129,10 @@ def showcmd(vmid: int, cfg: VMConfig, devices: list[PciDevice],
     and memory hotplug's DIMMs, the OVMF code file), the vfio-pci devices and `args`, one
     option a line as Proxmox prints them. A config Proxmox refuses to start: its reason
     (PvefixError)."""
-    from pvefix.rehearse.command import (
-        cpu_of,
-        machine_of,
-        memory_of,
-        model_vendors,
-        ovmf_files,
-    )
+    from pvefix.rehearse.command import ovmf_files
 
     main = cfg.main.as_dict()
-    machine = machine_of(main, qemu_version or "", vendor)
-    cpu = cpu_of(main, None, model_vendors(), x_vga=any(e.x_vga for e in _entries(cfg)),
-                 qemu=qemu_version or "", machine=machine)
-    mem = memory_of(main, cpu, host_bits)
+    machine, cpu, mem = start_parts(cfg, qemu_version, host_bits, vendor)
     argv = ["/usr/bin/kvm", "-id", str(vmid), "-name", main.get("name") or f"vm{vmid}",
             "-pidfile", f"/var/run/qemu-server/{vmid}.pid", "-daemonize", "-nodefaults",
             "-cpu", cpu.value, "-m", mem.m]

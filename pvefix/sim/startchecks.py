@@ -187,6 +187,7 @@ def start_checks(state: NodeState, cfg: VMConfig, vmid: int | None = None) -> No
                             main.get("ostype"), main.get("meta"), state.node)
     if problem:
         raise die(problem)
+    _memory_checks(state, cfg)
     q35 = Machine.parse(main.get("machine")).is_q35
     legacy = False
     names = main.keys()
@@ -226,6 +227,24 @@ def start_checks(state: NodeState, cfg: VMConfig, vmid: int | None = None) -> No
     if passed and not iommu_present(state, inventory):
         # vm_start_nolock -> PCI.pm prepare_pci_device, after the command line is built
         raise die(IOMMU_NOT_PRESENT)
+
+
+def _memory_checks(state: NodeState, cfg: VMConfig) -> None:
+    """Memory.pm's refusals as config_to_command meets them (hotplug memory that is not a
+    whole number of DIMMs, less than the static part), through the builder the rehearsal and
+    `qm showcmd` use."""
+    from pvefix.rehearse.command import ProxmoxRefuses, memory_hotplug
+    from pvefix.sim.qemu_cmdline import start_parts
+
+    if not memory_hotplug(cfg.main.as_dict()):
+        return  # plain `-m MEMORY`: Memory.pm refuses nothing
+    meta = state.tree.meta
+    prefix = "Proxmox refuses to start this config: "
+    try:
+        start_parts(cfg, meta.versions.qemu, meta.cpu.phys_bits, meta.cpu.vendor)
+    except ProxmoxRefuses as exc:
+        if exc.message.startswith(prefix):  # Memory.pm's; a CPU model not read is not one
+            raise die(exc.message.removeprefix(prefix)) from None
 
 
 def iommu_present(state: NodeState, inventory: list[PciDevice]) -> bool:

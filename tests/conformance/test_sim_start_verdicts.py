@@ -44,7 +44,19 @@ CASES = {
     "viommu-intel-on-i440fx": "machine: pc,viommu=intel\n",
     "windows-pinned-old": "ostype: win11\nmachine: pc-i440fx-5.1\n",
     "bad-hostpci-in-file": "hostpci0: zz:00.0\n",
+    # Memory hotplug (Memory.pm): 8192 MiB is 1024 static and fourteen 512 MiB DIMMs; 65536
+    # is not a whole number of DIMMs (the last 2048 MiB one passes it); no NUMA, no hotplug.
+    "memory-hotplug-aligned": "hotplug: disk,network,usb,memory\nnuma: 1\n",
+    "memory-hotplug-not-aligned": "memory: 65536\nhotplug: memory\nnuma: 1\n",
+    "memory-hotplug-without-numa": "hotplug: memory\n",
 }
+
+
+def _config(name: str) -> str:
+    """BASE with the case's lines; a case's own `memory:` replaces BASE's."""
+    case = CASES[name]
+    base = BASE if not case.startswith("memory:") else BASE.replace("memory: 8192\n", "")
+    return base + case
 
 
 def _start(info: Any, token: Any, text: str) -> dict[str, Any]:
@@ -59,7 +71,7 @@ def _start(info: Any, token: Any, text: str) -> dict[str, Any]:
 def test_the_simulator_starts_what_proxmox_starts(
     oracle: Any, own: Callable[..., Any], name: str  # noqa: F811
 ) -> None:
-    text = BASE + CASES[name]
+    text = _config(name)
     tree = resolve_scenario("kpro6")
     state = read_bundle(tree, 100)
     want = ask(oracle, text, inputs_of(state, tree), 101)
