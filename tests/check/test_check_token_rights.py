@@ -42,3 +42,26 @@ def test_a_token_without_rights_is_told_what_to_grant(
     code = run_app(app, ["check", "200", "--connection", str(ready), *state])
     out, err = capsys.readouterr()
     assert code in (0, 2) and "VM 200" in out, out + err
+
+
+def test_a_token_that_sees_no_vm_never_passes_check_all(
+    fresh_sim: Callable[..., ReadyInfo], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Sys.Audit on / but NoAccess on /vms: /cluster/resources lists no VM to this token, so
+    a recorded VM is UNKNOWN (exit 1), naming the right to grant, never "no drift"."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config-home"))
+    info = fresh_sim("intel-grub")
+    ready = tmp_path / "ready.json"
+    write_ready_file(info, ready)
+    state = ["--state-dir", str(tmp_path / "state")]
+    assert run_app(app, ["apply", "200", "--phase", "1", "--restart", "--yes", "--auth",
+                         "password", "--connection", str(ready), *state]) == 0
+    grant(info.root, info.token_id, "PVEAuditor", "/")
+    grant(info.root, info.token_id, "NoAccess", "/vms")
+    capsys.readouterr()
+    code = run_app(app, ["check", "--all", "--connection", str(ready), *state])
+    out, err = capsys.readouterr()
+    assert code == EXIT_ERROR, out + err
+    said = " ".join(out.split())
+    assert "UNKNOWN" in said and "VM.Audit on /vms/200" in said, out
