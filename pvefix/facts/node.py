@@ -97,6 +97,13 @@ KERNEL_CONFIG: Fact[dict[str, str] | None] = Fact(
     "kernel_config", Command(("cat", "/boot/config-{kernel_version}")), parse.kernel_config,
     "boot/config-{kernel_version}", None, PLAN, needs=("kernel_version",), field="kernel_config")
 
+# Whether VFIO assigns devices without interrupt remapping (Y/N; no file: vfio_iommu_type1 not
+# loaded). A modprobe.d option sets it as much as the cmdline's token, so it is read as it runs.
+UNSAFE_INTERRUPTS_PATH = "/sys/module/vfio_iommu_type1/parameters/allow_unsafe_interrupts"
+UNSAFE_INTERRUPTS: Fact[str | None] = Fact(
+    "unsafe_interrupts", Command(("cat", UNSAFE_INTERRUPTS_PATH)), parse.first_line,
+    UNSAFE_INTERRUPTS_PATH, None, PLAN, field="unsafe_interrupts")
+
 # Which VMs HA manages: the API says it in each VM's status/current (`ha`), a bundle keeps the
 # file and `pvefix collect import` puts each VM's state in pvefix-host.json.
 HA_RESOURCES_FILE = _file("ha_resources", HA_RESOURCES, frozenset({"collect"}))
@@ -104,7 +111,7 @@ HA_RESOURCES_FILE = _file("ha_resources", HA_RESOURCES, frozenset({"collect"}))
 NODE_FACTS: tuple[Fact[Any], ...] = (
     HOSTNAME, KERNEL_CMDLINE_FILE, GRUB_DEFAULT_FILE, PROC_CMDLINE_FILE, BOOT_TOOL,
     KERNEL_VERSION, MAPPING, ACS, GRUB_DROPINS, CPU_PHYS_BITS, CPU_MODELS_FILE, PACKAGES,
-    KERNEL_CONFIG, HA_RESOURCES_FILE,
+    KERNEL_CONFIG, HA_RESOURCES_FILE, UNSAFE_INTERRUPTS,
 )
 
 
