@@ -82,7 +82,7 @@ def test_a_readers_own_reads_go_in_the_rounds_it_names_each_once(tmp_path: Path)
     tree = materialize_scenario("kpro6", tmp_path / "tree")
     node = _SimNode(Shell(NodeState(tree, SimpleNamespace(dir=tmp_path), faults=None)))  # type: ignore[arg-type]
     config = dropin_read("/etc/pve/qemu-server/100.conf")
-    LINK = ("readlink", "-m", "/sys/bus/pci/devices/0000:00:00.0")  # noqa: N806
+    link = ("readlink", "-m", "/sys/bus/pci/devices/0000:00:00.0")
     seen: list[int] = []
 
     def extra(step: int, results: dict[tuple[str, ...], CommandResult]) -> list[tuple[str, ...]]:
@@ -92,11 +92,11 @@ def test_a_readers_own_reads_go_in_the_rounds_it_names_each_once(tmp_path: Path)
         # the second round's reads may rest on the first's answers; one asked already is not
         # sent again
         assert results[config].ok
-        return [config, LINK] if step == 1 else []
+        return [config, link] if step == 1 else []
 
     _, results = gather(node, "plan", extra)
     assert node.batches[0] == [*round_zero("plan"), config]
-    assert node.batches[1][-1] == LINK
+    assert node.batches[1][-1] == link
     assert config not in node.batches[1] and len(node.batches) == 2
     assert seen == [0, 1, 2]
     assert results[config].stdout == (tree.root / "etc/pve/qemu-server/100.conf").read_text()
