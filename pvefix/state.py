@@ -38,6 +38,9 @@ class NodeFacts(_Frozen):
     # The CONFIG_* lines of /boot/config-<kernel_version> (`uname -r`): name -> value as
     # written (y, m, "text"); None: not read. Declared in pvefix/facts/node.py.
     kernel_config: dict[str, str] | None = None
+    # /sys/module/vfio_iommu_type1/parameters/allow_unsafe_interrupts as it runs: "Y" or "N";
+    # None: not read, or the module not loaded. Declared in pvefix/facts/node.py.
+    unsafe_interrupts: str | None = None
 
 
 

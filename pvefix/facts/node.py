@@ -3,9 +3,10 @@
 The live reader (`sources/live.py`) sends `round_zero("plan")` with the VM configs in its first
 SSH round and the later rounds `rounds` gives; `check`'s cluster read sends `round_zero("check")`;
 the collect script and the bundle reader keep the file facts at their `tree` paths. The
-cluster's VM configs come in one command (`CLUSTER_CONFIGS`, check --all's bulk read). To add a
-host fact: declare it here, give HostState (`pvefix/state.py`) its field, and read it into the
-field in `sources/facts_read.py`; docs/architecture.md shows the recipe.
+cluster's VM configs come in one command (`CLUSTER_CONFIGS`, check --all's bulk read). The
+simulator answers each command here from its host tree by the declaration alone (the tree path,
+or `shown` of the `meta:` key). To add a host fact: declare it here with its `field`, and give
+NodeFacts (`pvefix/state.py`) that field; docs/architecture.md shows the recipe.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from functools import partial
 from typing import Any
 
 from pvefix.facts import parse
-from pvefix.facts.model import Command, Fact, Output, User
+from pvefix.facts.model import Answer, Command, Fact, Output, User
 from pvefix.facts.rounds import rounds
 from pvefix.hostfacts import BootToolFacts, boot_tool_facts, dropin_paths
 from pvefix.paths import (
@@ -41,44 +42,67 @@ def _boot_tool(out: Output | None) -> BootToolFacts:
     return boot_tool_facts(out)  # type: ignore[arg-type]  # any Output: exit code, stdout
 
 
+def _boot_tool_shown(status: Any) -> Output:
+    """The status a tree keeps (hosttree.meta.BootToolStatus), as the command prints it."""
+    return Answer(status.exit_code, status.output, status.stderr)
+
+
 def _dropins(out: Output | None) -> list[str]:
     return dropin_paths(out)  # type: ignore[arg-type]  # any Output: ok, stdout
 
 
 HOSTNAME: Fact[str | None] = Fact(
     "hostname", Command(("hostname",)), parse.first_line, "meta:node", None,
-    frozenset({"check", "collect"}))
+    frozenset({"check", "collect"}), shown=parse.line)
 KERNEL_CMDLINE_FILE = _file("kernel_cmdline", KERNEL_CMDLINE, EVERYWHERE)
 GRUB_DEFAULT_FILE = _file("grub_default", GRUB_DEFAULT, EVERYWHERE)
 PROC_CMDLINE_FILE = _file("proc_cmdline", PROC_CMDLINE, EVERYWHERE)
 BOOT_TOOL: Fact[BootToolFacts] = Fact(
     "boot_tool", Command(("proxmox-boot-tool", "status")), _boot_tool,
-    "meta:proxmox_boot_tool", BootToolFacts(), EVERYWHERE)
+    "meta:proxmox_boot_tool", BootToolFacts(), EVERYWHERE, shown=_boot_tool_shown)
 GRUB_DROPINS: Fact[list[str]] = Fact(
     "grub_dropins", Command(("find", GRUB_D, "-maxdepth", "1", "-name", "*.cfg", "-type", "f")),
     _dropins, "etc/default/grub.d/*.cfg", [], EVERYWHERE)
 KERNEL_VERSION: Fact[str | None] = Fact(
     "kernel_version", Command(("uname", "-r")), parse.first_line, "meta:versions.kernel", None,
-    PLAN)
+    PLAN, shown=parse.line)
 MAPPING: Fact[str | None] = _file("mapping_file", MAPPING_FILE)
 ACS: Fact[dict[str, str] | None] = Fact(
-    "acs", Command(("lspci", "-D", "-vv")), parse.acs, "meta:acs", None, PLAN)
+    "acs", Command(("lspci", "-D", "-vv")), parse.acs, "meta:acs", None, PLAN,
+    shown=parse.lspci_acs)
 # The host's physical address width decides phys-bits=host (Memory.pm get_max_mem reads it so).
 CPU_PHYS_BITS: Fact[int | None] = Fact(
     "cpu_phys_bits", Command(("grep", "-m1", "-e", "^address sizes", "/proc/cpuinfo")),
-    parse.address_bits, "meta:cpu.phys_bits", None, PLAN)
+    parse.address_bits, "meta:cpu.phys_bits", None, PLAN, shown=parse.address_line)
 CPU_MODELS_FILE = _file("cpu_models", CPU_MODELS)
 # The OVMF build and the QEMU (with its SeaBIOS) the next VM start uses; dpkg-query exits 1 when
 # one of them is not installed and still prints the others.
+PACKAGE_NAMES = ("pve-edk2-firmware-ovmf", "pve-edk2-firmware", "pve-qemu-kvm")
+
+
+def _packages_shown(versions: Any) -> Output:
+    """The versions a tree keeps (hosttree.meta.Versions: OVMF's build as the package
+    pve-edk2-firmware, QEMU's without its Debian revision) as dpkg-query prints them."""
+    qemu = f"{versions.qemu}-1" if versions.qemu else None
+    installed = {"pve-edk2-firmware": versions.edk2, "pve-qemu-kvm": qemu}
+    return parse.dpkg_versions(installed, PACKAGE_NAMES)
+
+
 PACKAGES: Fact[dict[str, str]] = Fact(
-    "packages", Command(("dpkg-query", "-W", "-f=${Package} ${Version}\\n",
-                         "pve-edk2-firmware-ovmf", "pve-edk2-firmware", "pve-qemu-kvm")),
-    parse.package_versions, "meta:versions", {}, PLAN)
+    "packages", Command(("dpkg-query", "-W", "-f=${Package} ${Version}\\n", *PACKAGE_NAMES)),
+    parse.package_versions, "meta:versions", {}, PLAN, shown=_packages_shown)
 
 # The running kernel build's config: which drivers and options it was built with.
 KERNEL_CONFIG: Fact[dict[str, str] | None] = Fact(
     "kernel_config", Command(("cat", "/boot/config-{kernel_version}")), parse.kernel_config,
     "boot/config-{kernel_version}", None, PLAN, needs=("kernel_version",), field="kernel_config")
+
+# Whether VFIO assigns devices without interrupt remapping (Y/N; no file: vfio_iommu_type1 not
+# loaded). A modprobe.d option sets it as much as the cmdline's token, so it is read as it runs.
+UNSAFE_INTERRUPTS_PATH = "/sys/module/vfio_iommu_type1/parameters/allow_unsafe_interrupts"
+UNSAFE_INTERRUPTS: Fact[str | None] = Fact(
+    "unsafe_interrupts", Command(("cat", UNSAFE_INTERRUPTS_PATH)), parse.first_line,
+    UNSAFE_INTERRUPTS_PATH, None, PLAN, field="unsafe_interrupts")
 
 # Which VMs HA manages: the API says it in each VM's status/current (`ha`), a bundle keeps the
 # file and `pvefix collect import` puts each VM's state in pvefix-host.json.
@@ -87,7 +111,7 @@ HA_RESOURCES_FILE = _file("ha_resources", HA_RESOURCES, frozenset({"collect"}))
 NODE_FACTS: tuple[Fact[Any], ...] = (
     HOSTNAME, KERNEL_CMDLINE_FILE, GRUB_DEFAULT_FILE, PROC_CMDLINE_FILE, BOOT_TOOL,
     KERNEL_VERSION, MAPPING, ACS, GRUB_DROPINS, CPU_PHYS_BITS, CPU_MODELS_FILE, PACKAGES,
-    KERNEL_CONFIG, HA_RESOURCES_FILE,
+    KERNEL_CONFIG, HA_RESOURCES_FILE, UNSAFE_INTERRUPTS,
 )
 
 

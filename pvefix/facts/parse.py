@@ -1,10 +1,13 @@
-"""The parsers of node command outputs: answers in, values out (pure)."""
+"""The parsers of node command outputs: answers in, values out (pure); and, for a fact a host
+tree keeps in pvefix-host.json, how its command prints the value kept (`Fact.shown`: what the
+simulator answers), each beside its parser so the two are read together."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 
-from pvefix.facts.model import Output
+from pvefix.facts.model import Answer, Output
 from pvefix.hostfacts import file_fact
 
 _ACS_RE = re.compile(r"^\s+ACSCtl:\s*(.*?)\s*$")
@@ -22,6 +25,11 @@ def first_line(out: Output | None) -> str | None:
     if out is None or not out.ok or not out.stdout.strip():
         return None
     return out.stdout.strip().splitlines()[0].strip()
+
+
+def line(value: object) -> Output:
+    """A command printing `value` on one line (`hostname`, `uname -r`); None: it fails."""
+    return Answer(1, "") if value is None else Answer(0, f"{value}\n")
 
 
 def acs_from_lspci(lspci: str) -> dict[str, str]:
@@ -44,12 +52,25 @@ def acs(out: Output | None) -> dict[str, str] | None:
     return acs_from_lspci(out.stdout) if out is not None and out.ok else None
 
 
+def lspci_acs(acs: Mapping[str, str] | None) -> Output:
+    """`lspci -D -vv` as far as `acs` reads it: a head line per port, its ACSCtl line."""
+    return Answer(0, "".join(f"{port} PCI bridge: port\n\tACSCtl:\t{ctl}\n\n"
+                             for port, ctl in sorted((acs or {}).items())))
+
+
 def address_bits(out: Output | None) -> int | None:
     """`address sizes : N bits physical, ...` of /proc/cpuinfo."""
     if out is None or not out.ok:
         return None
     m = re.search(r"(\d+) bits physical", out.stdout)
     return int(m.group(1)) if m else None
+
+
+def address_line(bits: int | None) -> Output:
+    """`grep -m1 -e '^address sizes' /proc/cpuinfo`: the line, or no match (exit 1)."""
+    if bits is None:
+        return Answer(1, "")
+    return Answer(0, f"address sizes\t: {bits} bits physical, 48 bits virtual\n")
 
 
 def package_versions(out: Output | None) -> dict[str, str]:
@@ -60,6 +81,15 @@ def package_versions(out: Output | None) -> dict[str, str]:
         if name and version[:1].isdigit():
             found[name] = version
     return found
+
+
+def dpkg_versions(installed: Mapping[str, str | None], asked: Sequence[str]) -> Output:
+    """`dpkg-query -W -f='${Package} ${Version}\\n' PACKAGE...`: a line per installed package
+    asked, and exit 1 naming each one not installed (the others still printed)."""
+    lines = [f"{name} {installed[name]}\n" for name in asked if installed.get(name)]
+    missing = [f"dpkg-query: no packages found matching {name}\n"
+               for name in asked if not installed.get(name)]
+    return Answer(1 if missing else 0, "".join(lines), "".join(missing))
 
 
 def kernel_config_text(config: str) -> dict[str, str]:

@@ -59,14 +59,36 @@ def meta_value(meta: Any, key: str) -> Any:
     return value
 
 
+GLOB = frozenset("*?[")
+
+
+def tree_answer(fact: Fact[Any], known: Mapping[str, str], read_text: Callable[[str], str | None],
+                listing: Callable[[str], list[str]] | None = None, meta: Any = None
+                ) -> Output | None:
+    """How a host tree answers `fact`'s command, by the fact's declaration alone: the text of
+    its tree path (`read_text`: a host path's text, None when absent), the files a glob
+    path matches (`listing`: host paths, sorted), or `shown` of its `meta:` key. None: the
+    tree cannot say (a `meta:` key without `shown`, or no `listing` / `meta` given)."""
+    if not isinstance(fact.read, Command):
+        return None
+    if fact.tree.startswith(META):
+        if fact.shown is None or meta is None:
+            return None
+        return fact.shown(meta_value(meta, fact.tree))
+    path = "/" + fact.tree_path(known).lstrip("/")
+    if GLOB & set(path):
+        if listing is None:
+            return None
+        return Answer(0, "".join(p + "\n" for p in listing(path)))
+    return Answer.of_file(read_text(path))
+
+
 def tree_answers(read_text: Callable[[str], str | None]) -> Answers:
     """How a host tree answers a fact kept as a file: `cat` of its tree path (the same
-    answer the simulator gives over SSH, whose `cat` reads the same tree)."""
+    answer the simulator gives over SSH, which answers through `tree_answer` too)."""
 
     def answer(fact: Fact[Any], known: Mapping[str, str]) -> Output | None:
-        if fact.tree.startswith(META) or not isinstance(fact.read, Command):
-            return None
-        return Answer.of_file(read_text("/" + fact.tree_path(known).lstrip("/")))
+        return tree_answer(fact, known, read_text)
 
     return answer
 

@@ -1,5 +1,10 @@
 """The shell commands the simulated host answers over SSH, run against the host tree.
 
+A command of the fact registry (`pvefix.facts.node`: `hostname`, `uname -r`, the files read by
+`cat`, ...) is answered from the tree by the fact's own declaration (`Shell.declared`): its tree
+path's text, the files its glob matches, or `shown` of its `meta:` key, so a fact added to the
+registry is answered without a line here. Other commands are answered by name.
+
 Command lines are split with shlex; `a && b`, `a || b`, `a ; b`, `$?`, `>&2` and `> FILE` /
 `>> FILE` redirections work; anything unknown answers `bash: NAME: command not found` with exit
 127, as bash does. Paths are host paths (`/etc/kernel/cmdline`), relative ones start at /root.
@@ -22,6 +27,7 @@ from pathlib import Path
 
 from pvefix.cmdline.files import KERNEL_CMDLINE_NO_ROOT, esp_refresh_aborts
 from pvefix.errors import PvefixError
+from pvefix.facts.project import tree_answer
 from pvefix.hosttree import safe
 from pvefix.hosttree.meta import HostMeta
 from pvefix.paths import KERNEL_CMDLINE
@@ -109,6 +115,45 @@ class Shell:
             raise ShellError(f"{cmd}: {path}: No such file or directory")
         return text
 
+    def text(self, path: str) -> str | None:
+        """A host file's text as `cat` reads it; None when there is none (ShellError when it
+        cannot be read: a folder, a path outside the tree)."""
+        try:
+            return self.read("cat", path)
+        except ShellError as exc:
+            if "No such file" in exc.message:
+                return None
+            raise
+
+    def files(self, pattern: str) -> list[str]:
+        """The host paths of the regular files (not links) a glob in a path's last part
+        matches, sorted (what `find DIR -maxdepth 1 -name GLOB -type f` lists)."""
+        folder, name = posixpath.split(self.host(pattern))
+        try:
+            target = self.tree_path(folder)
+        except ShellError:
+            return []
+        if not target.is_dir():
+            return []
+        return sorted(posixpath.join(folder, e.name) for e in target.iterdir()
+                      if fnmatch.fnmatchcase(e.name, name) and e.is_file()
+                      and not e.is_symlink())
+
+    def declared(self, argv: list[str]) -> Result | None:
+        """A command of the node's fact registry (`NodeState.facts`), answered from the tree
+        by the fact's declaration; None: no fact declares it (or its tree cannot say)."""
+        for fact in self.state.facts:
+            known = fact.match(argv)
+            if known is None:
+                continue
+            try:
+                out = tree_answer(fact, known, self.text, self.files, self.state.answered_meta())
+            except ShellError as exc:
+                return Result(stderr=exc.message + "\n", code=exc.code)
+            if out is not None:
+                return Result(out.stdout, out.stderr, 1 if out.exit_code is None else out.exit_code)
+        return None
+
     def write(self, path: str, text: str, append: bool = False) -> None:
         if append:
             with contextlib.suppress(ShellError):
@@ -190,6 +235,10 @@ class Shell:
         return result
 
     def _dispatch(self, argv: list[str]) -> Result:
+        with self.state.lock:
+            declared = self.declared(argv)
+        if declared is not None:
+            return declared
         handler = _COMMANDS.get(argv[0])
         if handler is None:
             return Result(stderr=f"bash: {argv[0]}: command not found\n", code=127)
@@ -217,26 +266,6 @@ def _cat(sh: Shell, argv: list[str]) -> Result:
             err += exc.message + "\n"
             code = 1
     return Result(out, err, code)
-
-
-def _find(sh: Shell, argv: list[str]) -> Result:
-    """`find DIR -maxdepth 1 -name PATTERN -type f`: the one form pvefix sends (sorted)."""
-    if (len(argv) != 8 or argv[2:4] != ["-maxdepth", "1"] or argv[4] != "-name"
-            or argv[6:8] != ["-type", "f"]):
-        return Result(code=1, stderr="find: unsupported expression\n")
-    folder, pattern = argv[1], argv[5]
-    try:
-        target = sh.tree_path(folder)
-    except ShellError as exc:
-        return Result(code=1, stderr=f"find: {exc.message}\n")
-    if not target.is_dir():
-        return Result(code=1, stderr=f"find: '{folder}': No such file or directory\n")
-    names = sorted(
-        e.name for e in target.iterdir()
-        if fnmatch.fnmatchcase(e.name, pattern) and e.is_file() and not e.is_symlink()
-    )
-    base = sh.host(folder).rstrip("/")
-    return Result("".join(f"{base}/{n}\n" for n in names))
 
 
 def cpuinfo(meta: HostMeta) -> str:
@@ -279,8 +308,6 @@ def _uname(sh: Shell, argv: list[str]) -> Result:
     if "-a" in argv:
         return Result(f"Linux {sh.state.node} {kernel} #1 SMP PREEMPT_DYNAMIC PMX {kernel} "
                       "x86_64 GNU/Linux\n")
-    if "-r" in argv:
-        return Result(kernel + "\n")
     return Result("Linux\n")
 
 
@@ -525,28 +552,6 @@ def _pveversion(sh: Shell, argv: list[str]) -> Result:
                   f"(running kernel: {meta.versions.kernel})\n")
 
 
-def _dpkg_query(sh: Shell, argv: list[str]) -> Result:
-    """`dpkg-query -W -f=FORMAT PACKAGE...` for the packages the host tree knows the version of
-    (pve-qemu-kvm, pve-edk2-firmware); like dpkg-query, exit 1 naming a package it lacks."""
-    versions = sh.state.tree.meta.versions
-    known = {"pve-qemu-kvm": f"{versions.qemu}-1" if versions.qemu else None,
-             "pve-edk2-firmware": versions.edk2}
-    fmt = next((a[3:] for a in argv if a.startswith("-f=")), "${Package}\t${Version}\n")
-    out, err = [], []
-    for name in (a for a in argv[1:] if not a.startswith("-")):
-        version = known.get(name)
-        if version is None:
-            err.append(f"dpkg-query: no packages found matching {name}\n")
-            continue
-        line = fmt.replace("${Package}", name).replace("${Version}", version)
-        out.append(line.replace("\\n", "\n").replace("\\t", "\t"))
-    return Result("".join(out), stderr="".join(err), code=1 if err else 0)
-
-
-def _hostname(sh: Shell, argv: list[str]) -> Result:
-    return Result((sh.state.hostname or sh.state.node) + "\n")
-
-
 def _true(sh: Shell, argv: list[str]) -> Result:
     return Result()
 
@@ -578,7 +583,6 @@ def _ha_manager(sh: Shell, argv: list[str]) -> Result:
 _COMMANDS: dict[str, Command] = {
     "ha-manager": _ha_manager,
     "cat": _cat,
-    "find": _find,
     "test": _test,
     "uname": _uname,
     "proxmox-boot-tool": _boot_tool,
@@ -593,8 +597,6 @@ _COMMANDS: dict[str, Command] = {
     "rm": _rm,
     "echo": _echo,
     "pveversion": _pveversion,
-    "dpkg-query": _dpkg_query,
-    "hostname": _hostname,
     "true": _true,
     "false": _false,
 }

@@ -10,13 +10,16 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pvefix.digest import sha1_text
 from pvefix.errors import PvefixError
-from pvefix.hosttree.meta import VmState
+from pvefix.facts.model import Fact
+from pvefix.facts.node import NODE_FACTS
+from pvefix.hosttree.meta import HostMeta, VmState
 from pvefix.hosttree.tree import HostTree, atomic_write
 from pvefix.sim.boot import BootLoader
 from pvefix.sim.errors import ApiError, die
@@ -59,8 +62,11 @@ class NodeState:
         self.lock = threading.RLock()
         self.node = tree.meta.node
         # What `hostname` answers over SSH (None: the node's name); a test sets another name
-        # for a host that comes back from a reboot under it.
+        # for a host that comes back from a reboot under it (`answered_meta`).
         self.hostname: str | None = None
+        # The node facts its shell answers from the tree by their declarations (a test hands
+        # in a registry of its own: a new fact is answered without a line of the simulator).
+        self.facts: Sequence[Fact[Any]] = NODE_FACTS
         self.tasks = TaskRegistry(self.node, task_seconds)
         self.boot = BootLoader(keys.dir / "boot.json")
         self.started = time.monotonic()
@@ -73,6 +79,11 @@ class NodeState:
         self.status_lag = status_lag
         self.access = AccessControl()  # the Simulator sets the cluster's
         self._status_log: dict[int, list[tuple[float, str]]] = {}  # vmid -> (when, status)
+
+    def answered_meta(self) -> HostMeta:
+        """The tree's metadata as the node's commands answer it (under `hostname`, if set)."""
+        meta = self.tree.meta
+        return meta if self.hostname is None else meta.model_copy(update={"node": self.hostname})
 
     # -- availability -----------------------------------------------------------------------
 

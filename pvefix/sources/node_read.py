@@ -1,10 +1,11 @@
 """One node's share of a live read (sources/live.py): its session's rounds over a Node, its
 API reads, and the state put together (sources/assemble.py).
 
-Round A (with the API's wave 1 in flight): the registry's first round for a plan
-(`facts.node.round_zero`) and the VM configs; round B: what round A's answers call for (the
-GRUB drop-ins listed, `facts.node.follow_ups`), the registry's later rounds and the physical
-path of every PCI function; round C: the sysfs files and links of the VMs' functions and the
+The node's rounds are the one batching of sources/gather.py `gather` (as check --all's are):
+round A (with the API's wave 1 in flight): the registry's first round for a plan and, added by
+this reader, the VM configs; round B: what round A's answers call for (the GRUB drop-ins
+listed), the registry's later rounds and, added here, the physical path of every PCI function
+(which needs the API's list); round C: the sysfs files and links of the VMs' functions and the
 bridges above them (`facts.sysfs.function_reads`). Each round is one `Node.run_many`.
 """
 
@@ -32,6 +33,7 @@ from pvefix.sources import assemble as asm
 from pvefix.sources import remote_facts as rf
 from pvefix.sources.assemble import Results
 from pvefix.sources.common import bridges_above, vm_device_addresses
+from pvefix.sources.gather import Extra, gather
 from pvefix.state import AccessFacts, HostState
 from pvefix.target.api import ApiClient, ApiError
 from pvefix.target.node import Node
@@ -75,18 +77,16 @@ class Reader:
         self.trace.ssh_rounds.append((start, time.perf_counter(), len(commands)))
         return results
 
-    def first_round(self, node: str, cluster: ClusterView,
-                    configs: list[tuple[str, ...]]) -> tuple[Node, Results]:
-        """Open `node` (its hostname checked by the opener) and send round A: the
-        registry's first round for a plan, and the VM configs."""
+    def first_round(self, node: str, cluster: ClusterView, extra: Extra) -> tuple[Node, Results]:
+        """Open `node` (its hostname checked by the opener) and gather a plan's node facts
+        over it (sources/gather.py), `extra` adding this reader's own reads to its rounds."""
         assert self.opener is not None
         start = time.perf_counter()
         opening = self.opener(node, cluster)
         with self.lock:
             opened = self.held.enter_context(opening)
         self.trace.ssh_connect = (start, time.perf_counter())
-        return opened, {r.argv: r for r in self.rounds(opened, [*nf.round_zero("plan"),
-                                                                 *configs])}
+        return opened, gather(_Traced(self, opened), "plan", extra)[1]
 
     def find_node(self, vmid: int, resources: Future[Any]) -> str:
         try:
@@ -121,8 +121,10 @@ def read_node_vms(reader: Reader, node: str, vmids: list[int], cluster: ClusterV
     node's API reads once (`wave`: one VM's and the node's, sent already) and each VM's own,
     then round B and C, each asked once for the node. `notes`: one VM's notes so far."""
     configs = [nf.cat(vm_config(node, vmid)) for vmid in vmids]
-    ssh = reader.submit(reader.first_round, node, cluster, configs) if reader.opener else None
+    # The node's API reads go first: round B waits on its PCI list inside the pool.
     shared = wave if wave is not None else _node_wave(reader, node)
+    extra = _extra(configs, shared["pci"])
+    ssh = reader.submit(reader.first_round, node, cluster, extra) if reader.opener else None
     own = {vmid: wave if wave is not None else _vm_wave(reader, node, vmid) for vmid in vmids}
     node_answers = {name: future.result() for name, future in shared.items()}
     held, first = ssh.result() if ssh is not None else (None, {})
@@ -131,6 +133,44 @@ def read_node_vms(reader: Reader, node: str, vmids: list[int], cluster: ClusterV
                             {**node_answers, **{k: f.result() for k, f in own[vmid].items()}},
                             results, access, [] if notes is None else notes)
             for vmid in vmids}
+
+
+class _Traced:
+    """A Node's batch call, each batch's time kept in the read's trace."""
+
+    def __init__(self, reader: Reader, node: Node) -> None:
+        self.reader = reader
+        self.node = node
+
+    def run_many(self, commands: Sequence[Sequence[str]]) -> list[CommandResult]:
+        return self.reader.rounds(self.node, commands)
+
+
+def _extra(configs: list[tuple[str, ...]], pci: Future[Any]) -> Extra:
+    """A plan's own reads in the node's rounds: the VM configs with the first, the physical
+    path of every PCI function (readlink -m of each in the API's list) with the second."""
+
+    def extra(step: int, results: Results) -> list[tuple[str, ...]]:
+        if step == 0:
+            return configs
+        if step == 1:
+            return _readlinks(_addresses(pci))
+        return []
+
+    return extra
+
+
+def _addresses(pci: Future[Any]) -> list[str]:
+    """The PCI functions the API lists (none when it failed: the read says so later)."""
+    try:
+        items = pci.result() or []
+    except PvefixError:
+        return []
+    return [str(item["id"]) for item in items if "id" in item]
+
+
+def _readlinks(addresses: list[str]) -> list[tuple[str, ...]]:
+    return [tuple(c) for c in sysfs.chunks(sysfs.READLINK, [f"{SYSFS_PCI}/{a}" for a in addresses])]
 
 
 def wave_one(reader: Reader, node: str, vmid: int) -> dict[str, Future[Any]]:
@@ -161,7 +201,7 @@ def _assemble(reader: Reader, held: Node | None, vmid: int, node: str,
     addresses = [str(item["id"]) for item in pci_items if "id" in item]
     config = nf.cat(vm_config(node, vmid))
     known = known_from(nf.facts_for("plan"), lambda f: results.get(f.argv()))
-    paths = _round_b(reader, held, config, addresses, known, results)
+    paths = _parents(addresses, results)
     cfg, vm = asm.vm_facts(vmid, node, answers, results.get(config), notes)
     mappings = asm.mappings(answers, results, held is not None, notes)
     devices = _pci_devices(reader, held, pci_items, paths,
@@ -177,30 +217,15 @@ def _assemble(reader: Reader, held: Node | None, vmid: int, node: str,
                      mappings=mappings, vm=vm, access=access, notes=notes)
 
 
-def _round_b(reader: Reader, held: Node | None, config: tuple[str, ...], addresses: list[str],
-             known: dict[str, str], results: dict[tuple[str, ...], CommandResult],
-             ) -> dict[str, list[str]]:
-    """Round B, its results added to `results`: the VM's raw config (if round A could not
-    name its path), what round A's answers call for (the GRUB drop-ins listed), the
-    registry's later facts, and the physical path of every PCI function (readlink -m, which
-    needs hardware/pci's list). Returns each function's parent path (root port, bridges)."""
-    if held is None:
-        return {}
-    dev_paths = [f"{SYSFS_PCI}/{a}" for a in addresses]
-    readlinks = [tuple(c) for c in sysfs.chunks(sysfs.READLINK, dev_paths)]
-    facts = nf.facts_for("plan")
-    later = [f.argv(known) for batch in nf.later_rounds("plan") for f in batch
-             if all(n in known for n in f.needs)]
-    wanted = [config, *nf.follow_ups(facts, results.get), *later, *readlinks]
-    # Another VM of the same node may have asked already (read_targets): asked once.
-    to_run = [c for c in dict.fromkeys(wanted) if c not in results]
-    if to_run:
-        results.update((r.argv, r) for r in reader.rounds(held, to_run))
+def _parents(addresses: list[str], results: Results) -> dict[str, list[str]]:
+    """Each PCI function's parent path (root port, bridges), from round B's readlinks
+    (none read: no SSH)."""
     links: dict[str, str] = {}
-    for command in readlinks:
-        links.update(sysfs.readlink_lines(results[command], command[2:]))
-    return {a: rf.parent_path(links[p]) for a, p in zip(addresses, dev_paths, strict=True)
-            if p in links}
+    for command in _readlinks(addresses):
+        if command in results:
+            links.update(sysfs.readlink_lines(results[command], command[len(sysfs.READLINK):]))
+    return {a: rf.parent_path(links[p]) for a in addresses
+            if (p := f"{SYSFS_PCI}/{a}") in links}
 
 
 def _pci_devices(reader: Reader, held: Node | None, pci_items: list[dict[str, Any]],

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import SimpleNamespace
 
-from pvefix.facts.node import GRUB_DROPINS, KERNEL_CONFIG, dropin_read, round_zero
+from pvefix.facts.node import GRUB_DROPINS, KERNEL_CONFIG, NODE_FACTS, dropin_read, round_zero
 from pvefix.hosttree.scenarios import materialize_scenario
 from pvefix.sim.commands import Shell
 from pvefix.sim.state import NodeState
@@ -17,6 +17,9 @@ from pvefix.sources.gather import gather
 from pvefix.target.result import CommandResult
 from tests.facts.test_kernel_config import CONFIG, WANT
 from tests.fakes.node import FakeNode
+
+# Each field a fact fills, at its default (what a node that answers nothing leaves).
+DEFAULTS = {f.field: f.default for f in NODE_FACTS if f.field is not None and "plan" in f.used_by}
 
 
 class _SimNode:
@@ -44,7 +47,7 @@ def test_a_node_is_gathered_in_two_batches_into_the_trees_fields(tmp_path: Path)
     assert node.batches[0] == round_zero("plan")
     assert node.batches[1] == [KERNEL_CONFIG.argv({"kernel_version": tree.meta.versions.kernel})]
     assert len(node.batches) == 2
-    assert fields == {"kernel_config": WANT}
+    assert fields == {**DEFAULTS, "kernel_config": WANT}  # the tree has no other field's file
     bundle = read_bundle(tree.root, 100).node
     assert all(getattr(bundle, name) == value for name, value in fields.items())
     assert all(r.exit_code != 127 for r in results.values())
@@ -53,7 +56,7 @@ def test_a_node_is_gathered_in_two_batches_into_the_trees_fields(tmp_path: Path)
 def test_a_node_that_answers_nothing_leaves_every_field_at_its_default() -> None:
     node = FakeNode()
     fields, _ = gather(node)
-    assert fields == {"kernel_config": None}
+    assert fields == DEFAULTS
     assert node.commands() == round_zero("plan")  # no later round: nothing it needs is known
 
 
@@ -73,3 +76,27 @@ def test_no_drop_in_listed_means_no_second_batch() -> None:
     node = FakeNode()
     gather(node, "check")
     assert node.commands() == round_zero("check")
+
+
+def test_a_readers_own_reads_go_in_the_rounds_it_names_each_once(tmp_path: Path) -> None:
+    tree = materialize_scenario("kpro6", tmp_path / "tree")
+    node = _SimNode(Shell(NodeState(tree, SimpleNamespace(dir=tmp_path), faults=None)))  # type: ignore[arg-type]
+    config = dropin_read("/etc/pve/qemu-server/100.conf")
+    link = ("readlink", "-m", "/sys/bus/pci/devices/0000:00:00.0")
+    seen: list[int] = []
+
+    def extra(step: int, results: dict[tuple[str, ...], CommandResult]) -> list[tuple[str, ...]]:
+        seen.append(step)
+        if step == 0:
+            return [config]
+        # the second round's reads may rest on the first's answers; one asked already is not
+        # sent again
+        assert results[config].ok
+        return [config, link] if step == 1 else []
+
+    _, results = gather(node, "plan", extra)
+    assert node.batches[0] == [*round_zero("plan"), config]
+    assert node.batches[1][-1] == link
+    assert config not in node.batches[1] and len(node.batches) == 2
+    assert seen == [0, 1, 2]
+    assert results[config].stdout == (tree.root / "etc/pve/qemu-server/100.conf").read_text()

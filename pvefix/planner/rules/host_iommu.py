@@ -65,6 +65,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pvefix.closedworld import not_established
+from pvefix.closedworld.kernel_params import classify
 from pvefix.cmdline import GrubDefaultFile, KernelCmdlineFile, ProcCmdline
 from pvefix.cmdline.files import (
     GRUB_LINUX,
@@ -87,6 +89,7 @@ from pvefix.cmdline.iommu import (
 from pvefix.cmdline.lint import CpuVendor
 from pvefix.cmdline.tokens import Cmdline, normalize_name
 from pvefix.errors import PvefixError
+from pvefix.facts.node import UNSAFE_INTERRUPTS
 from pvefix.paths import GRUB_DEFAULT, KERNEL_CMDLINE, PROC_CMDLINE
 from pvefix.planner import host_world
 from pvefix.planner.activation import activation_change
@@ -106,6 +109,29 @@ _WHERE = {
 def _vendor(ctx: Context) -> CpuVendor | None:
     v = (ctx.state.node.cpu_vendor or "").lower()
     return "amd" if "amd" in v else "intel" if "intel" in v else None
+
+
+def _unsafe_interrupts(state: HostState, found: list[Finding]) -> list[Finding]:
+    """vfio_iommu_type1's allow_unsafe_interrupts as it runs (a modprobe.d option sets it as
+    much as the cmdline's token): Y is the same unmodelled input as the token, said once."""
+    value = state.node.unsafe_interrupts
+    if (value or "").strip().upper() not in ("Y", "1"):
+        return []
+    path = UNSAFE_INTERRUPTS.tree
+    seen = {f.id for f in found}
+    token = Cmdline.parse("vfio_iommu_type1.allow_unsafe_interrupts=1").tokens[0]
+    out: list[Finding] = []
+    for item in classify(token):
+        for claim in item.claims:
+            finding = not_established(
+                NAME, item, claim,
+                f"{path} is {value} on the host (set by a modprobe.d option or the cmdline)"
+                f" and pvefix does not model what it does to this claim, so it makes no"
+                f" verdict that rests on it.", [f"{path}: {value}"])
+            if finding.id not in seen:
+                seen.add(finding.id)
+                out.append(finding)
+    return out
 
 
 def rule(ctx: Context) -> RuleResult:
@@ -131,6 +157,7 @@ def rule(ctx: Context) -> RuleResult:
     findings += _line_findings(state, grub, path, where, configured, editor, vendor)
     not_known, blocking = host_world.unmodelled(NAME, configured, ", ".join(where) or path)
     findings += not_known
+    findings += _unsafe_interrupts(state, findings)
     if blocking:
         return RuleResult(rule=NAME, findings=findings, noop=(
             f"not established: {' '.join(blocking)} on the host cmdline; pvefix does not model"
