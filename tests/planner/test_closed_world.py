@@ -123,10 +123,9 @@ def test_under_args_cpu_the_cpu_lines_hidden_neither_blocks_nor_is_edited() -> N
 
 
 def test_a_plan_emptied_by_gaps_never_reads_as_all_right() -> None:
-    from pvefix.render.plan_text import render_plan_text
-
     from pvefix.commands.plan_cmd import plans_exit_code
     from pvefix.errors import EXIT_CHANGES, EXIT_ERROR
+    from pvefix.render.plan_text import render_plan_text
 
     emptied = _plan(_case("round4-args-unknown-word"))
     text = render_plan_text(emptied)
