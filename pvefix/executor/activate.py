@@ -3,8 +3,10 @@ lock the caller holds. A restart starts the VM the write stage shut down (its ru
 checked); a VM that fails to start is put back by the restore stage with --auto-rollback
 (pvefix.executor.restore), else the exact rollback command is given. A host reboot shuts the
 other running VMs down first (--stop-others), reboots the node, waits for its API and SSH, and
-starts every VM that ran before, in startup order. What it returns (`Activated`) is what the
-report says of each, and whether the VM was restarted.
+starts every VM that ran before, in startup order; `rollback --reboot-host` runs the same
+reboot (`reboot_to_activate`) and checks the booted cmdline afterwards. What it returns
+(`Activated`) is what the report says of each, and whether the VM was restarted. The VM and
+host power itself (start, shutdown, reboot) is pvefix.executor.power.
 """
 
 from __future__ import annotations
@@ -12,18 +14,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from pvefix.cmdline.relevant import relevant_differ, relevant_parameters
 from pvefix.errors import PvefixError
-from pvefix.executor.activation import StartFailed, reboot_host, shutdown_vm, start_vm, vm_run
-from pvefix.executor.apply import ApplyOptions, rollback_command
 from pvefix.executor.console import Console
 from pvefix.executor.journal import Journal
 from pvefix.executor.neighbours import NodeVm, startup_sorted
+from pvefix.executor.options import ApplyOptions, rollback_command
+from pvefix.executor.power import StartFailed, reboot_host, shutdown_vm, start_vm, vm_run
 from pvefix.executor.remote import Remote
-from pvefix.executor.restore import restore
-from pvefix.executor.rollback import restart_outlook
+from pvefix.executor.restore import restart_outlook, restore
+from pvefix.executor.snapshot import Snapshot
 from pvefix.executor.transaction import ApplyFailed
 from pvefix.executor.vmwrite import ApiVmWriter, read_vm
 from pvefix.executor.write import Written
+from pvefix.observed import node_from_state
 from pvefix.planner.model import Phase
 from pvefix.state import HostState
 from pvefix.vmconfig.nextstart import NextStart
@@ -61,15 +65,58 @@ def activate(remote: Remote, written: Written, phase: Phase, options: ApplyOptio
         journal.record("activation-end", kind="restart")
         activated.append(f"VM {vmid} restarted")
     if options.reboot_host and phase.reboot_activates:
-        journal.record("activation-begin", kind="reboot-host")
-        stopped = _stop_others(remote, others, options, console, journal)
-        target_ran = vm_run(remote, vmid).status == "running"
-        seconds = reboot_host(remote, timeout=options.reboot_timeout, say=console.progress)
-        journal.record("activation-end", kind="reboot-host", seconds=round(seconds, 2))
-        activated.append(f"host {remote.node} rebooted ({seconds:.1f} s)")
-        ran_before = [*stopped, *([vmid] if target_ran else [])]
-        activated += _start_again(remote, ran_before, others, options, console, journal)
+        activated += _reboot_cycle(remote, vmid, others, options, console, journal)
     return Activated(activated=activated, restarted=restarting)
+
+
+def _reboot_cycle(remote: Remote, vmid: int, others: list[NodeVm], options: ApplyOptions,
+                  console: Console, journal: Journal, **marks: object) -> list[str]:
+    """The other running VMs shut down (--stop-others), the node rebooted and waited for,
+    every VM that ran started again; journaled (`marks`: what each record adds, a rollback's
+    `rollback=True`). Returns what the report says of the host and each VM."""
+    journal.record("activation-begin", kind="reboot-host", **marks)
+    stopped = _stop_others(remote, others, options, console, journal)
+    target_ran = vm_run(remote, vmid).status == "running"
+    seconds = reboot_host(remote, timeout=options.reboot_timeout, say=console.progress)
+    journal.record("activation-end", kind="reboot-host", seconds=round(seconds, 2), **marks)
+    ran_before = [*stopped, *([vmid] if target_ran else [])]
+    return [f"host {remote.node} rebooted ({seconds:.1f} s)",
+            *_start_again(remote, ran_before, others, options, console, journal)]
+
+
+def boot_pending(live: HostState) -> bool:
+    """Does the node run another passthrough-relevant cmdline than the one configured?"""
+    node = node_from_state(live)
+    configured, running = node.configured_cmdline(), node.running_cmdline()
+    return configured is not None and running is not None and relevant_differ(configured,
+                                                                                running)
+
+
+def reboot_to_activate(remote: Remote, snapshot: Snapshot, others: list[NodeVm],
+                       options: ApplyOptions, console: Console,
+                       reread: Callable[[], HostState]) -> list[str]:
+    """`rollback --reboot-host`: reboot the VM's node and start again what ran (`reread`: the
+    target read afresh after it), journaled in the snapshot as apply's activation is; returns
+    what the report says of each. Raises when the booted cmdline is not the configured one
+    afterwards (its passthrough-relevant parameters, pvefix/cmdline/relevant.py)."""
+    journal = snapshot.journal()
+    activated = _reboot_cycle(remote, snapshot.meta.vmid, others, options, console, journal,
+                              rollback=True)
+    after = reread()
+    if not boot_pending(after):
+        return activated
+    node = node_from_state(after)
+    configured, running = node.configured_cmdline(), node.running_cmdline()
+    assert configured is not None and running is not None  # boot_pending says so
+    journal.record("activation-failed", kind="reboot-host",
+                   booted=running.render(), configured=configured.render())
+    raise PvefixError(
+        "after the reboot the host runs another kernel cmdline than the one configured"
+        f" (booted: {' '.join(relevant_parameters(running)) or '(none of them)'};"
+        f" configured in {node.configured_source}:"
+        f" {' '.join(relevant_parameters(configured)) or '(none of them)'}): the boot loader"
+        " may not hold the file (run its refresh), look before rebooting again",
+        source=f"node {remote.node}")
 
 
 def _stop_others(remote: Remote, others: list[NodeVm], options: ApplyOptions,

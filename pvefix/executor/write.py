@@ -16,11 +16,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pvefix.errors import PvefixError
-from pvefix.executor.activation import shutdown_vm
-from pvefix.executor.apply import ApplyOptions, rollback_command
 from pvefix.executor.console import Console
 from pvefix.executor.filetarget import GuestFiles, NodeFiles
 from pvefix.executor.journal import Hook, Journal
+from pvefix.executor.options import ApplyOptions, rollback_command
+from pvefix.executor.power import shutdown_vm
 from pvefix.executor.remote import Remote
 from pvefix.executor.restore import backup_stamp
 from pvefix.executor.snapshot import Snapshot, take_snapshot

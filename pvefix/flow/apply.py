@@ -8,6 +8,7 @@ the executor apply the phase under the VM lock and record the desired state it r
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
 from pathlib import Path
 from typing import assert_never
 
@@ -18,13 +19,6 @@ from pvefix.desired import record as record_desired
 from pvefix.desired.derive import p2p_rule
 from pvefix.errors import PvefixError
 from pvefix.executor.activate import activate
-from pvefix.executor.apply import (
-    ApplyOptions,
-    PhaseReached,
-    StateReader,
-    pending_text,
-    wants_guest,
-)
 from pvefix.executor.console import Console
 from pvefix.executor.journal import Hook
 from pvefix.executor.locks import vm_lock
@@ -32,18 +26,19 @@ from pvefix.executor.neighbours import (
     NodeVm,
     check_start,
 )
+from pvefix.executor.options import ApplyOptions, RollbackOptions
 from pvefix.executor.remote import Remote
-from pvefix.executor.rollback import RollbackOptions
 from pvefix.executor.transaction import ApplyFailed
 from pvefix.executor.write import write
 from pvefix.flow.guards import (
+    confirm_reboot,
+    guard_host_reboot,
+    node_vms,
     phase_privileges,
     refuse_ha_restart,
     refuse_missing_privileges,
 )
 from pvefix.flow.guest_verify import probe_after, probe_before
-from pvefix.flow.hostreboot import confirm_reboot, guard_host_reboot
-from pvefix.flow.neighbours import node_vms
 from pvefix.flow.prepare import Asked, Prepared, Reviewed, prepare
 from pvefix.flow.prepare import NothingToDo as NothingToDo  # where callers found it before
 from pvefix.flow.reviewed import activates_saved_phase, stale_after_own_applies
@@ -60,6 +55,8 @@ from pvefix.target.sessions import Sessions
 from pvefix.target.settings import Connection
 from pvefix.verify.p2p_verdict import judge as judge_p2p
 from pvefix.vmconfig.args import clique_map
+
+StateReader = Callable[[Connection, int], HostState]
 
 
 class ApplyResult(BaseModel):
@@ -81,6 +78,52 @@ class ApplyResult(BaseModel):
     verify_worse: bool | None = None  # --verify: P2P got worse (None: not verified)
     verify_reports: list[str] = []  # --verify: the kept reports, before then after
 
+
+class PhaseReached(BaseModel):
+    """What `apply_steps` reached (frozen): the steps done, what is left to the admin, what was
+    activated and what still waits, the way back, and the target as read afterwards."""
+
+    model_config = ConfigDict(frozen=True)
+
+    snapshot_id: str
+    done: list[str]
+    manual: list[str]
+    activated: list[str]
+    pending: list[str]
+    rollback_command: str
+    after: HostState
+
+    @property
+    def not_running(self) -> list[str]:
+        """VMs that ran before a host reboot and are not up again."""
+        return [line for line in self.activated if " NOT up: " in line]
+
+
+def wants_guest(phase: Phase) -> bool:
+    return any(c.target == "guest-cmdline" for c in phase.changes)
+
+
+def pending_text(phase: Phase, after: HostState, restarted: bool,
+                  rebooted: bool) -> list[str]:
+    out: list[str] = []
+    vm_changes = [c for c in phase.changes if c.target == "vm-config"]
+    vmid = after.vm.vmid
+    if vm_changes and not restarted:
+        if after.vm.status == "running":
+            out.append(
+                f"VM {vmid}: the changes wait in [PENDING] until its next cold start: shut it "
+                f"down and start it (qm shutdown {vmid} && qm start {vmid}, or --restart); a "
+                "reboot inside the guest does not apply them"
+            )
+        else:
+            out.append(f"VM {vmid} is stopped: the new config takes effect when it starts")
+    if phase.reboot_activates and not rebooted:
+        out.append("host: the boot loader holds the new kernel cmdline; it takes effect at the "
+                   "next host reboot (or --reboot-host)")
+    if wants_guest(phase) and not restarted:
+        out.append(f"guest: its boot loader holds the new kernel cmdline; it takes effect at "
+                   f"the guest's next boot (reboot it, or restart VM {vmid})")
+    return out
 
 
 def render_phase(plan: Plan, phase: Phase, term: Terminal | None = None) -> list[str]:

@@ -1,7 +1,7 @@
 """`pvefix rollback`, as a flow: pick the snapshot, read the target (and the guest's files the
 apply changed, through the way into the guest), refuse when it moved in ways the apply did not
 make (unless --force), show what will be restored, confirm, then let the executor restore it
-under the VM lock (pvefix.executor.rollback.restore_snapshot). Returns the result; the command
+under the VM lock (pvefix.executor.restore.restore_snapshot). Returns the result; the command
 renders it."""
 
 from __future__ import annotations
@@ -9,19 +9,18 @@ from __future__ import annotations
 from pathlib import Path
 
 from pvefix.errors import PvefixError, RefusedError
-from pvefix.executor.apply import ApplyOptions
+from pvefix.executor.activate import boot_pending, reboot_to_activate
 from pvefix.executor.checks import config_diff, moved_since, written_by_apply
 from pvefix.executor.console import Console
 from pvefix.executor.filetarget import GuestFiles
-from pvefix.executor.hostreboot import boot_pending, reboot_to_activate
 from pvefix.executor.locks import local_lock_note, vm_lock
 from pvefix.executor.neighbours import NodeVm
+from pvefix.executor.options import ApplyOptions, RollbackOptions
 from pvefix.executor.remote import Remote
-from pvefix.executor.restore import guest_changes
-from pvefix.executor.rollback import (
+from pvefix.executor.restore import (
     RestartOutlook,
-    RollbackOptions,
     RollbackResult,
+    guest_changes,
     guest_for,
     guest_moved,
     restart_outlook,
@@ -30,11 +29,12 @@ from pvefix.executor.rollback import (
 )
 from pvefix.executor.snapshot import Snapshot, find_snapshot, list_snapshots
 from pvefix.flow.guards import (
+    confirm_reboot,
+    guard_host_reboot,
     refuse_ha_restart,
     refuse_missing_privileges,
     restore_privileges,
 )
-from pvefix.flow.hostreboot import confirm_reboot, guard_host_reboot
 from pvefix.hints import Context
 from pvefix.state import HostState
 from pvefix.store.statedir import check_state_tree

@@ -13,8 +13,8 @@ from pvefix.cmdline.running import cmdline_problems
 from pvefix.errors import PvefixError
 from pvefix.executor import checks
 from pvefix.executor.activate import Activated
-from pvefix.executor.apply import ApplyOptions
 from pvefix.executor.console import Console
+from pvefix.executor.options import ApplyOptions
 from pvefix.executor.reached import reached_fields
 from pvefix.executor.remote import Remote
 from pvefix.executor.write import Written

@@ -12,7 +12,7 @@ from collections.abc import Callable
 import pytest
 
 from pvefix.errors import RefusedError
-from pvefix.executor.apply import ApplyOptions
+from pvefix.executor.options import ApplyOptions
 from pvefix.executor.remote import Remote
 from pvefix.executor.transaction import ApplyFailed
 from pvefix.flow.apply import apply_phase

@@ -1,6 +1,7 @@
-"""Activation, only when asked: `--restart` (clean shutdown, `--force-stop` only if asked,
-start, check the start task and `running-machine`) and `--reboot-host` (reboot over SSH, wait
-for the API and SSH to come back with progress shown, then check /proc/cmdline)."""
+"""VM and host power over the API, for the activate stage (pvefix.executor.activate) and a
+rollback's --restart: a VM's clean shutdown (`--force-stop` only if asked), its start (the
+start task and `running-machine` checked), and the host's reboot over SSH, waited for until
+the API and SSH come back with progress shown."""
 
 from __future__ import annotations
 
