@@ -28,11 +28,9 @@ from pydantic import BaseModel, ConfigDict
 
 from pvefix.digest import sha1_text, sha256_text
 from pvefix.errors import PvefixError, RefusedError
-from pvefix.executor.filetarget import GuestFiles, NodeFiles
 from pvefix.executor.journal import Journal
 from pvefix.executor.options import RollbackOptions
 from pvefix.executor.power import shutdown_vm, start_vm
-from pvefix.executor.remote import Remote
 from pvefix.executor.snapshot import Snapshot
 from pvefix.executor.steps import FileStep, RefreshStep, StepContext
 from pvefix.executor.vmwrite import ApiVmWriter, VmWriter, digest_of, read_vm
@@ -40,6 +38,7 @@ from pvefix.paths import vm_config
 from pvefix.state import HostState
 from pvefix.target.guest.access import GuestAccess
 from pvefix.target.guest.channel import GuestChannel
+from pvefix.target.sessions import Sessions
 from pvefix.vmconfig.nextstart import NextStart, start_problems
 
 
@@ -60,15 +59,15 @@ class Restored:
     vm_config: bool  # the VM config was written
 
 
-def restore(remote: Remote, snapshot: Snapshot, live: HostState, journal: Journal,
+def restore(sessions: Sessions, node: str, snapshot: Snapshot, live: HostState, journal: Journal,
             writer: VmWriter, guest: GuestSide | None, unreachable: str = "") -> Restored:
     """Put `snapshot` back over the target as `live` read it: the VM config, the host files
     and their refresh, the guest's files and their refresh (`guest`). Guest files the apply
     changed with no way into the guest are not restored and said so (`unreachable`: why)."""
-    ctx = rollback_context(remote, snapshot, writer, live.vm.digest,
+    ctx = rollback_context(sessions, node, snapshot, writer, live.vm.digest,
                            None if guest is None else guest.channel)
     restored: list[str] = []
-    vm_done = restore_vm_config(remote, snapshot, live, journal, writer)
+    vm_done = restore_vm_config(sessions, node, snapshot, live, journal, writer)
     if vm_done:
         restored.append(vm_done)
     restored += restore_files(ctx, snapshot, live, journal)
@@ -115,16 +114,16 @@ def refresh_commands(snapshot: Snapshot) -> list[list[str]]:
     return seen
 
 
-def restore_vm_config(remote: Remote, snapshot: Snapshot, live: HostState, journal: Journal,
-                      writer: VmWriter) -> str | None:
+def restore_vm_config(sessions: Sessions, node: str, snapshot: Snapshot, live: HostState,
+                      journal: Journal, writer: VmWriter) -> str | None:
     """Put the VM config back; returns what was done (None: it already was)."""
     meta = snapshot.meta
     text = snapshot.vm_config_text()
     if live.vm.config_text == text and live.vm.digest == meta.vm.digest:
         return None
-    if remote.has_ssh and meta.vm.config_source == "file":
+    if sessions.conn.reaches_node and meta.vm.config_source == "file":
         path = vm_config(meta.node, meta.vmid)
-        raw = remote.read_file(path)
+        raw = sessions.at(node).read_file(path)
         if raw is None:
             raise PvefixError("the VM config file is gone", source=path)
         if sha1_text(raw) != live.vm.digest:
@@ -132,22 +131,22 @@ def restore_vm_config(remote: Remote, snapshot: Snapshot, live: HostState, journ
                                source=path)
         journal.record("restore-begin", kind="vm-config", method="file", path=path,
                        digest=meta.vm.digest)
-        remote.write_file(path, text)
-        now = remote.read_file(path)
+        sessions.at(node).replace_file(path, text)
+        now = sessions.at(node).read_file(path)
         if now is None or sha1_text(now) != meta.vm.digest:
             raise PvefixError("the restored config reads back with another digest", source=path)
         journal.record("restore-end", kind="vm-config", digest=meta.vm.digest)
         return f"VM {meta.vmid} config restored byte for byte (digest {meta.vm.digest})"
-    return _restore_via_api(remote, snapshot, journal, writer, live.vm.digest)
+    return _restore_via_api(sessions, node, snapshot, journal, writer, live.vm.digest)
 
 
-def _restore_via_api(remote: Remote, snapshot: Snapshot, journal: Journal,
+def _restore_via_api(sessions: Sessions, node: str, snapshot: Snapshot, journal: Journal,
                      writer: VmWriter, expected_digest: str) -> str:
     """The snapshot's next start back through the API: every key and the description, each
     write guarded by the digest (the API has no byte-for-byte write)."""
     meta = snapshot.meta
     saved = NextStart.from_text(snapshot.vm_config_text(), "snapshot")
-    view = read_vm(remote, meta.vmid)
+    view = read_vm(sessions, node, meta.vmid)
     if view.digest != expected_digest:
         raise RefusedError(MOVED_WHILE_ROLLING_BACK, source=f"VM {meta.vmid}")
     journal.record("restore-begin", kind="vm-config", method="api", digest=view.digest)
@@ -159,7 +158,7 @@ def _restore_via_api(remote: Remote, snapshot: Snapshot, journal: Journal,
         expected = NextStart(view.current, {k: v for k, v in view.pending.items()
                                             if k not in revert},
                              {k: f for k, f in view.deletes.items() if k not in revert})
-        view = read_vm(remote, meta.vmid)
+        view = read_vm(sessions, node, meta.vmid)
         if view.values != expected.values:  # another writer came in between: not adopted
             raise RefusedError(MOVED_WHILE_ROLLING_BACK, source=f"VM {meta.vmid}")
     wanted = saved.values
@@ -169,7 +168,7 @@ def _restore_via_api(remote: Remote, snapshot: Snapshot, journal: Journal,
         params["delete"] = ",".join(deletes)
     if params:
         writer.write(params, digest_of(view))
-        view = read_vm(remote, meta.vmid)
+        view = read_vm(sessions, node, meta.vmid)
     if view.values != wanted:
         differ = sorted(k for k in set(wanted) | set(view.values)
                         if wanted.get(k) != view.value(k))
@@ -180,14 +179,13 @@ def _restore_via_api(remote: Remote, snapshot: Snapshot, journal: Journal,
             f"digest now {view.digest})")
 
 
-def rollback_context(remote: Remote, snapshot: Snapshot, writer: VmWriter, vm_digest: str,
-                     guest: GuestChannel | None = None) -> StepContext:
+def rollback_context(sessions: Sessions, node: str, snapshot: Snapshot, writer: VmWriter,
+                     vm_digest: str, guest: GuestChannel | None = None) -> StepContext:
     """The steps' context for a rollback: the same node and guest targets apply writes
     through, and a fresh backup stamp for the copies of what is replaced."""
-    return StepContext(remote=remote, vmid=snapshot.meta.vmid, writer=writer,
+    return StepContext(sessions=sessions, vmid=snapshot.meta.vmid, writer=writer,
                        vm_digest=vm_digest, backup_suffix=backup_stamp(),
-                       node=NodeFiles(remote.host),
-                       guest=None if guest is None else GuestFiles(guest))
+                       node=sessions.at(node), guest=guest)
 
 
 def _restore(ctx: StepContext, journal: Journal, step: FileStep, sha256: str | None) -> str:
@@ -353,7 +351,7 @@ def restart_outlook(snapshot: Snapshot) -> RestartOutlook:
                           start_problems(saved.values))
 
 
-def _restart(remote: Remote, snapshot: Snapshot, options: RollbackOptions,
+def _restart(sessions: Sessions, node: str, snapshot: Snapshot, options: RollbackOptions,
              say: Callable[[str], None], restored: list[str], notes: list[str]) -> None:
     """--restart: stop the VM and start it again, unless the restored config cannot start."""
     meta = snapshot.meta
@@ -361,13 +359,13 @@ def _restart(remote: Remote, snapshot: Snapshot, options: RollbackOptions,
     if outlook.cannot_start:
         notes.append(outlook.held_back())
         return
-    was_running = shutdown_vm(remote, meta.vmid, timeout=options.shutdown_timeout,
+    was_running = shutdown_vm(sessions, node, meta.vmid, timeout=options.shutdown_timeout,
                               force_stop=options.force_stop,
                               task_timeout=options.task_timeout, say=say)
     # It ran when the snapshot was taken (or runs now): it runs again afterwards.
     if was_running or options.start or meta.vm.status == "running":
         saved = NextStart.from_text(snapshot.vm_config_text(), "snapshot")
-        start_vm(remote, meta.vmid, task_timeout=options.task_timeout, say=say,
+        start_vm(sessions, node, meta.vmid, task_timeout=options.task_timeout, say=say,
                  machine=saved.value("machine"))
         restored.append(f"VM {meta.vmid} {'restarted' if was_running else 'started'}")
     else:
@@ -375,7 +373,7 @@ def _restart(remote: Remote, snapshot: Snapshot, options: RollbackOptions,
                      "and is left stopped (--start starts it)")
 
 
-def restore_snapshot(remote: Remote, snapshot: Snapshot, live: HostState,
+def restore_snapshot(sessions: Sessions, node: str, snapshot: Snapshot, live: HostState,
                      options: RollbackOptions, say: Callable[[str], None],
                      guest: tuple[GuestChannel, dict[str, str | None]] | None,
                      forced: bool) -> RollbackResult:
@@ -388,13 +386,13 @@ def restore_snapshot(remote: Remote, snapshot: Snapshot, live: HostState,
     journal = snapshot.journal()
     notes: list[str] = []
     journal.record("rollback-begin", forced=forced)
-    writer = ApiVmWriter(remote, meta.vmid, options.task_timeout)
-    done = restore(remote, snapshot, live, journal, writer,
+    writer = ApiVmWriter(sessions, node, meta.vmid, options.task_timeout, say)
+    done = restore(sessions, node, snapshot, live, journal, writer,
                    None if guest is None else GuestSide(*guest))
     restored = list(done.restored)
     notes += done.skipped
     if options.restart:
-        _restart(remote, snapshot, options, say, restored, notes)
+        _restart(sessions, node, snapshot, options, say, restored, notes)
     elif live.vm.status == "running" and done.vm_config:
         notes.append(f"VM {meta.vmid} runs on: the restored config takes effect at its next "
                      "cold start (shut down and start it, or re-run with --restart)")

@@ -27,7 +27,6 @@ from pvefix.executor.neighbours import (
     check_start,
 )
 from pvefix.executor.options import ApplyOptions, RollbackOptions
-from pvefix.executor.remote import Remote
 from pvefix.executor.transaction import ApplyFailed
 from pvefix.executor.write import write
 from pvefix.flow.guards import (
@@ -77,26 +76,6 @@ class ApplyResult(BaseModel):
     not_running: list[str] = []  # VMs that ran before a host reboot and are not up again
     verify_worse: bool | None = None  # --verify: P2P got worse (None: not verified)
     verify_reports: list[str] = []  # --verify: the kept reports, before then after
-
-
-class PhaseReached(BaseModel):
-    """What `apply_steps` reached (frozen): the steps done, what is left to the admin, what was
-    activated and what still waits, the way back, and the target as read afterwards."""
-
-    model_config = ConfigDict(frozen=True)
-
-    snapshot_id: str
-    done: list[str]
-    manual: list[str]
-    activated: list[str]
-    pending: list[str]
-    rollback_command: str
-    after: HostState
-
-    @property
-    def not_running(self) -> list[str]:
-        """VMs that ran before a host reboot and are not up again."""
-        return [line for line in self.activated if " NOT up: " in line]
 
 
 def wants_guest(phase: Phase) -> bool:
@@ -225,16 +204,8 @@ def _apply_phase(
     if options.verify and guest is not None:
         baseline = probe_before(conn, guest, vmid, options.state_dir, options.verify_quick,
                                 console)
-    reached, desired = _stages(conn, live, prepared, options, console, hook, reader, guest,
-                               sessions, others)
-    result = ApplyResult(
-        vmid=vmid, phase=phase.number, snapshot_id=reached.snapshot_id, done=reached.done,
-        manual=reached.manual, activated=reached.activated, pending=reached.pending,
-        rollback_command=reached.rollback_command, desired_path=str(desired),
-        not_running=reached.not_running,
-        next_line=next_line(plan, phase.number, prepared.context,
-                            unbooted=phase.reboot_activates and not options.reboot_host),
-    )
+    result = _stages(conn, live, prepared, options, console, hook, reader, guest, sessions,
+                     others)
     if baseline is None or guest is None:
         return result
     outcome = probe_after(conn, guest, vmid, options.state_dir, options.verify_quick, console,
@@ -290,41 +261,40 @@ def _reviewed(options: ApplyOptions, sessions: Sessions, console: Console) -> Re
 def _stages(conn: Connection, live: HostState, prepared: Prepared, options: ApplyOptions,
             console: Console, hook: Hook | None, reader: StateReader,
             guest: GuestAccess | None, sessions: Sessions,
-            others: list[NodeVm]) -> tuple[PhaseReached, Path]:
+            others: list[NodeVm]) -> ApplyResult:
     """Write, activate, verify under the VM lock; record the desired state reached."""
     from pvefix.sources.live import read_live
 
     vmid, plan, phase = live.vm.vmid, prepared.plan, prepared.phase
-    remote = Remote(conn, live.vm.node, sessions)
-    remote.on_warning = console.progress
+    node = live.vm.node
+    sessions.claim(node)  # --local: this host must be the VM's node, checked now
     channel = sessions.guest(guest, vmid, live.vm.node) if guest is not None and wants_guest(
         phase) else None
     # The guest's files were verified before activation; a guest down with its VM, or
     # restarted and not answering yet, is left out of the reads after it.
     host_only: StateReader = reader if channel is None else (
         lambda c, v: read_live(c, v, sessions=sessions))
-    try:
-        with vm_lock(options.state_dir, remote, vmid, f"apply phase {phase.number}",
-                     console.progress):
-            written = write(remote, conn, live, plan, phase, options, console, hook=hook,
-                            use_qm=prepared.use_qm, channel=channel, guest=guest,
-                            reread=lambda: reader(conn, vmid))
-            activated = activate(remote, written, phase, options, console,
-                                 was_running=live.vm.status == "running", others=others,
-                                 reread=lambda: host_only(conn, vmid))
-            after = verify_phase(remote, written, activated, plan, phase, options, console,
-                                 reread=lambda: host_only(conn, vmid))
-            reached = PhaseReached(
-                snapshot_id=written.snapshot.id, done=written.done, manual=written.manual,
-                activated=activated.activated, rollback_command=written.rollback_command,
-                pending=pending_text(phase, after, activated.restarted, options.reboot_host),
-                after=after)
-            # Said once, by the command, with the rest of the result.
-            desired = record_desired(options.state_dir, after, note=f"apply phase {phase.number}",
-                                     cluster=remote.identity(), p2p=p2p_rule(plan.options))
-    finally:
-        remote.close()
-    return reached, desired
+    with vm_lock(options.state_dir, sessions, node, vmid, f"apply phase {phase.number}",
+                 console.progress):
+        written = write(sessions, conn, live, plan, phase, options, console, hook=hook,
+                        use_qm=prepared.use_qm, channel=channel, guest=guest,
+                        reread=lambda: reader(conn, vmid))
+        activated = activate(sessions, node, written, phase, options, console,
+                             was_running=live.vm.status == "running", others=others,
+                             reread=lambda: host_only(conn, vmid))
+        after = verify_phase(sessions, node, written, activated, plan, phase, options, console,
+                             reread=lambda: host_only(conn, vmid))
+        # Said once, by the command, with the rest of the result.
+        desired = record_desired(options.state_dir, after, note=f"apply phase {phase.number}",
+                                 cluster=sessions.identity(node), p2p=p2p_rule(plan.options))
+    return ApplyResult(
+        vmid=vmid, phase=phase.number, snapshot_id=written.snapshot.id, done=written.done,
+        manual=written.manual, activated=activated.activated,
+        pending=pending_text(phase, after, activated.restarted, options.reboot_host),
+        rollback_command=written.rollback_command, desired_path=str(desired),
+        not_running=[line for line in activated.activated if " NOT up: " in line],
+        next_line=next_line(plan, phase.number, prepared.context,
+                            unbooted=phase.reboot_activates and not options.reboot_host))
 
 
 def _p2p_verdict(conn: Connection, vmid: int, options: ApplyOptions, console: Console,
