@@ -95,8 +95,8 @@ def apply_command(
     failure undoes what was done (docs/apply.md).
     """
     from pvefix.commands.options import hint_context, resolve_connection_options
-    from pvefix.executor.apply import ApplyOptions
     from pvefix.executor.console import Console
+    from pvefix.executor.options import ApplyOptions
     from pvefix.flow.apply import apply_phase
     from pvefix.flow.planfile import load_plan_file
     from pvefix.flow.prepare import NothingToDo

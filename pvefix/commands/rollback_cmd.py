@@ -19,7 +19,7 @@ from pvefix.commands.vmid import parse_vmid
 from pvefix.errors import EXIT_OK, PvefixError
 
 if TYPE_CHECKING:
-    from pvefix.executor.rollback import RollbackResult
+    from pvefix.executor.restore import RollbackResult
 
 
 def render_rollback(result: RollbackResult) -> list[str]:
@@ -70,7 +70,7 @@ def rollback_command(
     unless --force."""
     from pvefix.commands.options import hint_context, resolve_connection_options
     from pvefix.executor.console import Console
-    from pvefix.executor.rollback import RollbackOptions
+    from pvefix.executor.options import RollbackOptions
     from pvefix.flow.rollback import run_rollback
     from pvefix.store.statedir import open_state_dir
 

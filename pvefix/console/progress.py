@@ -1,7 +1,7 @@
 """Waits an admin can watch: what is awaited and for how long.
 
     with waiting("VM 100", "shutdown task", say) as wait:
-        remote.run_task(...)            # the live line counts the seconds meanwhile
+        run_task(api, node, ...)        # the live line counts the seconds meanwhile
         wait.update("api down, ssh down")
 
 On a terminal (stderr a TTY, TERM not `dumb`) one live line is redrawn through rich, e.g.

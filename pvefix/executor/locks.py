@@ -34,8 +34,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from pvefix.errors import PvefixError, RefusedError
-from pvefix.executor.remote import Remote
 from pvefix.store.statedir import FILE_MODE, ensure_private_dir
+from pvefix.target.node import ReopeningNode
+from pvefix.target.sessions import Sessions
 
 LOCAL_DIR = "locks"
 NODE_DIR = "/run/pvefix"
@@ -159,23 +160,23 @@ def local_lock_note(state_dir: Path, vmid: int) -> str | None:
     return "; ".join(notes) or None
 
 
-def _take_node(remote: Remote, vmid: int, me: Holder,
+def _take_node(host: ReopeningNode, vmid: int, me: Holder,
                say: Callable[[str], None]) -> tuple[str, list[str]]:
     """The node lock taken: its folder, and the tombstones of stale locks this taker moved away
     (removed with the lock)."""
     folder = f"{NODE_DIR}/vm-{vmid}.lock"
     owner = f"{folder}/owner"
-    remote.check(["mkdir", "-p", DIR_MODE_FLAG, NODE_DIR])
+    host.check(["mkdir", "-p", DIR_MODE_FLAG, NODE_DIR])
     tombs: list[str] = []
     for attempt in range(3):
-        if _make_node_lock(remote, folder, me):
+        if _make_node_lock(host, folder, me):
             return folder, tombs
-        text = remote.read_file(owner)
+        text = host.read_file(owner)
         holder = _parse(text)
         if text is None and attempt < 2:
             continue  # released between our try and our read: try again
         if holder is not None and holder.gone():
-            tomb = take_over(remote, folder, text or "")
+            tomb = take_over(host, folder, text or "")
             if tomb is not None:
                 tombs.append(tomb)
                 say(f"cleared a stale lock on the node ({holder.describe()}: that process is"
@@ -184,16 +185,16 @@ def _take_node(remote: Remote, vmid: int, me: Holder,
         who = holder.describe() if holder else "a lock without a readable owner"
         old = holder is not None and time.time() - holder.since > OLD_AFTER_S
         raise RefusedError(
-            f"another pvefix is changing VM {vmid} on node {remote.node}: {who}; nothing was"
+            f"another pvefix is changing VM {vmid} on node {host.name}: {who}; nothing was"
             " written."
             + (" It is more than 6 hours old and may be left over:" if old else "")
             + f" if no pvefix runs there, remove it on the node with: rm -r {folder}",
-            source=f"node {remote.node}",
+            source=f"node {host.name}",
         )
-    raise RefusedError("could not take the node lock", source=f"node {remote.node}")
+    raise RefusedError("could not take the node lock", source=f"node {host.name}")
 
 
-def take_over(remote: Remote, folder: str, owner_text: str) -> str | None:
+def take_over(host: ReopeningNode, folder: str, owner_text: str) -> str | None:
     """Move the stale lock whose owner read `owner_text` to its tombstone; the tombstone, or
     None when another taker was first. Atomic: one rename moves this very lock away, and the
     tombstone's name is the owner text read, so a second taker that read the same text cannot
@@ -201,10 +202,10 @@ def take_over(remote: Remote, folder: str, owner_text: str) -> str | None:
     a very late taker may move a newer lock: it sees the owner is not the one it read, and puts
     the lock back at once."""
     tomb = tombstone(folder, owner_text)
-    if not remote.run(["mv", "-T", folder, tomb]).ok:
+    if not host.run_in_time(["mv", "-T", folder, tomb]).ok:
         return None
-    if remote.read_file(f"{tomb}/owner") != owner_text:
-        remote.run(["mv", "-T", tomb, folder])
+    if host.read_file(f"{tomb}/owner") != owner_text:
+        host.run_in_time(["mv", "-T", tomb, folder])
         return None
     return tomb
 
@@ -215,37 +216,39 @@ def tombstone(folder: str, owner_text: str) -> str:
     return f"{folder}.gone-{hashlib.sha256(owner_text.encode()).hexdigest()[:16]}"
 
 
-def _make_node_lock(remote: Remote, folder: str, me: Holder) -> bool:
+def _make_node_lock(host: ReopeningNode, folder: str, me: Holder) -> bool:
     """Make the lock with its owner in one step: a private folder holding `owner`, renamed to
     `folder` (which fails while a lock is there). Never a lock without an owner."""
     new = f"{folder}.new-{me.pid}-{secrets.token_hex(4)}"
-    remote.check(["mkdir", DIR_MODE_FLAG, new])
+    host.check(["mkdir", DIR_MODE_FLAG, new])
     moved = False
     try:
-        remote.write_file(f"{new}/owner", json.dumps(asdict(me)) + "\n")
-        moved = remote.run(["mv", "-T", new, folder]).ok
+        host.replace_file(f"{new}/owner", json.dumps(asdict(me)) + "\n")
+        moved = host.run_in_time(["mv", "-T", new, folder]).ok
         return moved
     finally:
         if not moved:  # a lock is there (or the write broke): leave no litter
             with contextlib.suppress(PvefixError, OSError):
-                remote.run(["rm", "-rf", new])
+                host.run_in_time(["rm", "-rf", new])
 
 
 @contextlib.contextmanager
-def vm_lock(state_dir: Path, remote: Remote, vmid: int, action: str,
+def vm_lock(state_dir: Path, sessions: Sessions, node: str, vmid: int, action: str,
             say: Callable[[str], None]) -> Iterator[None]:
-    """Hold the local and (with SSH) the node lock of VM `vmid` for the block."""
+    """Hold the local and (with SSH, or --local) the node lock of VM `vmid` on `node` for
+    the block."""
     me = Holder.me(action)
-    local = ensure_private_dir(state_dir / LOCAL_DIR) / f"{remote.node}-{vmid}.lock"
+    local = ensure_private_dir(state_dir / LOCAL_DIR) / f"{node}-{vmid}.lock"
     fd = _take_local(local, me, say)
     folder: str | None = None
     tombs: list[str] = []
+    host = sessions.at(node)
     try:
-        if remote.has_ssh:
-            folder, tombs = _take_node(remote, vmid, me, say)
+        if sessions.conn.reaches_node:
+            folder, tombs = _take_node(host, vmid, me, say)
         yield
     finally:
         for path in [folder, *tombs] if folder is not None else []:
             with contextlib.suppress(PvefixError, OSError):
-                remote.run(["rm", "-rf", path])
+                host.run_in_time(["rm", "-rf", path])
         _release_local(local, fd)

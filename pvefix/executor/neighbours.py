@@ -86,7 +86,7 @@ def check_after_boot(vms: list[NodeVm], back: list[int]) -> None:
     coming = [v for v in vms if v.vmid in back]
     at_boot = [v for v in vms if v.onboot and v.vmid not in back]
     conflicts = gpu_conflicts(startup_sorted(coming), startup_sorted(at_boot))
-    if conflicts:  # the node's VMs are listed above the refusal (flow/hostreboot.py)
+    if conflicts:  # the node's VMs are listed above the refusal (pvefix/flow/guards.py)
         raise RefusedError(
             "after the reboot a VM could not start again: " + "; ".join(conflicts)
             + " (onboot VMs start at boot and hold their devices; the node's VMs are listed"
@@ -103,7 +103,7 @@ def check_host_reboot(vms: list[NodeVm], target: int, stop_others: bool) -> list
     when the reboot would stop a VM it may not stop."""
     locked = [v for v in vms if v.lock]
     others = [v for v in vms if v.vmid != target and v.status == "running"]
-    # The node's VMs are listed once, above the refusal (flow/hostreboot.py), filled to the
+    # The node's VMs are listed once, above the refusal (pvefix/flow/guards.py), filled to the
     # terminal: the refusal names only those it is about.
     if locked:
         raise RefusedError(

@@ -2,7 +2,8 @@
 
 - VmConfigStep: one key of the VM config through the API (or `qm set`), with the digest.
 - FileStep: a file on the node (kernel cmdline, /etc/default/grub) or in the guest (its
-  /etc/default/grub), through a FileTarget (pvefix.executor.filetarget): a dated backup kept
+  /etc/default/grub), through a node or the guest channel (pvefix.target.guest.channel
+  `Files`: the node re-asked on each use, pvefix.target.node.ReopeningNode): a dated backup kept
   beside it, a temporary file beside the target, then a rename; read back.
 - RefreshStep: the boot loader refresh on the node (`proxmox-boot-tool refresh`, `update-grub`)
   or in the guest (`update-grub`), its exit status checked. Its undo is done by the file's
@@ -22,15 +23,19 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, assert_never
+from typing import Any, Literal, assert_never
 
 from pvefix.digest import sha256_text
 from pvefix.errors import PvefixError, RefusedError
-from pvefix.executor.filetarget import REFRESH_TIMEOUT_S, FileTarget, Side, check
-from pvefix.executor.remote import Remote
 from pvefix.executor.snapshot import Snapshot
 from pvefix.executor.vmwrite import VmWriter, digest_of, read_vm
 from pvefix.planner.model import Change, Phase, Plan, VmConfigChange
+from pvefix.target.guest.channel import REFRESH_TIMEOUT_S, Files, GuestChannel, check
+from pvefix.target.node import ReopeningNode
+from pvefix.target.sessions import Sessions
+from pvefix.vmconfig.nextstart import NextStart
+
+Side = Literal["host", "guest"]
 
 #: The guest's boot loader refresh when a plan names none.
 DEFAULT_GUEST_REFRESH = ("update-grub",)
@@ -38,19 +43,24 @@ DEFAULT_GUEST_REFRESH = ("update-grub",)
 
 @dataclass
 class StepContext:
-    """What steps share during one apply (or rollback): the node, the VM writer, the digest
-    chain, and the way into the guest when there is one."""
+    """What steps share during one apply (or rollback): the command's sessions (the API the
+    VM config is read through), the node (its name, files and commands), the VM writer, the
+    digest chain, and the way into the guest when there is one."""
 
-    remote: Remote
+    sessions: Sessions
     vmid: int
     writer: VmWriter
     vm_digest: str
     backup_suffix: str
-    node: FileTarget
+    node: ReopeningNode
     refreshed: dict[str, list[list[str]]] = field(default_factory=dict)
-    guest: FileTarget | None = None  # the way into the guest, for guest steps
+    guest: GuestChannel | None = None  # the way into the guest, for guest steps
 
-    def files(self, side: Side) -> FileTarget:
+    def read_vm(self) -> NextStart:
+        """The VM config as it is now (pvefix.executor.vmwrite.read_vm)."""
+        return read_vm(self.sessions, self.node.name, self.vmid)
+
+    def files(self, side: Side) -> Files:
         if side == "host":
             return self.node
         if self.guest is None:
@@ -111,7 +121,7 @@ class VmConfigStep(Step):
 
     def do(self, ctx: StepContext) -> dict[str, Any]:
         ctx.writer.write(_params(self.key, self.change.after), ctx.vm_digest)
-        view = read_vm(ctx.remote, ctx.vmid)
+        view = ctx.read_vm()
         ctx.vm_digest = digest_of(view)
         if view.value(self.key) != self.change.after:
             raise PvefixError(
@@ -122,7 +132,7 @@ class VmConfigStep(Step):
 
     def undo(self, ctx: StepContext) -> str | None:
         before = self.change.before
-        view = read_vm(ctx.remote, ctx.vmid)
+        view = ctx.read_vm()
         if view.value(self.key) == before and not (
             view.is_staged(self.key) and view.current.get(self.key) != before
         ):
@@ -138,10 +148,10 @@ class VmConfigStep(Step):
         if view.is_staged(self.key):
             # Drop our pending change rather than stack a second one on top of it.
             ctx.writer.write({"revert": self.key}, digest_of(view))
-            view = read_vm(ctx.remote, ctx.vmid)
+            view = ctx.read_vm()
         if view.value(self.key) != before:
             ctx.writer.write(_params(self.key, before), digest_of(view))
-            view = read_vm(ctx.remote, ctx.vmid)
+            view = ctx.read_vm()
         ctx.vm_digest = digest_of(view)
         if view.value(self.key) != before:
             raise PvefixError(f"could not restore {self.key} to {before!r}",
@@ -149,7 +159,7 @@ class VmConfigStep(Step):
         return f"VM config {self.key} back to {before or '(absent)'}"
 
     def verify(self, ctx: StepContext) -> str | None:
-        value = read_vm(ctx.remote, ctx.vmid).value(self.key)
+        value = ctx.read_vm().value(self.key)
         if value != self.change.after:
             return f"VM {ctx.vmid} {self.key} is {value!r}, the plan expects {self.change.after!r}"
         return None
@@ -185,7 +195,7 @@ class VmConfigBatch(Step):
         except RefusedError:
             self.refused = True  # Proxmox refused the write (digest): nothing to undo
             raise
-        view = read_vm(ctx.remote, ctx.vmid)
+        view = ctx.read_vm()
         ctx.vm_digest = digest_of(view)
         wrong = [f"{s.key} is {view.value(s.key)!r}, not {s.change.after!r}"
                  for s in self.steps if view.value(s.key) != s.change.after]
@@ -270,7 +280,7 @@ class FileStep(Step):
         return {"sha256": None if self.after is None else sha256_text(self.after),
                 "backup": self.backup_path(ctx) if current is not None else None}
 
-    def _put(self, target: FileTarget, text: str | None) -> None:
+    def _put(self, target: Files, text: str | None) -> None:
         if text is None:
             check(target, ["rm", "-f", self.path])
         else:

@@ -118,17 +118,17 @@ def undo_steps(started: list[Step], ctx: StepContext, journal: Journal,
 def _restore_exact(ctx: StepContext, snapshot: Snapshot, journal: Journal) -> str | None:
     """After undoing through the API the values are back; put back the exact bytes too when
     the file differs only in form (never over someone else's edit)."""
-    if not ctx.remote.has_ssh or snapshot.meta.vm.config_source != "file":
+    if not ctx.sessions.conn.reaches_node or snapshot.meta.vm.config_source != "file":
         return None
     try:
         path = vm_config(snapshot.meta.node, snapshot.meta.vmid)
-        raw = ctx.remote.read_file(path)
+        raw = ctx.node.read_file(path)
         text = snapshot.vm_config_text()
         if raw is None or raw == text or not checks.same_content(raw, text):
             return None
         journal.record("restore-begin", kind="vm-config", method="file", path=path,
                        digest=snapshot.meta.vm.digest)
-        ctx.remote.write_file(path, text)
+        ctx.node.replace_file(path, text)
         journal.record("restore-end", kind="vm-config", digest=sha1_text(text))
         return f"VM {snapshot.meta.vmid} config bytes restored (digest {sha1_text(text)})"
     except PvefixError:

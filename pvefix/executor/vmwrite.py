@@ -9,21 +9,24 @@ from typing import Protocol
 
 from pvefix.console.progress import waiting
 from pvefix.errors import PvefixError, RefusedError
-from pvefix.executor.remote import Remote, TaskFailed
 from pvefix.target.api import ApiError
+from pvefix.target.node import ReopeningNode
+from pvefix.target.sessions import Sessions
+from pvefix.target.tasks import TaskFailed, Warn, run_task, stderr
 from pvefix.vmconfig.nextstart import NextStart
 from pvefix.vmconfig.qmset import qm_set_argv
 
 DIGEST_MISMATCH = "checksum mismatch"
 
 
-def read_vm(remote: Remote, vmid: int) -> NextStart:
-    """GET .../pending: one round trip gives values, pending values and the digest (the
-    next start's model, pvefix.vmconfig.nextstart)."""
-    rows = remote.get(f"/nodes/{remote.node}/qemu/{vmid}/pending") or []
+def read_vm(sessions: Sessions, node: str, vmid: int) -> NextStart:
+    """GET .../pending on `node`: one round trip gives values, pending values and the digest
+    (the next start's model, pvefix.vmconfig.nextstart)."""
+    api = sessions.api()
+    rows = api.get(f"/nodes/{node}/qemu/{vmid}/pending") or []
     view = NextStart.from_rows(rows)
     if not view.digest:
-        config = remote.get(f"/nodes/{remote.node}/qemu/{vmid}/config", {"current": "1"}) or {}
+        config = api.get(f"/nodes/{node}/qemu/{vmid}/config", {"current": "1"}) or {}
         view = replace(view, digest=str(config.get("digest", "")))
     return view
 
@@ -51,20 +54,25 @@ def _refuse_if_moved(message: str, vmid: int) -> None:
 
 
 class ApiVmWriter:
-    """POST .../config with the digest; waits for the task and checks its exit status."""
+    """POST .../config with the digest; waits for the task and checks its exit status
+    (`warn`: where its progress and warnings are shown)."""
 
     name = "api"
 
-    def __init__(self, remote: Remote, vmid: int, task_timeout: float) -> None:
-        self.remote = remote
+    def __init__(self, sessions: Sessions, node: str, vmid: int, task_timeout: float,
+                 warn: Warn = stderr) -> None:
+        self.sessions = sessions
+        self.node = node
         self.vmid = vmid
         self.task_timeout = task_timeout
+        self.warn = warn
 
     def write(self, params: dict[str, str], digest: str) -> None:
-        path = f"/nodes/{self.remote.node}/qemu/{self.vmid}/config"
+        path = f"/nodes/{self.node}/qemu/{self.vmid}/config"
         try:
-            with waiting(f"VM {self.vmid}", "the config write task", self.remote.on_warning):
-                self.remote.run_task(path, {**params, "digest": digest}, self.task_timeout)
+            with waiting(f"VM {self.vmid}", "the config write task", self.warn):
+                run_task(self.sessions.api(), self.node, path, {**params, "digest": digest},
+                         self.task_timeout, self.warn)
         except ApiError as exc:
             _refuse_if_moved(exc.message, self.vmid)
             raise
@@ -78,12 +86,12 @@ class QmVmWriter:
 
     name = "qm set over SSH"
 
-    def __init__(self, remote: Remote, vmid: int) -> None:
-        self.remote = remote
+    def __init__(self, host: ReopeningNode, vmid: int) -> None:
+        self.host = host
         self.vmid = vmid
 
     def write(self, params: dict[str, str], digest: str) -> None:
-        result = self.remote.run(qm_set_argv(self.vmid, params, digest))
+        result = self.host.run_in_time(qm_set_argv(self.vmid, params, digest))
         if not result.ok:
             message = (result.stderr or result.stdout).strip()
             _refuse_if_moved(message, self.vmid)

@@ -16,12 +16,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pvefix.errors import PvefixError
-from pvefix.executor.activation import shutdown_vm
-from pvefix.executor.apply import ApplyOptions, rollback_command
 from pvefix.executor.console import Console
-from pvefix.executor.filetarget import GuestFiles, NodeFiles
 from pvefix.executor.journal import Hook, Journal
-from pvefix.executor.remote import Remote
+from pvefix.executor.options import ApplyOptions, rollback_command
+from pvefix.executor.power import shutdown_vm
 from pvefix.executor.restore import backup_stamp
 from pvefix.executor.snapshot import Snapshot, take_snapshot
 from pvefix.executor.steps import ManualStep, Step, StepContext, build_steps
@@ -31,7 +29,9 @@ from pvefix.planner.model import Phase, Plan
 from pvefix.state import HostState
 from pvefix.target.guest.access import GuestAccess
 from pvefix.target.guest.channel import GuestChannel
+from pvefix.target.sessions import Sessions
 from pvefix.target.settings import Connection
+from pvefix.target.tasks import run_task
 
 
 @dataclass(frozen=True)
@@ -46,16 +46,16 @@ class Written:
     restarting: bool  # --restart of a phase with VM changes: shut down, to be started
 
 
-def write(remote: Remote, conn: Connection, live: HostState, plan: Plan, phase: Phase,
+def write(sessions: Sessions, conn: Connection, live: HostState, plan: Plan, phase: Phase,
           options: ApplyOptions, console: Console, *, hook: Hook | None, use_qm: bool,
           channel: GuestChannel | None, guest: GuestAccess | None,
           reread: Callable[[], HostState]) -> Written:
     """Snapshot, then the phase's steps as one transaction (`reread`: the target read again,
     after a Proxmox snapshot moved its digest). Raises, after undoing, when a step fails."""
-    vmid = live.vm.vmid
+    vmid, node = live.vm.vmid, live.vm.node
     pve_snap = None
     if options.pve_snapshot:
-        pve_snap = _take_pve_snapshot(remote, vmid, options, console)
+        pve_snap = _take_pve_snapshot(sessions, node, vmid, options, console)
         live = reread()  # the Proxmox snapshot moved the digest: snapshot after it
     target_info: dict[str, str | int | None] = {
         "api": f"{conn.host}:{conn.port}", "user": conn.api_user, "ssh": conn.effective_ssh_host
@@ -63,16 +63,16 @@ def write(remote: Remote, conn: Connection, live: HostState, plan: Plan, phase: 
         "guest_ssh": guest.ssh_host if guest and guest.method == "ssh" else None,
     }
     snapshot = take_snapshot(options.state_dir, live, plan, phase.number, target_info, pve_snap,
-                             cluster=remote.identity())
+                             cluster=sessions.identity(node))
     console.progress(f"snapshot {snapshot.id} in {snapshot.path}")
     journal = snapshot.journal(hook)
-    writer: VmWriter = QmVmWriter(remote, vmid) if use_qm else ApiVmWriter(
-        remote, vmid, options.task_timeout)
-    ctx = StepContext(remote=remote, vmid=vmid, writer=writer, vm_digest=live.vm.digest,
-                      backup_suffix=backup_stamp(), node=NodeFiles(remote.host),
-                      guest=None if channel is None else GuestFiles(channel))
+    host = sessions.at(node)
+    writer: VmWriter = QmVmWriter(host, vmid) if use_qm else ApiVmWriter(
+        sessions, node, vmid, options.task_timeout, console.progress)
+    ctx = StepContext(sessions=sessions, vmid=vmid, writer=writer, vm_digest=live.vm.digest,
+                      backup_suffix=backup_stamp(), node=host, guest=channel)
     steps = build_steps(plan, phase, snapshot, guest=channel is not None,
-                        one_vm_write=not remote.has_ssh)
+                        one_vm_write=not sessions.conn.reaches_node)
     restarting = options.restart and any(c.target == "vm-config" for c in phase.changes)
     journal.record("apply-start", phase=phase.number, vmid=vmid, writer=writer.name,
                    steps=[s.id for s in steps])
@@ -80,7 +80,7 @@ def write(remote: Remote, conn: Connection, live: HostState, plan: Plan, phase: 
     if restarting:
         def shutdown() -> None:
             journal.record("activation-begin", kind="restart")
-            shutdown_vm(remote, vmid, timeout=options.shutdown_timeout,
+            shutdown_vm(sessions, node, vmid, timeout=options.shutdown_timeout,
                         force_stop=options.force_stop, task_timeout=options.task_timeout,
                         say=console.progress)
     done, manual = run_steps(ctx, journal, console, snapshot, steps, shutdown,
@@ -120,7 +120,7 @@ def run_steps(ctx: StepContext, journal: Journal, console: Console, snapshot: Sn
     return done, manual
 
 
-def _take_pve_snapshot(remote: Remote, vmid: int, options: ApplyOptions,
+def _take_pve_snapshot(sessions: Sessions, node: str, vmid: int, options: ApplyOptions,
                        console: Console) -> str:
     name = "pvefix_" + backup_stamp().replace("T", "_").rstrip("Z")
     console.progress(
@@ -131,8 +131,8 @@ def _take_pve_snapshot(remote: Remote, vmid: int, options: ApplyOptions,
     from pvefix.console.progress import waiting
 
     with waiting(f"VM {vmid}", f"the Proxmox snapshot task ({name})", console.progress):
-        remote.run_task(f"/nodes/{remote.node}/qemu/{vmid}/snapshot",
-                        {"snapname": name, "vmstate": "0",
-                         "description": "before pvefix apply (config fix)"},
-                        options.task_timeout)
+        run_task(sessions.api(), node, f"/nodes/{node}/qemu/{vmid}/snapshot",
+                 {"snapname": name, "vmstate": "0",
+                  "description": "before pvefix apply (config fix)"},
+                 options.task_timeout, console.progress)
     return name

@@ -8,6 +8,7 @@ the executor apply the phase under the VM lock and record the desired state it r
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
 from pathlib import Path
 from typing import assert_never
 
@@ -18,13 +19,6 @@ from pvefix.desired import record as record_desired
 from pvefix.desired.derive import p2p_rule
 from pvefix.errors import PvefixError
 from pvefix.executor.activate import activate
-from pvefix.executor.apply import (
-    ApplyOptions,
-    PhaseReached,
-    StateReader,
-    pending_text,
-    wants_guest,
-)
 from pvefix.executor.console import Console
 from pvefix.executor.journal import Hook
 from pvefix.executor.locks import vm_lock
@@ -32,18 +26,18 @@ from pvefix.executor.neighbours import (
     NodeVm,
     check_start,
 )
-from pvefix.executor.remote import Remote
-from pvefix.executor.rollback import RollbackOptions
+from pvefix.executor.options import ApplyOptions, RollbackOptions
 from pvefix.executor.transaction import ApplyFailed
 from pvefix.executor.write import write
 from pvefix.flow.guards import (
+    confirm_reboot,
+    guard_host_reboot,
+    node_vms,
     phase_privileges,
     refuse_ha_restart,
     refuse_missing_privileges,
 )
 from pvefix.flow.guest_verify import probe_after, probe_before
-from pvefix.flow.hostreboot import confirm_reboot, guard_host_reboot
-from pvefix.flow.neighbours import node_vms
 from pvefix.flow.prepare import Asked, Prepared, Reviewed, prepare
 from pvefix.flow.prepare import NothingToDo as NothingToDo  # where callers found it before
 from pvefix.flow.reviewed import activates_saved_phase, stale_after_own_applies
@@ -60,6 +54,8 @@ from pvefix.target.sessions import Sessions
 from pvefix.target.settings import Connection
 from pvefix.verify.p2p_verdict import judge as judge_p2p
 from pvefix.vmconfig.args import clique_map
+
+StateReader = Callable[[Connection, int], HostState]
 
 
 class ApplyResult(BaseModel):
@@ -81,6 +77,32 @@ class ApplyResult(BaseModel):
     verify_worse: bool | None = None  # --verify: P2P got worse (None: not verified)
     verify_reports: list[str] = []  # --verify: the kept reports, before then after
 
+
+def wants_guest(phase: Phase) -> bool:
+    return any(c.target == "guest-cmdline" for c in phase.changes)
+
+
+def pending_text(phase: Phase, after: HostState, restarted: bool,
+                  rebooted: bool) -> list[str]:
+    out: list[str] = []
+    vm_changes = [c for c in phase.changes if c.target == "vm-config"]
+    vmid = after.vm.vmid
+    if vm_changes and not restarted:
+        if after.vm.status == "running":
+            out.append(
+                f"VM {vmid}: the changes wait in [PENDING] until its next cold start: shut it "
+                f"down and start it (qm shutdown {vmid} && qm start {vmid}, or --restart); a "
+                "reboot inside the guest does not apply them"
+            )
+        else:
+            out.append(f"VM {vmid} is stopped: the new config takes effect when it starts")
+    if phase.reboot_activates and not rebooted:
+        out.append("host: the boot loader holds the new kernel cmdline; it takes effect at the "
+                   "next host reboot (or --reboot-host)")
+    if wants_guest(phase) and not restarted:
+        out.append(f"guest: its boot loader holds the new kernel cmdline; it takes effect at "
+                   f"the guest's next boot (reboot it, or restart VM {vmid})")
+    return out
 
 
 def render_phase(plan: Plan, phase: Phase, term: Terminal | None = None) -> list[str]:
@@ -182,16 +204,8 @@ def _apply_phase(
     if options.verify and guest is not None:
         baseline = probe_before(conn, guest, vmid, options.state_dir, options.verify_quick,
                                 console)
-    reached, desired = _stages(conn, live, prepared, options, console, hook, reader, guest,
-                               sessions, others)
-    result = ApplyResult(
-        vmid=vmid, phase=phase.number, snapshot_id=reached.snapshot_id, done=reached.done,
-        manual=reached.manual, activated=reached.activated, pending=reached.pending,
-        rollback_command=reached.rollback_command, desired_path=str(desired),
-        not_running=reached.not_running,
-        next_line=next_line(plan, phase.number, prepared.context,
-                            unbooted=phase.reboot_activates and not options.reboot_host),
-    )
+    result = _stages(conn, live, prepared, options, console, hook, reader, guest, sessions,
+                     others)
     if baseline is None or guest is None:
         return result
     outcome = probe_after(conn, guest, vmid, options.state_dir, options.verify_quick, console,
@@ -247,41 +261,40 @@ def _reviewed(options: ApplyOptions, sessions: Sessions, console: Console) -> Re
 def _stages(conn: Connection, live: HostState, prepared: Prepared, options: ApplyOptions,
             console: Console, hook: Hook | None, reader: StateReader,
             guest: GuestAccess | None, sessions: Sessions,
-            others: list[NodeVm]) -> tuple[PhaseReached, Path]:
+            others: list[NodeVm]) -> ApplyResult:
     """Write, activate, verify under the VM lock; record the desired state reached."""
     from pvefix.sources.live import read_live
 
     vmid, plan, phase = live.vm.vmid, prepared.plan, prepared.phase
-    remote = Remote(conn, live.vm.node, sessions)
-    remote.on_warning = console.progress
+    node = live.vm.node
+    sessions.claim(node)  # --local: this host must be the VM's node, checked now
     channel = sessions.guest(guest, vmid, live.vm.node) if guest is not None and wants_guest(
         phase) else None
     # The guest's files were verified before activation; a guest down with its VM, or
     # restarted and not answering yet, is left out of the reads after it.
     host_only: StateReader = reader if channel is None else (
         lambda c, v: read_live(c, v, sessions=sessions))
-    try:
-        with vm_lock(options.state_dir, remote, vmid, f"apply phase {phase.number}",
-                     console.progress):
-            written = write(remote, conn, live, plan, phase, options, console, hook=hook,
-                            use_qm=prepared.use_qm, channel=channel, guest=guest,
-                            reread=lambda: reader(conn, vmid))
-            activated = activate(remote, written, phase, options, console,
-                                 was_running=live.vm.status == "running", others=others,
-                                 reread=lambda: host_only(conn, vmid))
-            after = verify_phase(remote, written, activated, plan, phase, options, console,
-                                 reread=lambda: host_only(conn, vmid))
-            reached = PhaseReached(
-                snapshot_id=written.snapshot.id, done=written.done, manual=written.manual,
-                activated=activated.activated, rollback_command=written.rollback_command,
-                pending=pending_text(phase, after, activated.restarted, options.reboot_host),
-                after=after)
-            # Said once, by the command, with the rest of the result.
-            desired = record_desired(options.state_dir, after, note=f"apply phase {phase.number}",
-                                     cluster=remote.identity(), p2p=p2p_rule(plan.options))
-    finally:
-        remote.close()
-    return reached, desired
+    with vm_lock(options.state_dir, sessions, node, vmid, f"apply phase {phase.number}",
+                 console.progress):
+        written = write(sessions, conn, live, plan, phase, options, console, hook=hook,
+                        use_qm=prepared.use_qm, channel=channel, guest=guest,
+                        reread=lambda: reader(conn, vmid))
+        activated = activate(sessions, node, written, phase, options, console,
+                             was_running=live.vm.status == "running", others=others,
+                             reread=lambda: host_only(conn, vmid))
+        after = verify_phase(sessions, node, written, activated, plan, phase, options, console,
+                             reread=lambda: host_only(conn, vmid))
+        # Said once, by the command, with the rest of the result.
+        desired = record_desired(options.state_dir, after, note=f"apply phase {phase.number}",
+                                 cluster=sessions.identity(node), p2p=p2p_rule(plan.options))
+    return ApplyResult(
+        vmid=vmid, phase=phase.number, snapshot_id=written.snapshot.id, done=written.done,
+        manual=written.manual, activated=activated.activated,
+        pending=pending_text(phase, after, activated.restarted, options.reboot_host),
+        rollback_command=written.rollback_command, desired_path=str(desired),
+        not_running=[line for line in activated.activated if " NOT up: " in line],
+        next_line=next_line(plan, phase.number, prepared.context,
+                            unbooted=phase.reboot_activates and not options.reboot_host))
 
 
 def _p2p_verdict(conn: Connection, vmid: int, options: ApplyOptions, console: Console,

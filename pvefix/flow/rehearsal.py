@@ -7,11 +7,11 @@ from __future__ import annotations
 import dataclasses
 
 from pvefix.errors import RefusedError
-from pvefix.executor.remote import Remote
 from pvefix.planner.model import Plan
 from pvefix.rehearse.flow import NEXT_START, Settings, next_start_config, planned_config, rehearse
 from pvefix.rehearse.verdict import Verdict
 from pvefix.state import HostState
+from pvefix.target.nodes import address_of
 from pvefix.target.sessions import Sessions
 from pvefix.target.settings import Connection
 
@@ -33,7 +33,9 @@ def rehearse_next_start(conn: Connection, sessions: Sessions, state: HostState,
 
 def _on_node(conn: Connection, sessions: Sessions, state: HostState, config: dict[str, str],
              label: str, settings: Settings) -> tuple[Verdict, str]:
-    node = Remote(conn, state.vm.node, sessions).host()
+    name = state.vm.node
+    sessions.claim(name)  # --local: this host must be the VM's node
+    node = sessions.host(name, lambda: address_of(conn.for_node(name), name, sessions.cluster))
     # a lost SSH connection closes the node script's stdin; locally it has none to watch
     settings = dataclasses.replace(settings, watch_stdin=node.watch_stdin)
     return rehearse(node, state, config, label, settings)

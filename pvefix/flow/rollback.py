@@ -1,7 +1,7 @@
 """`pvefix rollback`, as a flow: pick the snapshot, read the target (and the guest's files the
 apply changed, through the way into the guest), refuse when it moved in ways the apply did not
 make (unless --force), show what will be restored, confirm, then let the executor restore it
-under the VM lock (pvefix.executor.rollback.restore_snapshot). Returns the result; the command
+under the VM lock (pvefix.executor.restore.restore_snapshot). Returns the result; the command
 renders it."""
 
 from __future__ import annotations
@@ -9,19 +9,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from pvefix.errors import PvefixError, RefusedError
-from pvefix.executor.apply import ApplyOptions
+from pvefix.executor.activate import boot_pending, reboot_to_activate
 from pvefix.executor.checks import config_diff, moved_since, written_by_apply
 from pvefix.executor.console import Console
-from pvefix.executor.filetarget import GuestFiles
-from pvefix.executor.hostreboot import boot_pending, reboot_to_activate
 from pvefix.executor.locks import local_lock_note, vm_lock
 from pvefix.executor.neighbours import NodeVm
-from pvefix.executor.remote import Remote
-from pvefix.executor.restore import guest_changes
-from pvefix.executor.rollback import (
+from pvefix.executor.options import ApplyOptions, RollbackOptions
+from pvefix.executor.restore import (
     RestartOutlook,
-    RollbackOptions,
     RollbackResult,
+    guest_changes,
     guest_for,
     guest_moved,
     restart_outlook,
@@ -30,11 +27,12 @@ from pvefix.executor.rollback import (
 )
 from pvefix.executor.snapshot import Snapshot, find_snapshot, list_snapshots
 from pvefix.flow.guards import (
+    confirm_reboot,
+    guard_host_reboot,
     refuse_ha_restart,
     refuse_missing_privileges,
     restore_privileges,
 )
-from pvefix.flow.hostreboot import confirm_reboot, guard_host_reboot
 from pvefix.hints import Context
 from pvefix.state import HostState
 from pvefix.store.statedir import check_state_tree
@@ -69,8 +67,7 @@ def run_rollback(conn: Connection, state_dir: Path, vmid: int | None, snapshot_i
         inside: tuple[GuestChannel, dict[str, str | None]] | None = None
         if touched:
             channel = sessions.guest(guest_for(snapshot, guest), meta.vmid, target.node)
-            files = GuestFiles(channel)
-            inside = (channel, {path: files.read_file(path) for path in sorted(touched)})
+            inside = (channel, {path: channel.read_file(path) for path in sorted(touched)})
         result = _run_rollback(target, snapshot, options, console, inside, state_dir,
                                sessions)
         return _p2p_goal_note(result, snapshot, state_dir, cluster, options.context)
@@ -145,13 +142,7 @@ def _run_rollback(conn: Connection, snapshot: Snapshot, options: RollbackOptions
               "the snapshot over them",
             source=f"snapshot {meta.id}",
         )
-    if diff:
-        console.say(diff.rstrip("\n"))
-    for path in differs.files:
-        record = snapshot.file_record(path)
-        console.say(f"{path}: will be restored (sha256 {record.sha256 if record else '?'})")
-    for path in guest_differs:
-        console.say(f"guest {path}: will be restored")
+    _say_restored(console, snapshot, diff, differs.files, guest_differs)
     question = _say_restart(console, outlook, options.restart)
     question += f" and reboot host {meta.node} to run the restored cmdline" if reboot else ""
     if not options.yes:
@@ -163,6 +154,18 @@ def _run_rollback(conn: Connection, snapshot: Snapshot, options: RollbackOptions
                            reboot=others if reboot else None)
 
 
+def _say_restored(console: Console, snapshot: Snapshot, diff: str, files: list[str],
+                  guest_files: list[str]) -> None:
+    """Show what the rollback will put back: the VM config's diff, the host and guest files."""
+    if diff:
+        console.say(diff.rstrip("\n"))
+    for path in files:
+        record = snapshot.file_record(path)
+        console.say(f"{path}: will be restored (sha256 {record.sha256 if record else '?'})")
+    for path in guest_files:
+        console.say(f"guest {path}: will be restored")
+
+
 def _restore_locked(conn: Connection, snapshot: Snapshot, live: HostState,
                     options: RollbackOptions, console: Console,
                     guest: tuple[GuestChannel, dict[str, str | None]] | None, state_dir: Path,
@@ -171,19 +174,16 @@ def _restore_locked(conn: Connection, snapshot: Snapshot, live: HostState,
     """Under the VM lock: restore what differs (nothing: only the reboot is left), then, when
     `reboot` (the other VMs to stop first) is given, reboot the node to run it."""
     meta = snapshot.meta
-    remote = Remote(conn, meta.node, sessions)
-    remote.on_warning = console.progress
-    try:
-        with vm_lock(state_dir, remote, meta.vmid, "rollback", console.progress):
-            result = RollbackResult(snapshot_id=meta.id, vmid=meta.vmid, restored=[],
-                                    notes=[]) if nothing else restore_snapshot(
-                remote, snapshot, live, options, console.progress, guest, forced=forced)
-            if reboot is not None:
-                result = _activate(remote, snapshot, result, reboot, options, state_dir,
-                                   console)
-            return result
-    finally:
-        remote.close()
+    sessions.claim(meta.node)  # --local: this host must be the VM's node, checked now
+    with vm_lock(state_dir, sessions, meta.node, meta.vmid, "rollback", console.progress):
+        result = RollbackResult(snapshot_id=meta.id, vmid=meta.vmid, restored=[],
+                                notes=[]) if nothing else restore_snapshot(
+            sessions, meta.node, snapshot, live, options, console.progress, guest,
+            forced=forced)
+        if reboot is not None:
+            result = _activate(conn.for_node(meta.node), sessions, snapshot, result, reboot,
+                               options, state_dir, console)
+        return result
 
 
 def rolled_back_not_rebooted(state_dir: Path, vmid: int, cluster: str | None) -> str | None:
@@ -230,9 +230,9 @@ def _nothing_to_activate(options: RollbackOptions, snapshot: Snapshot) -> list[s
             " configured in its files (nothing to activate)"]
 
 
-def _activate(remote: Remote, snapshot: Snapshot, result: RollbackResult,
-              others: list[NodeVm], options: RollbackOptions, state_dir: Path,
-              console: Console) -> RollbackResult:
+def _activate(conn: Connection, sessions: Sessions, snapshot: Snapshot,
+              result: RollbackResult, others: list[NodeVm], options: RollbackOptions,
+              state_dir: Path, console: Console) -> RollbackResult:
     """--reboot-host: reboot the node so the restored host cmdline runs (also later, when the
     files were restored by an earlier rollback and the old line still runs)."""
     steps = ApplyOptions(phase=snapshot.meta.phase, state_dir=state_dir,
@@ -244,8 +244,8 @@ def _activate(remote: Remote, snapshot: Snapshot, result: RollbackResult,
 
     vmid = snapshot.meta.vmid
     activated = reboot_to_activate(
-        remote, snapshot, others, steps, console,
-        reread=lambda: read_live(remote.conn, vmid, sessions=remote.sessions))
+        sessions, snapshot.meta.node, snapshot, others, steps, console,
+        reread=lambda: read_live(conn, vmid, sessions=sessions))
     return result.model_copy(update={"restored": [*result.restored, *activated]})
 
 

@@ -13,18 +13,18 @@ from pvefix.cmdline.running import cmdline_problems
 from pvefix.errors import PvefixError
 from pvefix.executor import checks
 from pvefix.executor.activate import Activated
-from pvefix.executor.apply import ApplyOptions
 from pvefix.executor.console import Console
+from pvefix.executor.options import ApplyOptions
 from pvefix.executor.reached import reached_fields
-from pvefix.executor.remote import Remote
 from pvefix.executor.write import Written
 from pvefix.paths import PROC_CMDLINE
 from pvefix.planner.model import HOST_BOOT_TARGETS, Phase, Plan
 from pvefix.state import HostState
+from pvefix.target.sessions import Sessions
 from pvefix.verify.qemu_proof import prove as prove_cmdline
 
 
-def verify_phase(remote: Remote, written: Written, activated: Activated, plan: Plan,
+def verify_phase(sessions: Sessions, node: str, written: Written, activated: Activated, plan: Plan,
                  phase: Phase, options: ApplyOptions, console: Console,
                  reread: Callable[[], HostState]) -> HostState:
     """The target as read after activation (`reread`), once it holds what the phase should
@@ -34,12 +34,12 @@ def verify_phase(remote: Remote, written: Written, activated: Activated, plan: P
     problems = checks.verify_live(phase, plan, after, restarted=activated.restarted)
     clique = next((c for c in phase.changes if c.rule == "p2p" and c.key == "args"), None)
     if activated.restarted and clique is not None:
-        proof = prove_cmdline(remote, after.vm.vmid, clique.after)
+        proof = prove_cmdline(sessions, node, after.vm.vmid, clique.after)
         journal.record("qemu-cmdline", pid=proof.pid, problems=proof.problems, note=proof.note)
         if proof.note:
             console.progress(f"the running QEMU's cliques are not proven: {proof.note}")
         elif not proof.problems:
-            console.progress(f"/proc/{proof.pid}/cmdline on {remote.node}: every clique is there,"
+            console.progress(f"/proc/{proof.pid}/cmdline on {node}: every clique is there,"
                              " no kvm=off")
         problems += proof.problems
     if options.reboot_host:

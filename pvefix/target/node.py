@@ -8,7 +8,9 @@ absent) and replaced atomically (a temporary file beside the target, then a rena
 file's mode kept).
 
 `Sessions.host()` (pvefix.target.sessions) hands out the one that fits the connection;
-tests/fakes/node.py is an in-memory one for fast tests of the apply's stages.
+`Sessions.at()` a `ReopeningNode`, what the executor holds: the node asked afresh on each use,
+so a session that dropped is opened again. tests/fakes/node.py is an in-memory one for fast
+tests of the apply's stages.
 """
 
 from __future__ import annotations
@@ -106,37 +108,70 @@ class LocalNode:
         self.shell.replace_file(path, text)
 
 
-def not_done(node: Node, argv: Sequence[str], timeout: float | None, default: float) -> str:
-    """The words for a command that outlasted its time."""
-    seconds = default if timeout is None else timeout
-    return (f"command {shlex.join(argv)!r} on {node.where}: not done within {seconds:g} s"
-            + (" (--timeout)" if timeout is None else ""))
+class ReopeningNode:
+    """Node `name` asked afresh on each use (`node`): an SSH session that dropped (network,
+    sshd restart, a host reboot) is opened again, so that undo and rollback still reach the
+    host; a replace that failed has its temporary file removed, on a new session when that
+    one broke. `timeout`: the connection's --timeout, for `run_in_time` and `check`."""
+
+    def __init__(self, name: str, node: Callable[[], Node], timeout: float) -> None:
+        self.name = name
+        self.node = node
+        self.timeout = timeout
+
+    @property
+    def where(self) -> str:
+        return self.node().where
+
+    @property
+    def watch_stdin(self) -> bool:
+        return self.node().watch_stdin
+
+    def run(self, argv: Sequence[str], timeout: float | None = None) -> CommandResult:
+        return self.node().run(argv, timeout)
+
+    def run_many(self, commands: Sequence[Sequence[str]]) -> list[CommandResult]:
+        return self.node().run_many(commands)
+
+    def read_file(self, path: str) -> str | None:
+        return self.node().read_file(path)
+
+    def replace_file(self, path: str, text: str) -> None:
+        try:
+            self.node().replace_file(path, text)
+        except ReplaceFailed as exc:
+            with contextlib.suppress(Exception):
+                self.node().run(["rm", "-f", exc.tmp])
+            raise
+
+    def run_in_time(self, argv: Sequence[str], timeout: float | None = None) -> CommandResult:
+        """Run one command within `timeout` seconds (None: --timeout); one that outlasts it
+        is a PvefixError (a node command that hangs is a failure, not a result). Any exit
+        status is returned."""
+        node = self.node()
+        result = node.run(argv, timeout)
+        if result.timed_out:
+            seconds = self.timeout if timeout is None else timeout
+            raise PvefixError(f"command {shlex.join(argv)!r} on {node.where}: not done within"
+                              f" {seconds:g} s" + (" (--timeout)" if timeout is None else ""))
+        return result
+
+    def check(self, argv: Sequence[str]) -> CommandResult:
+        """Run a command within --timeout and raise, with its stderr, unless it exits 0."""
+        result = self.run_in_time(argv)
+        if not result.ok:
+            detail = (result.stderr or result.stdout).strip().splitlines()
+            raise PvefixError(f"`{' '.join(argv)}` exited with {result.exit_code}"
+                              + (f": {detail[-1]}" if detail else ""), source=self.where)
+        return result
 
 
-def run_or_raise(node: Node, argv: Sequence[str], timeout: float | None,
-                 default: float) -> CommandResult:
-    """`node.run`, a timeout raised as a PvefixError (a node command that hangs is a
-    failure, not a result); any exit status is returned."""
-    result = node.run(argv, timeout)
-    if result.timed_out:
-        raise PvefixError(not_done(node, argv, timeout, default))
-    return result
-
-
-def replace_file(node: Callable[[], Node], path: str, text: str) -> None:
-    """`Node.replace_file`; after a failure, its temporary file removed (on a new session
-    when that one broke: `node` is asked again)."""
-    try:
-        node().replace_file(path, text)
-    except ReplaceFailed as exc:
-        with contextlib.suppress(Exception):
-            node().run(["rm", "-f", exc.tmp])
-        raise
-
-
-if TYPE_CHECKING:  # both implementations conform (mypy checks it)
+if TYPE_CHECKING:  # every implementation conforms (mypy checks it)
     def _ssh(node: SshNode) -> Node:
         return node
 
     def _local(node: LocalNode) -> Node:
+        return node
+
+    def _reopening(node: ReopeningNode) -> Node:
         return node

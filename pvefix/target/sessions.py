@@ -23,7 +23,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pvefix.errors import PvefixError
-from pvefix.target.nodes import ClusterView, NodeAddress
+from pvefix.target.nodes import ClusterView, NodeAddress, address_of
 from pvefix.target.open import open_api, open_guest, open_local, open_node
 from pvefix.target.settings import Connection
 
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from pvefix.target.guest.access import GuestAccess
     from pvefix.target.guest.channel import GuestChannel
     from pvefix.target.local import LocalApi, LocalShell
-    from pvefix.target.node import Node
+    from pvefix.target.node import Node, ReopeningNode
     from pvefix.target.ssh import SshShell
 
 LOCAL_WHERE = "this host (--local)"
@@ -66,6 +66,8 @@ class Sessions:
         self._guests: dict[int, GuestChannel] = {}
         #: What was opened, by kind ("api", "ssh", "local", "guest"): tests count it.
         self.opened: Counter[str] = Counter()
+        self._cluster: ClusterView | None = None
+        self._identities: dict[str, str] = {}
 
     def __enter__(self) -> Sessions:
         return self
@@ -109,6 +111,40 @@ class Sessions:
         if not self.conn.ssh:
             raise PvefixError("this needs SSH to the node (it is off: --no-ssh)")
         return SshNode(self.node(node, address, vmid), self._where(node, address))
+
+    def at(self, node: str) -> ReopeningNode:
+        """`node`'s files and commands as the executor holds them: asked afresh on each use,
+        so a session that dropped is opened again (pvefix.target.node.ReopeningNode)."""
+        from pvefix.target.node import ReopeningNode
+
+        return ReopeningNode(node, lambda: self.host(node, lambda: self.address(node)),
+                             self.conn.timeout)
+
+    def cluster(self) -> ClusterView:
+        """GET /cluster/status, once a command (node addresses, the cluster's name)."""
+        if self._cluster is None:
+            from pvefix.target.api import ApiError
+
+            try:
+                self._cluster = ClusterView.parse(self.api().get("/cluster/status"))
+            except ApiError:
+                self._cluster = ClusterView(None, {})
+        return self._cluster
+
+    def address(self, node: str) -> NodeAddress:
+        """Where `node`'s SSH is (its `ssh_nodes` address, else the cluster's view of it;
+        pvefix.target.nodes); with --local, this host."""
+        return address_of(self.conn.for_node(node), node, self.cluster)
+
+    def identity(self, node: str) -> str:
+        """The cluster's identity (or `node`'s, standalone), with its CA's key: the key of
+        pvefix's state (pvefix.target.identity). Asked once a command."""
+        if node not in self._identities:
+            from pvefix.target.nodes import identity_key
+
+            self._identities[node] = self.cluster().identity(
+                node, identity_key(self.conn.for_node(node)))
+        return self._identities[node]
 
     def claim(self, node: str) -> None:
         """With --local, check now that this host is `node` (over SSH the session's own

@@ -7,12 +7,16 @@ asyncio: about 55 ms of every SSH-using command's start-up on the bench machine
 and then handed a stand-in that imports invoke on first use: `Match exec` still works for a
 program that uses paramiko's SSHConfig beside pvefix. pvefix reads no ssh_config itself. A
 program that imported invoke before pvefix keeps it as it is.
+
+paramiko logs every refused connection (a rebooting host) with a traceback on stderr; pvefix
+reports connection failures itself, through exceptions, so paramiko's log goes nowhere.
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import logging
 import sys
 from typing import Any
 
@@ -49,5 +53,6 @@ try:
 finally:
     if _hidden:
         _deferred("invoke")
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
 __all__ = ["Deferred", "paramiko"]

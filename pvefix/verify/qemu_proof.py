@@ -12,20 +12,12 @@ from __future__ import annotations
 import itertools
 import shlex
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 from pvefix.vmconfig.args import CLIQUE_PROPERTY, clique_map
 
-
-class NodeReader(Protocol):
-    node: str
-
-    def get(self, path: str) -> object: ...
-
-    @property
-    def has_ssh(self) -> bool: ...
-
-    def read_file(self, path: str) -> str | None: ...
+if TYPE_CHECKING:
+    from pvefix.target.sessions import Sessions
 
 
 @dataclass
@@ -65,18 +57,18 @@ def check_words(words: list[str], wanted: dict[str, int]) -> list[str]:
     return problems
 
 
-def prove(remote: NodeReader, vmid: int, args: str | None) -> CmdlineProof:
+def prove(sessions: Sessions, node: str, vmid: int, args: str | None) -> CmdlineProof:
     """Read the running QEMU's command line on the VM's node and check the cliques of `args`."""
     wanted = clique_map(args)
-    status = remote.get(f"/nodes/{remote.node}/qemu/{vmid}/status/current")
+    status = sessions.api().get(f"/nodes/{node}/qemu/{vmid}/status/current")
     pid = status.get("pid") if isinstance(status, dict) else None
     if not isinstance(pid, int):
         return CmdlineProof(problems=[f"VM {vmid} has no QEMU process (status/current: no pid)"])
     path = f"/proc/{pid}/cmdline"
-    how = f"on node {remote.node}: tr '\\0' ' ' < {path}"
-    if not remote.has_ssh:
+    how = f"on node {node}: tr '\\0' ' ' < {path}"
+    if not sessions.conn.reaches_node:
         return CmdlineProof(pid=pid, note=f"no SSH to read {path}; check it yourself {how}")
-    text = remote.read_file(path)
+    text = sessions.at(node).read_file(path)
     if text is None:
         return CmdlineProof(pid=pid, problems=[f"{path} is gone: QEMU of VM {vmid} exited"])
     words = text.split("\0")

@@ -62,7 +62,7 @@ def test_the_literal_finder_sees_a_command(tmp_path: Path) -> None:
     assert ("uname", "-r") in round_zero("plan")
 
 
-READ_SIDE = ("sources", "check", "collect", "facts", "flow/neighbours.py", "hostfacts.py",
+READ_SIDE = ("sources", "check", "collect", "facts", "flow/guards.py", "hostfacts.py",
              "observed.py")
 
 

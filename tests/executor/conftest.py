@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from pvefix.commands.rollback_cmd import render_rollback
-from pvefix.executor.apply import ApplyOptions
 from pvefix.executor.console import Console
 from pvefix.executor.journal import Hook
-from pvefix.executor.rollback import RollbackOptions, RollbackResult
+from pvefix.executor.options import ApplyOptions, RollbackOptions
+from pvefix.executor.restore import RollbackResult
 from pvefix.flow.apply import ApplyResult, apply_phase
 from pvefix.flow.rollback import run_rollback
 from pvefix.planner.model import Plan

@@ -226,7 +226,7 @@ def test_snapshots_are_kept_under_the_clusters_identity_and_old_ones_still_roll_
 
 
 def test_a_lock_timeout_says_another_task_holds_the_lock_and_nothing_changed() -> None:
-    from pvefix.executor.remote import TaskFailed
+    from pvefix.target.tasks import TaskFailed
 
     failed = TaskFailed("UPID:cygnus:1:2:3:qmconfig:310:root@pam:",
                         "can't lock file '/var/lock/qemu-server/lock-310.conf' - got timeout")
@@ -235,7 +235,8 @@ def test_a_lock_timeout_says_another_task_holds_the_lock_and_nothing_changed() -
 
 
 def test_a_node_that_goes_away_mid_task_is_said_so_with_the_next_step(cluster: Node) -> None:
-    from pvefix.executor.remote import NodeGone, Remote
+    from pvefix.target.sessions import Sessions
+    from pvefix.target.tasks import NodeGone, wait_task, write
     from tests.sim.test_cluster_sim import _ssh
     from tests.simkit import run
 
@@ -243,17 +244,18 @@ def test_a_node_that_goes_away_mid_task_is_said_so_with_the_next_step(cluster: N
     client = _ssh(cluster.info, "cygnus")
     run(client, "reboot")
     client.close()
-    remote = Remote(_conn(cluster), "cygnus")
+    sessions = Sessions(_conn(cluster))
     try:
         with pytest.raises(NodeGone) as caught:
-            remote.wait_task("UPID:cygnus:0000AAAA:0000BBBB:00000001:qmstart:310:root@pam:", 5)
+            wait_task(sessions.api(), "cygnus",
+                      "UPID:cygnus:0000AAAA:0000BBBB:00000001:qmstart:310:root@pam:", 5)
         message = str(caught.value)
         assert "node cygnus stopped answering while its task ran" in message
         assert "595" in message and "pvenode task status" in message
         with pytest.raises(Exception, match="HTTP 595: the API node could not reach node"):
-            remote.write("POST", "/nodes/cygnus/qemu/310/status/start", {})
+            write(sessions.api(), "cygnus", "POST", "/nodes/cygnus/qemu/310/status/start", {})
     finally:
-        remote.close()
+        sessions.close()
 
 
 def _finding_ids(n: Node, vmid: int) -> set[str]:

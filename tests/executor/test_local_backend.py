@@ -19,8 +19,8 @@ import pytest
 from pvefix.cli import build_command
 from pvefix.commands.run import run_app
 from pvefix.errors import EXIT_OK, EXIT_REFUSED
-from pvefix.executor.remote import Remote
 from pvefix.target.nodes import NodeMismatch
+from pvefix.target.sessions import Sessions
 from pvefix.target.settings import Connection
 from tests.executor.conftest import Node
 
@@ -121,7 +121,7 @@ def test_on_a_real_node_the_vm_must_live_on_this_host(
     _on_the_node(n, tmp_path, monkeypatch)
     conn = Connection(backend="local", local_root=Path("/"), timeout=10)
     with pytest.raises(NodeMismatch):
-        Remote(conn, "some-other-node")  # `hostname` names kpro6
+        Sessions(conn).claim("some-other-node")  # `hostname` names kpro6
 
 
 def test_a_task_longer_than_the_api_timeout_and_the_printed_undo_keep_local(

@@ -16,9 +16,9 @@ import pytest
 
 from pvefix.errors import EXIT_ERROR, EXIT_OK
 from pvefix.executor.locks import NODE_DIR, take_over, tombstone
-from pvefix.executor.remote import Remote
 from pvefix.store.statedir import ensure_private_dir
 from pvefix.target.process import child_environment
+from pvefix.target.sessions import Sessions
 from tests.executor.conftest import Captured, Node
 from tests.executor.test_local_backend import _cli, _on_the_node
 
@@ -98,11 +98,12 @@ def _lock_holder(n: Node) -> subprocess.Popen[str]:
     before its first write)."""
     script = (
         "import sys, time\nfrom pathlib import Path\n"
-        "from pvefix.executor.locks import vm_lock\nfrom pvefix.executor.remote import Remote\n"
+        "from pvefix.executor.locks import vm_lock\nfrom pvefix.target.sessions import Sessions\n"
         "from pvefix.target.settings import resolve_connection\n"
         f"conn = resolve_connection(connection_file=Path({str(n.ready_file)!r}))\n"
-        "remote = Remote(conn, conn.node)\n"
-        f"with vm_lock(Path({str(n.state_dir)!r}), remote, 100, 'apply phase 1', print):\n"
+        "sessions = Sessions(conn)\n"
+        f"with vm_lock(Path({str(n.state_dir)!r}), sessions, conn.node, 100, 'apply phase 1',"
+        " print):\n"
         "    print('locked', flush=True)\n    time.sleep(600)\n"
     )
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
@@ -153,16 +154,14 @@ def test_a_second_taker_of_the_same_stale_lock_cannot_move_the_new_one(
     folder = f"{NODE_DIR}/vm-100.lock"
     stale = json.dumps({"host": "x", "pid": 1, "user": "u", "action": "a", "since": 1.0})
     n.sim.state.write_host(f"{folder}/owner", stale)
-    remote = Remote(n.conn(), "kpro6")
-    try:
-        assert remote.run(["mv", "-T", folder, tombstone(folder, stale)]).ok  # the first one
-        assert remote.run(["mkdir", folder]).ok
-        remote.write_file(f"{folder}/owner", "the first one's lock\n")
-        late = remote.run(["mv", "-T", folder, tombstone(folder, stale)])  # the second one
+    with Sessions(n.conn()) as sessions:
+        host = sessions.at("kpro6")
+        assert host.run_in_time(["mv", "-T", folder, tombstone(folder, stale)]).ok  # the first
+        assert host.run_in_time(["mkdir", folder]).ok
+        host.replace_file(f"{folder}/owner", "the first one's lock\n")
+        late = host.run_in_time(["mv", "-T", folder, tombstone(folder, stale)])  # the second
         assert not late.ok
-        assert remote.read_file(f"{folder}/owner") == "the first one's lock\n"
-    finally:
-        remote.close()
+        assert host.read_file(f"{folder}/owner") == "the first one's lock\n"
 
 
 def test_a_very_late_taker_puts_back_a_lock_that_is_not_the_one_it_read(
@@ -174,12 +173,10 @@ def test_a_very_late_taker_puts_back_a_lock_that_is_not_the_one_it_read(
     n = node("kpro6")
     folder = f"{NODE_DIR}/vm-100.lock"
     stale = json.dumps({"host": "x", "pid": 1, "user": "u", "action": "a", "since": 1.0})
-    remote = Remote(n.conn(), "kpro6")
-    try:
-        assert remote.run(["mkdir", "-p", folder]).ok
-        remote.write_file(f"{folder}/owner", "the third one's lock\n")
-        assert take_over(remote, folder, stale) is None
-        assert remote.read_file(f"{folder}/owner") == "the third one's lock\n"
-        assert remote.read_file(f"{tombstone(folder, stale)}/owner") is None
-    finally:
-        remote.close()
+    with Sessions(n.conn()) as sessions:
+        host = sessions.at("kpro6")
+        assert host.run_in_time(["mkdir", "-p", folder]).ok
+        host.replace_file(f"{folder}/owner", "the third one's lock\n")
+        assert take_over(host, folder, stale) is None
+        assert host.read_file(f"{folder}/owner") == "the third one's lock\n"
+        assert host.read_file(f"{tombstone(folder, stale)}/owner") is None

@@ -12,8 +12,7 @@ from collections.abc import Callable
 import pytest
 
 from pvefix.errors import RefusedError
-from pvefix.executor.apply import ApplyOptions
-from pvefix.executor.remote import Remote
+from pvefix.executor.options import ApplyOptions
 from pvefix.executor.transaction import ApplyFailed
 from pvefix.flow.apply import apply_phase
 from pvefix.main import main
@@ -22,6 +21,8 @@ from pvefix.planner.model import PlanOptions
 from pvefix.sim.qemu_cmdline import qemu_pid
 from pvefix.sources.live import read_live
 from pvefix.target.guest.access import GuestAccess
+from pvefix.target.sessions import Sessions
+from pvefix.target.tasks import run_task, write
 from pvefix.vmconfig import VMConfig
 from pvefix.vmconfig.args import clique_map
 from tests.executor.conftest import Captured, Node
@@ -86,11 +87,11 @@ def test_losing_a_clique_is_drift(node: Callable[..., Node]) -> None:
     n = node("kpro6")
     _phase1_done(n)
     n.apply(100, 3, restart=True, plan_options=P2P)
-    remote = Remote(n.conn(), n.info.node)
     args = VMConfig.parse(n.conf(100).decode()).main.get("args") or ""
     kept = args.replace(" -set device.hostpci3.x-nv-gpudirect-clique=0", "")
-    remote.write("POST", f"/nodes/{n.info.node}/qemu/100/config", {"args": kept})
-    remote.close()
+    with Sessions(n.conn()) as sessions:
+        write(sessions.api(), n.info.node, "POST", f"/nodes/{n.info.node}/qemu/100/config",
+              {"args": kept})
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         code = main(["check", "100", "--connection", str(n.ready_file), "--state-dir",
@@ -104,11 +105,12 @@ def test_losing_a_clique_is_drift(node: Callable[..., Node]) -> None:
 
 def _with_agent(n: Node) -> None:
     """VM 100 gets `agent: 1` (cold start), then phase 1 (q35, pcie=1, ...)."""
-    remote = Remote(n.conn(), n.info.node)
-    remote.run_task(f"/nodes/{n.info.node}/qemu/100/status/stop", {}, 10)
-    remote.write("POST", f"/nodes/{n.info.node}/qemu/100/config", {"agent": "1"})
-    remote.run_task(f"/nodes/{n.info.node}/qemu/100/status/start", {}, 10)
-    remote.close()
+    name = n.info.node
+    with Sessions(n.conn()) as sessions:
+        api = sessions.api()
+        run_task(api, name, f"/nodes/{name}/qemu/100/status/stop", {}, 10)
+        write(api, name, "POST", f"/nodes/{name}/qemu/100/config", {"agent": "1"})
+        run_task(api, name, f"/nodes/{name}/qemu/100/status/start", {}, 10)
     _phase1_done(n)
 
 

@@ -45,7 +45,7 @@ def test_a_task_refused_only_for_the_config_lock_is_sent_again(
 
 
 def test_a_lock_held_through_every_retry_says_what_held_it_and_that_nothing_changed() -> None:
-    from pvefix.executor.remote import LOCK_RETRIES, TaskFailed
+    from pvefix.target.tasks import LOCK_RETRIES, TaskFailed
 
     failed = TaskFailed("UPID:kpro6:1:2:3:qmstart:100:root@pam!ci:", LOCKED)
     assert f"{LOCK_RETRIES + 1} times" in str(failed)
@@ -53,7 +53,7 @@ def test_a_lock_held_through_every_retry_says_what_held_it_and_that_nothing_chan
 
 
 def test_a_task_refused_for_a_privilege_names_what_to_grant_to_the_tasks_own_token() -> None:
-    from pvefix.executor.remote import TaskFailed
+    from pvefix.target.tasks import TaskFailed
 
     failed = TaskFailed("UPID:kpro6:1:2:3:qmconfig:100:root@pam!ci:",
                         "403 Permission check failed (/mapping/pci/pro6000, Mapping.Use)")
@@ -68,7 +68,7 @@ def test_a_config_write_that_finds_the_lock_held_is_sent_again_and_lands(
     """The simulator holds VM 100's config lock for its next two config updates (a backup, the
     cleanup after a restart): each fails as Proxmox's do after the 10 s wait, pvefix sends it
     again, and the apply lands whole."""
-    from pvefix.executor.remote import LOCK_RETRIES
+    from pvefix.target.tasks import LOCK_RETRIES
 
     n = node("kpro6")
     n.sim.faults.update(config_lock={100: LOCK_RETRIES - 1})
@@ -85,8 +85,8 @@ def test_a_config_lock_held_through_every_retry_fails_the_apply_with_nothing_cha
 ) -> None:
     import pytest
 
-    from pvefix.executor.remote import LOCK_RETRIES
     from pvefix.executor.transaction import ApplyFailed
+    from pvefix.target.tasks import LOCK_RETRIES
 
     n = node("kpro6")
     before = n.fingerprint(100)

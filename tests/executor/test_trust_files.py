@@ -13,7 +13,7 @@ from cryptography.hazmat.primitives.asymmetric import ed25519, rsa
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from pvefix.errors import PvefixError
-from pvefix.executor.activation import ActivationError
+from pvefix.executor.power import ActivationError
 from pvefix.target.settings import resolve_connection
 from pvefix.target.ssh import (
     HostKeyChanged,

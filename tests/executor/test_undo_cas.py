@@ -59,7 +59,7 @@ def test_a_vm_key_changed_after_pvefix_wrote_it_is_not_put_back(
 
 def test_rollback_leaves_a_file_changed_after_it_was_shown(node: Callable[..., Node]) -> None:
     from pvefix.executor.console import Console
-    from pvefix.executor.rollback import RollbackOptions
+    from pvefix.executor.options import RollbackOptions
     from pvefix.flow.rollback import run_rollback
     from tests.executor.conftest import Captured
 

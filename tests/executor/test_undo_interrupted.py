@@ -71,7 +71,8 @@ def test_the_first_ctrl_c_is_acknowledged_before_the_first_undo_runs() -> None:
             return super().undo(ctx)
 
     snapshot = SimpleNamespace(id="s", meta=SimpleNamespace(vmid=100))
-    ctx = SimpleNamespace(remote=SimpleNamespace(has_ssh=False))  # no exact-bytes restore
+    no_ssh = SimpleNamespace(conn=SimpleNamespace(reaches_node=False))
+    ctx = SimpleNamespace(sessions=no_ssh)  # no exact-bytes restore
     with pytest.raises(KeyboardInterrupt), transaction(
             ctx, _Journal(), Console(out=io.StringIO(), err=err),  # type: ignore[arg-type]
             snapshot) as started:  # type: ignore[arg-type]

@@ -65,7 +65,7 @@ def test_a_restart_that_commits_staged_changes_is_said_and_asked(
     questions: list[str] = []
     out = io.StringIO()
     console = Console(out, io.StringIO(), lambda q: questions.append(q) or False)
-    from pvefix.executor.rollback import RollbackOptions
+    from pvefix.executor.options import RollbackOptions
     from pvefix.flow.rollback import run_rollback
 
     with pytest.raises(Exception, match="not confirmed"):

@@ -10,11 +10,10 @@ from pathlib import Path
 import pytest
 
 from pvefix.errors import RefusedError
-from pvefix.executor.filetarget import GuestFiles, NodeFiles, Side
-from pvefix.executor.remote import Remote
-from pvefix.executor.steps import FileStep, RefreshStep, StepContext, UndoConflict
+from pvefix.executor.steps import FileStep, RefreshStep, Side, StepContext, UndoConflict
 from pvefix.executor.vmwrite import ApiVmWriter
 from pvefix.target.open import open_guest
+from pvefix.target.sessions import Sessions
 from tests.executor.conftest import Node
 from tests.guest.conftest import AGENT, VMID, guest_root
 
@@ -27,16 +26,17 @@ REFRESH: dict[Side, list[str]] = {"host": ["proxmox-boot-tool", "refresh"],
 def ctx(own_node: Callable[..., Node]) -> Iterator[tuple[Node, StepContext]]:
     node = own_node()
     conn = node.conn()
-    remote = Remote(conn, node.info.node)
+    sessions = Sessions(conn)
+    name = node.info.node
     channel = open_guest(conn, AGENT, VMID)
     try:
-        yield node, StepContext(remote=remote, vmid=VMID,
-                                writer=ApiVmWriter(remote, VMID, 10), vm_digest="",
-                                backup_suffix="20260101T000000Z", node=NodeFiles(remote.host),
-                                guest=GuestFiles(channel))
+        yield node, StepContext(sessions=sessions, vmid=VMID,
+                                writer=ApiVmWriter(sessions, name, VMID, 10), vm_digest="",
+                                backup_suffix="20260101T000000Z", node=sessions.at(name),
+                                guest=channel)
     finally:
         channel.close()
-        remote.close()
+        sessions.close()
 
 
 def on_disk(node: Node, side: Side, path: str) -> Path:

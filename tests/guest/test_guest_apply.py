@@ -10,8 +10,7 @@ from typing import Any
 
 import pytest
 
-from pvefix.executor.apply import ApplyOptions
-from pvefix.executor.rollback import RollbackOptions
+from pvefix.executor.options import ApplyOptions, RollbackOptions
 from pvefix.executor.snapshot import list_snapshots
 from pvefix.executor.transaction import ApplyFailed
 from pvefix.flow.apply import apply_phase

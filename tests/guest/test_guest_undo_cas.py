@@ -8,8 +8,8 @@ from collections.abc import Callable
 import pytest
 
 from pvefix.errors import EXIT_REFUSED, RefusedError
-from pvefix.executor.apply import ApplyOptions
 from pvefix.executor.journal import Record
+from pvefix.executor.options import ApplyOptions
 from pvefix.flow.apply import apply_phase
 from tests.executor.conftest import Captured, Node
 from tests.guest.conftest import AGENT, VMID, guest_root

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from pvefix.errors import EXIT_REFUSED, RefusedError
-from pvefix.executor.remote import Remote
 from pvefix.sim.serve import ReadyInfo
 from pvefix.sources.live import read_live
+from pvefix.target.sessions import Sessions
 from tests.sources.test_live import connection
 
 
@@ -42,10 +42,11 @@ def test_no_host_write_reaches_a_node_other_than_the_vms(
     fresh_sim: Callable[..., ReadyInfo], tmp_path: Path
 ) -> None:
     info = fresh_sim("large")
-    remote = Remote(connection(info, tmp_path, ssh_nodes={}), "node3")
-    with pytest.raises(RefusedError, match="reaches node 'node1', but the target is node 'node3'"):
-        remote.write_file("/etc/kernel/cmdline", "root=ZFS=rpool/ROOT/pve-1 iommu=pt\n")
-    remote.close()
+    wrong = "reaches node 'node1', but the target is node 'node3'"
+    with (Sessions(connection(info, tmp_path, ssh_nodes={})) as sessions,
+          pytest.raises(RefusedError, match=wrong)):
+        sessions.at("node3").replace_file("/etc/kernel/cmdline",
+                                          "root=ZFS=rpool/ROOT/pve-1 iommu=pt\n")
 
 
 def test_a_per_node_ssh_address_from_the_profile_is_used_for_the_vms_node(
@@ -65,5 +66,5 @@ def test_a_per_node_ssh_address_from_the_profile_is_used_for_the_vms_node(
     assert (conn.for_node("node1").ssh_host, conn.for_node("node1").ssh_port) == (
         "127.0.0.1", 22)
     assert conn.for_node("node2").effective_ssh_host == "127.0.0.1"
-    assert Remote(connection(info, tmp_path, ssh_nodes={"node3": "127.0.0.3"}), "node3"
-                  ).conn.effective_ssh_host == "127.0.0.3"
+    with Sessions(connection(info, tmp_path, ssh_nodes={"node3": "127.0.0.3"})) as sessions:
+        assert sessions.address("node3").host == "127.0.0.3"

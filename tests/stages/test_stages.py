@@ -13,8 +13,6 @@ import pytest
 
 from pvefix.digest import sha256_text
 from pvefix.errors import PvefixError, RefusedError
-from pvefix.executor.filetarget import REFRESH_TIMEOUT_S, NodeFiles
-from pvefix.executor.remote import Remote
 from pvefix.executor.restore import restore_files
 from pvefix.executor.snapshot import take_snapshot
 from pvefix.executor.steps import StepContext, build_steps
@@ -26,6 +24,9 @@ from pvefix.planner import plan as make_plan
 from pvefix.planner.model import Plan
 from pvefix.sources.bundle import read_bundle
 from pvefix.state import AccessFacts, HostState
+from pvefix.target.guest.channel import REFRESH_TIMEOUT_S
+from pvefix.target.node import ReopeningNode
+from pvefix.target.sessions import Sessions
 from tests.executor.conftest import Captured
 from tests.fakes.node import FakeNode, takes
 
@@ -86,10 +87,12 @@ def _host_phase(tmp_path: Path) -> tuple[HostState, Plan, FakeNode, StepContext]
     live = _live()
     plan = make_plan(live)
     node = FakeNode(files={CMDLINE: live.file(CMDLINE).text or ""})
-    # The VM config is not touched by phase 2: no Remote behind it (no SSH for its bytes).
-    ctx = StepContext(remote=cast(Remote, SimpleNamespace(has_ssh=False)), vmid=100,
+    # The VM config is not touched by phase 2: no sessions behind it (no SSH for its bytes).
+    no_ssh = SimpleNamespace(conn=SimpleNamespace(reaches_node=False))
+    ctx = StepContext(sessions=cast(Sessions, no_ssh), vmid=100,
                       writer=cast(VmWriter, None), vm_digest=live.vm.digest,
-                      backup_suffix="20260101T000000Z", node=NodeFiles(lambda: node))
+                      backup_suffix="20260101T000000Z",
+                      node=ReopeningNode("kpro6", lambda: node, 30))
     return live, plan, node, ctx
 
 

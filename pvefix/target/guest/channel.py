@@ -21,8 +21,8 @@ from pvefix.errors import PvefixError
 from pvefix.target.files import FILE_TIMEOUT_S, cat_text, temp_path
 from pvefix.target.result import CommandResult
 
-__all__ = ["FILE_TIMEOUT_S", "REFRESH_TIMEOUT_S", "GuestChannel", "Runs", "cat_file", "check",
-           "remove_quietly", "remove_temp", "temp_path"]
+__all__ = ["FILE_TIMEOUT_S", "REFRESH_TIMEOUT_S", "Files", "GuestChannel", "Runs", "cat_file",
+           "check", "remove_quietly", "remove_temp", "temp_path"]
 
 #: Seconds a boot loader refresh may take (update-grub scans every kernel).
 REFRESH_TIMEOUT_S = 300.0
@@ -35,6 +35,16 @@ class Runs(Protocol):
     def where(self) -> str: ...
 
     def run(self, argv: Sequence[str], timeout: float) -> CommandResult: ...
+
+
+class Files(Runs, Protocol):
+    """A node or a guest as a file step sees it (pvefix.executor.steps): read a file (None when
+    absent), replace one (a temporary file beside it, then a rename, the mode kept), run an
+    argument list within a time. A node (pvefix.target.node.Node) and every GuestChannel are."""
+
+    def read_file(self, path: str) -> str | None: ...
+
+    def replace_file(self, path: str, text: str) -> None: ...
 
 
 class GuestChannel(Protocol):

@@ -1,6 +1,7 @@
-"""Activation, only when asked: `--restart` (clean shutdown, `--force-stop` only if asked,
-start, check the start task and `running-machine`) and `--reboot-host` (reboot over SSH, wait
-for the API and SSH to come back with progress shown, then check /proc/cmdline)."""
+"""VM and host power over the API, for the activate stage (pvefix.executor.activate) and a
+rollback's --restart: a VM's clean shutdown (`--force-stop` only if asked), its start (the
+start task and `running-machine` checked), and the host's reboot over SSH, waited for until
+the API and SSH come back with progress shown."""
 
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ from dataclasses import dataclass
 
 from pvefix.console.progress import waiting
 from pvefix.errors import PvefixError
-from pvefix.executor.remote import Remote, TaskFailed
 from pvefix.target.nodes import NodeMismatch
 from pvefix.target.open import open_api, open_node
+from pvefix.target.sessions import Sessions
+from pvefix.target.tasks import TaskFailed, run_task
 from pvefix.vmconfig.machine import Machine
 
 Say = Callable[[str], None]
@@ -38,22 +40,22 @@ class VmRun:
     running_machine: str | None
 
 
-def vm_run(remote: Remote, vmid: int) -> VmRun:
-    data = remote.get(f"/nodes/{remote.node}/qemu/{vmid}/status/current") or {}
+def vm_run(sessions: Sessions, node: str, vmid: int) -> VmRun:
+    data = sessions.api().get(f"/nodes/{node}/qemu/{vmid}/status/current") or {}
     return VmRun(str(data.get("status", "unknown")), data.get("running-machine"))
 
 
-def shutdown_vm(remote: Remote, vmid: int, *, timeout: float, force_stop: bool,
+def shutdown_vm(sessions: Sessions, node: str, vmid: int, *, timeout: float, force_stop: bool,
                 task_timeout: float, say: Say) -> bool:
     """Shut the VM down cleanly; stop it hard only with force_stop. True if it was running."""
-    if vm_run(remote, vmid).status != "running":
+    if vm_run(sessions, node, vmid).status != "running":
         return False
-    base = f"/nodes/{remote.node}/qemu/{vmid}/status"
+    base = f"/nodes/{node}/qemu/{vmid}/status"
     say(f"VM {vmid}: shutting down (clean ACPI shutdown, up to {timeout:g} s)")
     try:
         with waiting(f"VM {vmid}", "the shutdown task", say):
-            remote.run_task(f"{base}/shutdown", {"timeout": str(int(timeout))},
-                            timeout + task_timeout)
+            run_task(sessions.api(), node, f"{base}/shutdown",
+                     {"timeout": str(int(timeout))}, timeout + task_timeout, say)
     except PvefixError as exc:
         if getattr(exc, "status", None) == 403:
             raise  # a privilege the API user lacks: a hard stop would be refused the same way
@@ -64,22 +66,22 @@ def shutdown_vm(remote: Remote, vmid: int, *, timeout: float, force_stop: bool,
             ) from None
         say(f"VM {vmid}: clean shutdown failed ({exc}); stopping it (--force-stop)")
         with waiting(f"VM {vmid}", "the stop task", say):
-            remote.run_task(f"{base}/stop", {}, task_timeout)
+            run_task(sessions.api(), node, f"{base}/stop", {}, task_timeout, say)
     return True
 
 
-def start_vm(remote: Remote, vmid: int, *, task_timeout: float, say: Say,
+def start_vm(sessions: Sessions, node: str, vmid: int, *, task_timeout: float, say: Say,
              machine: str | None, if_stopped: bool = False) -> VmRun:
     """Start the VM; StartFailed with Proxmox's message when the start task fails. A start
     that ends with `WARNINGS: N` started the VM: the warnings are shown, nothing is undone.
     With `if_stopped`, a VM that already runs (onboot) is only checked."""
-    if not (if_stopped and vm_run(remote, vmid).status == "running"):
+    if not (if_stopped and vm_run(sessions, node, vmid).status == "running"):
         say(f"VM {vmid}: starting")
         warnings: list[str] = []
         try:
             with waiting(f"VM {vmid}", "the start task", say) as wait:
-                ended = remote.run_task(f"/nodes/{remote.node}/qemu/{vmid}/status/start", {},
-                                        task_timeout, warn=warnings.append)
+                ended = run_task(sessions.api(), node, f"/nodes/{node}/qemu/{vmid}/status/start",
+                                 {}, task_timeout, say, warnings.append)
                 wait.awaited = "running-machine"
         except TaskFailed as exc:
             raise StartFailed(vmid, exc.exitstatus) from None
@@ -88,7 +90,7 @@ def start_vm(remote: Remote, vmid: int, *, task_timeout: float, say: Say,
         if ended != "OK":
             say(f"VM {vmid}: the start task ended with {ended}: it started; the warnings are "
                 "above")
-    run = vm_run(remote, vmid)
+    run = vm_run(sessions, node, vmid)
     if run.status != "running":
         raise ActivationError(f"VM {vmid} is {run.status} after a successful start task")
     want_q35 = Machine.parse(machine).is_q35
@@ -102,14 +104,15 @@ def start_vm(remote: Remote, vmid: int, *, task_timeout: float, say: Say,
     return run
 
 
-def _probe(remote: Remote) -> tuple[bool, bool, int | None]:
+def _probe(sessions: Sessions, node: str) -> tuple[bool, bool, int | None]:
     """Is the API up, is SSH up, and the node's uptime (fresh connections each time)."""
-    conn = remote.conn.model_copy(update={"timeout": min(remote.conn.timeout, 5.0)})
+    ours = sessions.conn.for_node(node)
+    conn = ours.model_copy(update={"timeout": min(ours.timeout, 5.0)})
     api_up, ssh_up, uptime = False, False, None
     try:
         client = open_api(conn)
         try:
-            status = client.get(f"/nodes/{remote.node}/status") or {}
+            status = client.get(f"/nodes/{node}/status") or {}
             uptime = int(status.get("uptime", 0)) or None
             api_up = True
         finally:
@@ -118,14 +121,14 @@ def _probe(remote: Remote) -> tuple[bool, bool, int | None]:
         pass
     if conn.ssh:
         try:
-            shell = open_node(conn, remote.address())  # the node's own hostname, too
+            shell = open_node(conn, sessions.address(node))  # the node's own hostname, too
             try:
                 ssh_up = shell.run(["true"]).ok
             finally:
                 shell.close()
         except NodeMismatch as exc:
             # Up, but another host (or one under another name): waiting cannot mend it.
-            raise ActivationError(f"host {remote.node} is up again, but under another name:"
+            raise ActivationError(f"host {node} is up again, but under another name:"
                                   f" {exc.message}", source=exc.source) from None
         except PvefixError:
             pass
@@ -134,32 +137,32 @@ def _probe(remote: Remote) -> tuple[bool, bool, int | None]:
     return api_up, ssh_up, uptime
 
 
-def reboot_host(remote: Remote, *, timeout: float, say: Say) -> float:
-    """Reboot the node over SSH and wait until API and SSH answer again; returns seconds."""
-    before = remote.get(f"/nodes/{remote.node}/status") or {}
+def reboot_host(sessions: Sessions, node: str, *, timeout: float, say: Say) -> float:
+    """Reboot `node` over SSH and wait until API and SSH answer again; returns seconds. The
+    command's sessions are opened afresh afterwards (the reboot dropped them)."""
+    before = sessions.api().get(f"/nodes/{node}/status") or {}
     uptime_before = int(before.get("uptime", 0))
-    say(f"host {remote.node}: rebooting (every VM on it stops; onboot=1 VMs start again)")
+    say(f"host {node}: rebooting (every VM on it stops; onboot=1 VMs start again)")
     # The connection may drop before the exit status arrives: expected.
     with contextlib.suppress(PvefixError):
-        remote.run(["reboot"])
-    remote.close()
+        sessions.at(node).run_in_time(["reboot"])
     start = time.monotonic()
     seen_down = False
-    with waiting(f"host {remote.node}", "API and SSH to go down and come back", say) as wait:
+    with waiting(f"host {node}", "API and SSH to go down and come back", say) as wait:
         while True:
             elapsed = time.monotonic() - start
             if elapsed > timeout:
                 raise ActivationError(
-                    f"host {remote.node} did not come back within {timeout:g} s "
+                    f"host {node} did not come back within {timeout:g} s "
                     f"(last seen: {wait.state or 'nothing'})"
                 )
-            api_up, ssh_up, uptime = _probe(remote)
+            api_up, ssh_up, uptime = _probe(sessions, node)
             wait.update(f"api {'up' if api_up else 'down'}, ssh {'up' if ssh_up else 'down'}")
             if not (api_up and ssh_up):
                 seen_down = True
             elif seen_down or (uptime is not None and uptime < uptime_before):
                 break
             time.sleep(POLL_S)
-    say(f"host {remote.node}: back after {elapsed:.1f} s")
-    remote.reconnect()
+    say(f"host {node}: back after {elapsed:.1f} s")
+    sessions.forget()
     return elapsed
