@@ -17,11 +17,14 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from tests.shared import NEEDS_SHARED, SHARED
+
+T = TypeVar("T")
 
 PVE_API = SHARED / "pve-api" / "pve-api"
 SCENARIOS = Path(__file__).resolve().parents[1] / "pvefix" / "scenarios"
@@ -183,3 +186,14 @@ def run_pvefix(args: list[str], home: Path, *, timeout: float = 240) -> Run:
     done = subprocess.run([PVEFIX, *args], capture_output=True, text=True, env=env,
                           timeout=timeout, check=False, stdin=subprocess.DEVNULL)
     return Run(tuple(args), done.returncode, done.stdout, done.stderr)
+
+
+def at_once(sides: dict[str, Callable[[], T]]) -> dict[str, T]:
+    """Each side's flow (Proxmox's daemons, the simulator: nothing shared) run at the same
+    time, so a test costs the slower side's time, not the sum (CI's 30-minute budget); an
+    assertion on either side fails the test once both have ended."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(len(sides)) as pool:
+        futures = {name: pool.submit(run) for name, run in sides.items()}
+        return {name: future.result() for name, future in futures.items()}

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +28,7 @@ from pvefix.planner import plan as make_plan
 from pvefix.planner.model import PlanOptions
 from pvefix.sim.serve import write_ready_file
 from pvefix.sources.bundle import read_bundle
-from tests.realapi import RealNode, Run, run_pvefix
+from tests.realapi import RealNode, Run, at_once, run_pvefix
 
 pytestmark = pytest.mark.conformance
 
@@ -192,12 +191,11 @@ def test_documented_flow_gives_the_same_answers_on_proxmox_and_the_simulator(
 
     # The two sides share nothing (their own node, state and config folders): they run at
     # once, so the flow costs the slower side's time, not the sum (CI's 30-minute budget).
-    with ThreadPoolExecutor(2) as pool:
-        real_side = pool.submit(side, "proxmox", real.ready_file, lambda: real.conf(case.vmid),
-                                real.ready, lambda: real.settle(case.vmid))
-        sim_side = pool.submit(side, "simulator", sim_ready, sim_conf_path.read_bytes,
-                               json.loads(sim_ready.read_text()), lambda: None)
-        codes = {"proxmox": real_side.result(), "simulator": sim_side.result()}
+    codes = at_once({
+        "proxmox": lambda: side("proxmox", real.ready_file, lambda: real.conf(case.vmid),
+                                real.ready, lambda: real.settle(case.vmid)),
+        "simulator": lambda: side("simulator", sim_ready, sim_conf_path.read_bytes,
+                                  json.loads(sim_ready.read_text()), lambda: None)})
     assert codes["proxmox"] == codes["simulator"]
 
 

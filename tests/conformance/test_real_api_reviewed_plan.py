@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from pvefix.sim.serve import write_ready_file
-from tests.realapi import run_pvefix
+from tests.realapi import at_once, run_pvefix
 
 pytestmark = pytest.mark.conformance
 
@@ -54,11 +54,12 @@ def test_a_reviewed_plan_reaches_phase_3_on_proxmox_as_on_the_simulator(
     info = sim_launcher.start("kpro6")
     sim_ready = tmp_path / "sim.json"
     write_ready_file(info, sim_ready)
-    codes = {}
-    for side, ready, settle in (("proxmox", real.ready_file, lambda: real.settle(100)),
-                                ("simulator", sim_ready, lambda: None)):
-        home = tmp_path / side
-        home.mkdir()
-        codes[side] = _flow(ready, home, settle, edit_between)
+    (tmp_path / "proxmox").mkdir()
+    (tmp_path / "simulator").mkdir()
+    codes = at_once({
+        "proxmox": lambda: _flow(real.ready_file, tmp_path / "proxmox",
+                                 lambda: real.settle(100), edit_between),
+        "simulator": lambda: _flow(sim_ready, tmp_path / "simulator", lambda: None,
+                                   edit_between)})
     want = [2, 0, 3 if edit_between else 0]
     assert codes == {"proxmox": want, "simulator": want}, codes
