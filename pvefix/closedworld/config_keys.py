@@ -129,7 +129,9 @@ HOSTPCI_OPTIONS: tuple[Input, ...] = tuple(
         ("mapping", "modelled", ("start", "bar-space", "iommu-groups", "p2p", "drift"),
          "a cluster mapping: one of its devices, chosen at start"),
         ("pcie", "modelled", ("pcie", "start"), "a root port (needs q35)"),
-        ("x-vga", "modelled", ("p2p", "start"), "primary VGA; kvm=off for the whole VM"),
+        ("x-vga", "modelled", ("p2p", "start"),
+         "primary VGA; kvm=off for the whole VM, unless the cpu line (or its model) sets"
+         " hidden, which then decides (CPUConfig.pm get_cpu_options), or args sets -cpu"),
         ("legacy-igd", "modelled", ("start",), "Intel IGD legacy mode (00:02.0 on i440fx)"),
         ("romfile", "modelled", ("start",), "a ROM under /usr/share/kvm (root only)"),
         ("rombar", "inert", (), "the ROM BAR is a 32-bit BAR of the device's own size"),

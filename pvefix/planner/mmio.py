@@ -86,6 +86,14 @@ class CpuLine:
         return (own or "0") in ("1", "on", "yes", "true")
 
     @property
+    def hidden_given(self) -> bool:
+        """Whether the cpu line (or its custom model) sets `hidden` at all: qemu-server then takes
+        kvm=off from it alone, overriding the kvm=off an x-vga=1 entry asks for (CPUConfig.pm
+        get_cpu_options: `$kvm_off = $cpu->{hidden} if defined(...)`, after PCI.pm set it)."""
+        return self.prop.get("hidden") is not None or (
+            self.model is not None and self.model.hidden is not None)
+
+    @property
     def custom_unknown(self) -> bool:
         """A custom-* model whose definition pvefix has not read."""
         return self.cputype.startswith("custom-") and self.model is None
