@@ -81,6 +81,11 @@ INPUTS_MODELLED: tuple[Input, ...] = (
          "a hibernated VM: the next start resumes the saved state", _QS + " vm_start (resume)"),
     _key("runningmachine", "modelled", ("machine", "activation"),
          "the machine a running or hibernated VM was started with"),
+    _key("machine:viommu", "unmodelled", ("p2p",),
+         "a vIOMMU (intel-iommu or virtio-iommu) in the guest: every DMA of the passed GPUs,"
+         " peer-to-peer included, goes through the guest's own IOMMU translation, which"
+         " NVIDIA's P2P guidance and the clique do not cover; pvefix does not model it",
+         _QS + " config_to_command (-device intel-iommu,caching-mode=on / virtio-iommu-pci)"),
     _key("efidiskN", "modelled", ("bar-space",),
          "efitype=4m runs the 4 MiB OVMF images of the installed package's edk2; any other VM"
          " the 2 MiB OVMF_CODE.fd, from pve-edk2-firmware 4.2023.08 on a prebuilt edk2 2023.02"

@@ -38,7 +38,7 @@ class Gap:
 
 def config_gaps(values: Mapping[str, str]) -> list[Gap]:
     """Every unmodelled input the config holds that can change a claim."""
-    out = _key_gaps(values)
+    out = _key_gaps(values) + list(_machine_gaps(values.get("machine")))
     for key, value in sorted(values.items()):
         if HOSTPCI_KEY.match(key):
             out += _hostpci_gaps(key, value)
@@ -61,6 +61,16 @@ def _key_gaps(values: Mapping[str, str]) -> list[Gap]:
             item = replace(item, claims=claims)
         out.append(Gap(item, f"{key}: {value}"))
     return out
+
+
+@lru_cache(maxsize=1024)
+def _machine_gaps(machine: str | None) -> tuple[Gap, ...]:
+    """Sub-options of a modelled `machine` that are not modelled (`viommu=`)."""
+    item = lookup("config-key", "machine:viommu")
+    parts = [p.strip() for p in (machine or "").split(",")]
+    if item is None or not any(p.startswith("viommu=") for p in parts):
+        return ()
+    return (Gap(item, f"machine: {machine}"),)
 
 
 @lru_cache(maxsize=4096)
