@@ -18,6 +18,14 @@ has the rules and their sources):
 Named models report 40 phys-bits unless `phys-bits=` says otherwise; `cpu: host` and
 `phys-bits=host` report the host's.
 
+The OVMF build is the one the VM runs: `efidisk0: ...,efitype=4m` gets the 4 MiB images of the
+installed pve-edk2-firmware, any other VM the 2 MiB image, which from 4.2023.08 on is a prebuilt
+edk2 2023.02 (pve-edk2-firmware-legacy; qemu-server OVMF.pm get_ovmf_files). The window holds
+more than the GPUs: every modern virtio function (the balloon unless `balloon: 0`, virtio NICs,
+disks and SCSI controllers, the agent's serial, ...) has a 64-bit BAR there, so an X-PciMmio64Mb
+window of exactly the GPUs' size loses a GPU (fw-lab, --topo proxmox); the size offered leaves
+room, and a leftover X-PciMmio64Mb whose removal lets OVMF's own window fit is offered for removal.
+
 Sizes count hostpci ENTRIES: a `mapping=` entry passes one device of its pool, picked at start,
 and is sized by its largest candidate. Each device counts as one block of its 64-bit BARs' sum
 rounded up to a power of two: its root port's window is aligned to its largest BAR, so a GPU
