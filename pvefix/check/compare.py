@@ -16,6 +16,7 @@ from pvefix.check.report import AT_COLD_START, AT_HOST_REBOOT, PRESENT, CheckIte
 from pvefix.closedworld import Claim
 from pvefix.closedworld.config_keys import family
 from pvefix.closedworld.gaps import config_gaps
+from pvefix.closedworld.kernel_params import classify as classify_token
 from pvefix.closedworld.registry import lookup
 from pvefix.cmdline import Cmdline
 from pvefix.desired.model import (
@@ -387,8 +388,35 @@ def compare_node(rule: NodeDesired, node: ObservedNode) -> list[CheckItem]:
     def make(**fields: object) -> CheckItem:
         return CheckItem(target="node", node=node.name, **fields)
 
-    return _cmdline_items(rule.cmdline, node.configured_cmdline(), node.running_cmdline(),
-                          make, node.problem, host=True)
+    configured, running = node.configured_cmdline(), node.running_cmdline()
+    items = _cmdline_items(rule.cmdline, configured, running, make, node.problem, host=True)
+    return _host_not_established(items, [x for x in (configured, running) if x is not None])
+
+
+def _host_not_established(items: list[CheckItem], lines: list[Cmdline]) -> list[CheckItem]:
+    """A required parameter that holds, whose claim (host-iommu for `iommu=pt`) an unmodelled
+    token of the configured or booted cmdline touches (`amd_iommu=force_enable`,
+    `intel_iommu=sm_on`: pvefix.closedworld.kernel_params), is not established: UNKNOWN."""
+    gaps = [(t.raw, i) for line in lines for t in line.tokens for i in classify_token(t)
+            if i.status == "unmodelled"]
+    if not gaps:
+        return items
+    out = []
+    for item in items:
+        required = item.status == "ok" and bool(item.want) and not (
+            item.want or "").startswith("not ")  # a forbidden one is absent: read as it is
+        claims = {c for t in Cmdline.parse(item.want or "").tokens for i in classify_token(t)
+                  for c in i.claims} if required else set()
+        hit = next(((c, raw, i) for c in sorted(claims) for raw, i in gaps if c in i.claims),
+                   None)
+        if hit is None:
+            out.append(item)
+            continue
+        claim, raw, gap = hit
+        out.append(item.model_copy(update={"status": "unknown", "detail": (
+            f"not established: {claim} ({gap.kind} {gap.name}): the cmdline holds {raw!r},"
+            f" which pvefix does not model for this claim. {gap.why}")}))
+    return out
 
 
 def build_report(

@@ -9,12 +9,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pvefix.check.compare import build_report, compare_vm
+from pvefix.check.compare import build_report, compare_node, compare_vm
 from pvefix.check.report import CheckItem
 from pvefix.closedworld.config_keys import INPUTS_INERT
-from pvefix.desired import DesiredState, HostPciRule, MachineRule, VmDesired
+from pvefix.desired import (
+    CmdlineRules,
+    DesiredState,
+    HostPciRule,
+    MachineRule,
+    NodeDesired,
+    VmDesired,
+)
 from pvefix.errors import EXIT_ERROR, EXIT_OK
-from pvefix.observed import ObservedVm
+from pvefix.observed import ObservedNode, ObservedVm
 
 BASE = {"machine": "q35", "hostpci0": "0000:01:00.0,pcie=1", "memory": "65536",
         "cpu": "host", "numa": "1"}
@@ -93,3 +100,30 @@ def test_a_hook_or_a_saved_state_leaves_the_devices_not_established(
     items = compare_vm(RULE, observed(extra))
     assert item(items, "hostpci0.host").status == "unknown"
     assert item(items, "machine").status == "ok", "neither touches the machine claim"
+
+
+HOST = NodeDesired(cmdline=CmdlineRules(required=("iommu=pt",), forbidden=("amd_iommu=on",)))
+
+
+def host(line: str) -> ObservedNode:
+    return ObservedNode(name="pve1", loader="systemd-boot", configured=line,
+                        configured_source="/etc/kernel/cmdline", running=line)
+
+
+@pytest.mark.parametrize("token", ["amd_iommu=force_enable", "intel_iommu=sm_on", "iommu=soft",
+                                   "amd_iommu=pgtbl_v2", "pci=off"])
+def test_a_required_iommu_parameter_is_not_established_beside_an_unmodelled_token(
+        token: str) -> None:
+    (required, forbidden) = compare_node(HOST, host(f"root=x iommu=pt {token}"))
+    assert required.status == "unknown"
+    assert required.detail.startswith("not established: host-iommu (kernel-param ")
+    assert token in required.detail
+    assert forbidden.status == "ok", "an absent forbidden token is read as it is"
+
+
+@pytest.mark.parametrize("token", ["quiet", "pcie_aspm=off", "nomodeset",
+                                   "pcie_acs_override=id:1:2", "video=efifb:off"])
+def test_a_token_that_touches_no_host_iommu_claim_leaves_the_verdict_alone(token: str) -> None:
+    """Inert, outside every family, or unmodelled for other claims (the groups, the start)."""
+    got = compare_node(HOST, host(f"root=x iommu=pt {token}"))
+    assert [i.status for i in got] == ["ok", "ok"]
