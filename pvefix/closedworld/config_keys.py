@@ -95,13 +95,14 @@ INPUTS_MODELLED: tuple[Input, ...] = (
     *(_key(n, "modelled", ("bar-space",), _VIRTIO, _VIRTIO_SRC)
       for n in "balloon agent vga scsihw netN virtioN scsiN rngN virtiofsN".split()),
     _key("hugepages", "unmodelled", ("start",),
-         "Proxmox refuses the start without numa: 1 (\"numa needs to be enabled to use"
-         " hugepages\") and with it allocates the pages on the host at start, which fails"
-         " when the host's pool lacks them; pvefix reads neither",
+         "Proxmox allocates the pages on the host at start, which fails when the host's pool"
+         " lacks them, and pvefix does not read the pool; its refusals from the config alone"
+         " (hugepages without numa: 1) are modelled (vm.memory.start-error)",
          "qemu-server src/PVE/QemuServer/Memory.pm config, hugepages_allocate"),
     _key("numaN", "unmodelled", ("start",),
-         "with numa: 1 each numaN node needs memory and cpus, hostnodes a policy, and their"
-         " memory must add up to `memory`, else Proxmox refuses the start; pvefix checks none",
+         "a node's hostnodes must exist on the host (and hugepages need them), which pvefix"
+         " does not read; the refusals from the config alone (memory, cpus, a policy, nodes"
+         " adding up to `memory`) are modelled (vm.memory.start-error). Read only with numa: 1",
          "qemu-server src/PVE/QemuServer/Memory.pm config"),
 )
 
@@ -181,8 +182,9 @@ def matters(name: str, value: str, values: Mapping[str, str]) -> bool:
     text = value.strip()
     if name == "hotplug":
         return "memory" in text.split(",") or text == "memory"
-    if name == "numaN":
-        return values.get("numa", "").strip() == "1"  # numaN is read only with numa: 1
+    if name == "numaN":  # read only with numa: 1; the host's nodes matter with hostnodes
+        return values.get("numa", "").strip() == "1" and (
+            "hostnodes" in text or bool(values.get("hugepages", "").strip()))
     if name in ("kvm", "acpi"):
         return text not in ("1", "on", "yes", "true")
     if name in ("freeze",):
