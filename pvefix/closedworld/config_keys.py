@@ -101,7 +101,7 @@ INPUTS_MODELLED: tuple[Input, ...] = (
          "qemu-server src/PVE/QemuServer/Memory.pm config, hugepages_allocate"),
     _key("numaN", "unmodelled", ("start",),
          "a node's hostnodes must exist on the host (and hugepages need them), which pvefix"
-         " does not read; the refusals from the config alone (memory, cpus, a policy, nodes"
+         " does not read; the refusals from the config alone (memory, a policy, nodes"
          " adding up to `memory`) are modelled (vm.memory.start-error). Read only with numa: 1",
          "qemu-server src/PVE/QemuServer/Memory.pm config"),
 )

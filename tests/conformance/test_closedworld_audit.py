@@ -17,6 +17,7 @@ import pytest
 
 from pvefix.planner import mmio
 from pvefix.planner.context import build_context
+from pvefix.planner.rules.config_health import memory_refusal
 from pvefix.planner.rules.topology import kvm_hidden_by
 from pvefix.state import HostState
 from tests.planner.loader import CASES, build_state, load_case
@@ -71,12 +72,23 @@ def test_the_virtio_functions_pvefix_counts_are_the_ones_proxmox_adds(
     ("hugepages: 1024\n", "numa needs to be enabled to use hugepages"),
     ("numa: 1\nnuma0: cpus=0-3,memory=32768\n",
      "total memory for NUMA nodes must be equal to vm static memory"),
-    ("numa: 1\nnuma0: cpus=0-3,memory=65536\n", None),
+    ("numa: 1\nnuma0: cpus=0-3,memory=32768\nnuma1: cpus=4-7,memory=32768\n", None),
+    ("numa: 1\nnuma0: cpus=0-3\n", "missing NUMA node0 memory value"),
+    ("numa: 1\nnuma0: memory=65536\n", None),  # parse_numa gives an empty cpus list
+    ("numa: 1\nnuma0: cpus=0-3,memory=65536,hostnodes=0\n",
+     "you need to define a policy for hostnode 0"),
+    ("numa: 1\nhugepages: 2\nnuma0: cpus=0-3,memory=65536\n",
+     "numa hostnodes need to be defined to use hugepages"),
     ("numa: 0\nnuma0: cpus=0-3,memory=32768\n", None),
 ])
 def test_memory_layouts_proxmox_refuses(oracle: Any, extra: str, refused: str | None) -> None:
-    ok, error, _ = _cmd(oracle, BASE + extra)
+    """Proxmox's answer, and pvefix's reading of the same config (config_health
+    memory_refusal), are the same refusal or none."""
+    text = BASE + extra
+    ok, error, _ = _cmd(oracle, text)
     assert ok == (refused is None) and (refused is None or refused in error), error
+    values = dict(ln.split(": ", 1) for ln in text.splitlines())
+    assert memory_refusal(values) == refused
 
 
 def _state(cpu: str) -> HostState:

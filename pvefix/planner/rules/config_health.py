@@ -47,7 +47,7 @@ MAX_NUMA = 8  # qemu-server Memory.pm $MAX_NUMA
 def memory_refusal(values: Mapping[str, str]) -> str | None:
     """Proxmox's own refusal of the VM's memory layout, in its words (qemu-server Memory.pm
     config, which stops at the first): hugepages without numa, and with numa: 1 each numaN
-    node's memory and cpus, a policy for its hostnodes, hostnodes for hugepages, and nodes whose
+    node's memory, a policy for its hostnodes, hostnodes for hugepages, and nodes whose
     memory does not add up to `memory`. None when it has none of them (what the host holds,
     its hugepage pool and NUMA nodes, is not read: closedworld config_keys)."""
     numa = values.get("numa", "").strip() == "1"
@@ -67,8 +67,6 @@ def memory_refusal(values: Mapping[str, str]) -> str | None:
             continue
         if not node.get("memory"):
             return f"missing NUMA node{i} memory value"
-        if node.get("cpus") is None:
-            return f"missing NUMA node{i} cpus"
         if node.get("hostnodes") is not None and not node.get("policy"):
             return f"you need to define a policy for hostnode {node.get('hostnodes')}"
         if node.get("hostnodes") is None and huge:
