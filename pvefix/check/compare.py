@@ -13,6 +13,11 @@ from collections.abc import Callable, Mapping
 from functools import lru_cache
 
 from pvefix.check.report import AT_COLD_START, AT_HOST_REBOOT, PRESENT, CheckItem, CheckReport
+from pvefix.closedworld import Claim
+from pvefix.closedworld.config_keys import family
+from pvefix.closedworld.gaps import config_gaps
+from pvefix.closedworld.kernel_params import classify as classify_token
+from pvefix.closedworld.registry import lookup
 from pvefix.cmdline import Cmdline
 from pvefix.desired.model import (
     CmdlineRules,
@@ -27,7 +32,7 @@ from pvefix.errors import PvefixError
 from pvefix.observed import NOT_CONFIG, ObservedNode, ObservedVm
 from pvefix.vmconfig import HostPci, Machine, PropertyString
 from pvefix.vmconfig.args import clique_map
-from pvefix.vmconfig.hostpci import normalize_address
+from pvefix.vmconfig.hostpci import HOSTPCI_KEY, normalize_address
 
 # Keys that come and go by themselves (a backup sets `lock`): never "unexpected".
 TRANSIENT = frozenset({"lock"})
@@ -319,6 +324,7 @@ def compare_vm(rule: VmDesired, vm: ObservedVm) -> list[CheckItem]:
         items.append(_vm_item(vm, "unexpected keys", "(none)", _unexpected_judge(rule),
                               key="*", want=None,
                               detail="closed = true: keys not pinned, absent or free"))
+    items = _not_established(items, vm)
     if rule.guest_cmdline is not None:
         guest = None if vm.guest_cmdline is None else Cmdline.parse(vm.guest_cmdline)
 
@@ -332,14 +338,85 @@ def compare_vm(rule: VmDesired, vm: ObservedVm) -> list[CheckItem]:
     return items
 
 
+def _claims_of(item: CheckItem) -> tuple[Claim, ...]:
+    """What an item's "ok" says beyond the text it compared: the claim it stands for. None
+    for what is read as it runs (the running machine) or is only text (unexpected or absent
+    keys)."""
+    key = item.key
+    if item.where == "running" or key == "*" or item.want is None:
+        return ()
+    if key == "machine":
+        return ("machine",)
+    if key.startswith("args:"):
+        return ("p2p",)
+    if key.startswith("guest-cmdline:"):
+        return ("guest-cmdline",)
+    if HOSTPCI_KEY.match(key.partition(".")[0]):
+        return ("pcie",) if key.endswith(".pcie") else ("start",)
+    found = lookup("config-key", family(key))
+    return found.claims if found is not None and found.status == "modelled" else ()
+
+
+def _not_established(items: list[CheckItem], vm: ObservedVm) -> list[CheckItem]:
+    """An "ok" that rests on an input of the VM's next start pvefix does not model (the
+    closed world, pvefix.closedworld.gaps config_gaps) is not established: UNKNOWN (exit 1),
+    naming the input. Drift stays drift: the text wanted is not there, whatever the rest."""
+    if not any(i.status == "ok" for i in items):
+        return items
+    gaps = config_gaps(vm.next)
+    if not gaps:
+        return items
+    out = []
+    for item in items:
+        claims = _claims_of(item) if item.status == "ok" else ()
+        hit = next(((claim, g) for claim in claims for g in gaps if claim in g.item.claims),
+                   None)
+        if hit is None:
+            out.append(item)
+            continue
+        claim, gap = hit
+        out.append(item.model_copy(update={"status": "unknown", "detail": (
+            f"not established: {claim} ({gap.item.kind} {gap.item.name}): the config says"
+            f" what is wanted, but the next start holds {gap.where!r}, which pvefix does not"
+            f" model for this claim. {gap.item.why}").strip()}))
+    return out
+
+
 def compare_node(rule: NodeDesired, node: ObservedNode) -> list[CheckItem]:
     """The node's cmdline rules, judged on its configured and booted cmdlines."""
 
     def make(**fields: object) -> CheckItem:
         return CheckItem(target="node", node=node.name, **fields)
 
-    return _cmdline_items(rule.cmdline, node.configured_cmdline(), node.running_cmdline(),
-                          make, node.problem, host=True)
+    configured, running = node.configured_cmdline(), node.running_cmdline()
+    items = _cmdline_items(rule.cmdline, configured, running, make, node.problem, host=True)
+    return _host_not_established(items, [x for x in (configured, running) if x is not None])
+
+
+def _host_not_established(items: list[CheckItem], lines: list[Cmdline]) -> list[CheckItem]:
+    """A required parameter that holds, whose claim (host-iommu for `iommu=pt`) an unmodelled
+    token of the configured or booted cmdline touches (`amd_iommu=force_enable`,
+    `intel_iommu=sm_on`: pvefix.closedworld.kernel_params), is not established: UNKNOWN."""
+    gaps = [(t.raw, i) for line in lines for t in line.tokens for i in classify_token(t)
+            if i.status == "unmodelled"]
+    if not gaps:
+        return items
+    out = []
+    for item in items:
+        required = item.status == "ok" and bool(item.want) and not (
+            item.want or "").startswith("not ")  # a forbidden one is absent: read as it is
+        claims = {c for t in Cmdline.parse(item.want or "").tokens for i in classify_token(t)
+                  for c in i.claims} if required else set()
+        hit = next(((c, raw, i) for c in sorted(claims) for raw, i in gaps if c in i.claims),
+                   None)
+        if hit is None:
+            out.append(item)
+            continue
+        claim, raw, gap = hit
+        out.append(item.model_copy(update={"status": "unknown", "detail": (
+            f"not established: {claim} ({gap.kind} {gap.name}): the cmdline holds {raw!r},"
+            f" which pvefix does not model for this claim. {gap.why}")}))
+    return out
 
 
 def build_report(

@@ -27,6 +27,14 @@ def _inert(names: str, why: str) -> tuple[Input, ...]:
     return tuple(_key(n, "inert", (), why) for n in names.split())
 
 
+_VIRTIO = ("adds a modern virtio-pci function (balloon: on unless 0; agent and qxl/virtio vga:"
+           " virtio-serial; virtio NICs, disks, SCSI controllers, RNGs, virtiofs) whose 64-bit"
+           " prefetchable BAR the firmware places in the GPUs' window: an X-PciMmio64Mb window"
+           " of exactly the GPUs' size has no room left and OVMF drops a GPU's BAR"
+           " (pvefix.planner.mmio other_64bit_devices)")
+_VIRTIO_SRC = ("QEMU hw/virtio/virtio-pci.c (modern BAR); qemu-server config_to_command; fw-lab"
+               " --topo proxmox with a virtio-balloon-pci behind a pci-bridge")
+
 INPUTS_MODELLED: tuple[Input, ...] = (
     _key("machine", "modelled", ("machine", "start", "bar-space", "pcie"),
          "the q35 and pcie rules, the 64-bit window (QEMU version), Proxmox's start checks"),
@@ -73,6 +81,29 @@ INPUTS_MODELLED: tuple[Input, ...] = (
          "a hibernated VM: the next start resumes the saved state", _QS + " vm_start (resume)"),
     _key("runningmachine", "modelled", ("machine", "activation"),
          "the machine a running or hibernated VM was started with"),
+    _key("machine:viommu", "unmodelled", ("p2p",),
+         "a vIOMMU (intel-iommu or virtio-iommu) in the guest: every DMA of the passed GPUs,"
+         " peer-to-peer included, goes through the guest's own IOMMU translation, which"
+         " NVIDIA's P2P guidance and the clique do not cover; pvefix does not model it",
+         _QS + " config_to_command (-device intel-iommu,caching-mode=on / virtio-iommu-pci)"),
+    _key("efidiskN", "modelled", ("bar-space",),
+         "efitype=4m runs the 4 MiB OVMF images of the installed package's edk2; any other VM"
+         " the 2 MiB OVMF_CODE.fd, from pve-edk2-firmware 4.2023.08 on a prebuilt edk2 2023.02"
+         " build (pve-edk2-firmware-legacy) whose window rules are its own"
+         " (pvefix.planner.mmio ovmf_build)",
+         _QS + "/OVMF.pm get_ovmf_files; pve-edk2-firmware debian/changelog 4.2023.08-1"),
+    *(_key(n, "modelled", ("bar-space",), _VIRTIO, _VIRTIO_SRC)
+      for n in "balloon agent vga scsihw netN virtioN scsiN rngN virtiofsN".split()),
+    _key("hugepages", "unmodelled", ("start",),
+         "Proxmox allocates the pages on the host at start, which fails when the host's pool"
+         " lacks them, and pvefix does not read the pool; its refusals from the config alone"
+         " (hugepages without numa: 1) are modelled (vm.memory.start-error)",
+         "qemu-server src/PVE/QemuServer/Memory.pm config, hugepages_allocate"),
+    _key("numaN", "unmodelled", ("start",),
+         "a node's hostnodes must exist on the host (and hugepages need them), which pvefix"
+         " does not read; the refusals from the config alone (memory, a policy, nodes"
+         " adding up to `memory`) are modelled (vm.memory.start-error). Read only with numa: 1",
+         "qemu-server src/PVE/QemuServer/Memory.pm config"),
 )
 
 INPUTS_INERT: tuple[Input, ...] = (
@@ -81,16 +112,17 @@ INPUTS_INERT: tuple[Input, ...] = (
             " own, not what a start runs"),
     *_inert("affinity cpulimit cpuunits shares cores sockets vcpus smp",
             "CPU count and scheduling: no address width, BAR or device"),
-    *_inert("balloon allow-ksm hugepages keephugepages",
-            "memory backing; passthrough pins guest RAM either way"),
-    *_inert("agent boot bootdisk cdrom keyboard localtime tablet tdf startdate vga"
-            " spice_enhancements smbios1 vmgenid watchdog scsihw migrate_downtime migrate_speed"
-            " vmstatestorage", "devices and settings with no large or 64-bit BAR"),
+    *_inert("allow-ksm keephugepages",
+            "memory merging, and whether hugepages stay reserved after the VM stops"),
+    *_inert("boot bootdisk cdrom keyboard localtime tablet tdf startdate"
+            " spice_enhancements smbios1 vmgenid watchdog migrate_downtime migrate_speed"
+            " vmstatestorage", "settings and devices with no 64-bit BAR (tablet: a USB"
+            " device; watchdog: i6300esb, a 32-bit BAR)"),
     *_inert("cicustom cipassword citype ciupgrade ciuser nameserver searchdomain sshkeys"
             " ipconfigN", "cloud-init data for the guest"),
-    *_inert("ideN sataN scsiN virtioN efidiskN tpmstateN unusedN virtiofsN netN audioN"
-            " parallelN serialN usbN rngN numaN",
-            "disks, NICs and small devices (BARs of kilobytes); numaN splits the same RAM"),
+    *_inert("ideN sataN tpmstateN unusedN audioN parallelN serialN usbN",
+            "disks on emulated controllers, TPM, sound, serial and USB: no 64-bit BAR in the"
+            " GPUs' window"),
     *_inert("parent snaptime running-nets-host-mtu runningcpu meta",
             "bookkeeping Proxmox writes (snapshot tree, creation metadata)"),
 )
@@ -103,7 +135,9 @@ HOSTPCI_OPTIONS: tuple[Input, ...] = tuple(
         ("mapping", "modelled", ("start", "bar-space", "iommu-groups", "p2p", "drift"),
          "a cluster mapping: one of its devices, chosen at start"),
         ("pcie", "modelled", ("pcie", "start"), "a root port (needs q35)"),
-        ("x-vga", "modelled", ("p2p", "start"), "primary VGA; kvm=off for the whole VM"),
+        ("x-vga", "modelled", ("p2p", "start"),
+         "primary VGA; kvm=off for the whole VM, unless the cpu line (or its model) sets"
+         " hidden, which then decides (CPUConfig.pm get_cpu_options), or args sets -cpu"),
         ("legacy-igd", "modelled", ("start",), "Intel IGD legacy mode (00:02.0 on i440fx)"),
         ("romfile", "modelled", ("start",), "a ROM under /usr/share/kvm (root only)"),
         ("rombar", "inert", (), "the ROM BAR is a 32-bit BAR of the device's own size"),
@@ -148,6 +182,9 @@ def matters(name: str, value: str, values: Mapping[str, str]) -> bool:
     text = value.strip()
     if name == "hotplug":
         return "memory" in text.split(",") or text == "memory"
+    if name == "numaN":  # read only with numa: 1; the host's nodes matter with hostnodes
+        return values.get("numa", "").strip() == "1" and (
+            "hostnodes" in text or bool(values.get("hugepages", "").strip()))
     if name in ("kvm", "acpi"):
         return text not in ("1", "on", "yes", "true")
     if name in ("freeze",):

@@ -26,6 +26,10 @@ every vendor-specific action. Each input is one of:
   qemu-server's schema as pvefix knows it lacks) is unmodelled for every claim a start can
   change.
 
+`pvefix check` holds the same rule (docs/check.md, "Not established"): an item of a VM's desired
+state that holds as text but whose claim rests on an unmodelled input of the VM's next start
+(`machine: q35` under an `args: -machine type=pc`) is `UNKNOWN`, naming the input, never `ok`.
+
 A test fails when qemu-server's schema (the captured copy in pvefix/sim/confdesc.json and
 tests/closedworld/hostpci_format.json, and Proxmox's own code in `make conformance`) holds a key,
 a `hostpciN` sub-option or a `lock` value that is not classified here, so a Proxmox upgrade that

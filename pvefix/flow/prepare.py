@@ -105,7 +105,7 @@ def prepare(live: HostState, saved: Plan | None, asked: Asked,
     use_qm = _refuse_root_only(phase, live, asked)
     if live.vm.lock:
         raise RefusedError(f"VM {vmid} is locked ({live.vm.lock}); nothing was written")
-    if (asked.restart or asked.start or asked.pve_snapshot) and _is_template(live):
+    if (asked.restart or asked.start or asked.pve_snapshot) and is_template_vm(live.vm.config_text):
         raise RefusedError(
             f"VM {vmid} is a template: Proxmox never starts nor snapshots a template"
             " (qemu-server vm_start, AbstractConfig.pm), so --restart/--start/--pve-snapshot"
@@ -134,11 +134,12 @@ def prepare(live: HostState, saved: Plan | None, asked: Asked,
                     context=context)
 
 
-def _is_template(live: HostState) -> bool:
+def is_template_vm(config_text: str) -> bool:
+    """Whether a VM config (its main section) is a template (`template: 1`)."""
     from pvefix.closedworld.vm_states import is_template
     from pvefix.vmconfig import VMConfig
 
-    return is_template(VMConfig.parse(live.vm.config_text).main.get("template"))
+    return is_template(VMConfig.parse(config_text).main.get("template"))
 
 
 def refuse_activation_without_reboot(phase: Phase, reboot_host: bool, vmid: int,

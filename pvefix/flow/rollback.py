@@ -103,6 +103,7 @@ def _run_rollback(conn: Connection, snapshot: Snapshot, options: RollbackOptions
     meta = snapshot.meta
     live = read_live(conn, meta.vmid, sessions=sessions)
     _refuse_unread_files(snapshot, live)
+    _refuse_template_start(snapshot, live, options)
     differs = what_differs(snapshot, live)
     guest_differs = [] if guest is None else [
         p for p, text in guest[1].items() if text != snapshot.guest_file_text(p)]
@@ -164,6 +165,23 @@ def _say_restored(console: Console, snapshot: Snapshot, diff: str, files: list[s
         console.say(f"{path}: will be restored (sha256 {record.sha256 if record else '?'})")
     for path in guest_files:
         console.say(f"guest {path}: will be restored")
+
+
+def _refuse_template_start(snapshot: Snapshot, live: HostState,
+                           options: RollbackOptions) -> None:
+    """--restart/--start on a template (now, or as the snapshot restores it): refused before
+    any write. Proxmox never starts a template (qemu-server QemuServer.pm vm_start)."""
+    from pvefix.flow.prepare import is_template_vm
+
+    if not (options.restart or options.start):
+        return
+    if is_template_vm(live.vm.config_text) or is_template_vm(snapshot.vm_config_text()):
+        raise RefusedError(
+            f"VM {snapshot.meta.vmid} is a template: Proxmox never starts a template"
+            " (qemu-server vm_start), so --restart/--start cannot be done; nothing was"
+            " written. Roll back without them: the restored config reaches the clones made"
+            " from it afterwards.",
+            source=f"VM {snapshot.meta.vmid}")
 
 
 def _restore_locked(conn: Connection, snapshot: Snapshot, live: HostState,

@@ -103,6 +103,7 @@ class Shape:
     machine: str = "q35"
     guest_phys_bits: int | None = None
     mmio64_mb: int | None = None
+    others64: int = 0  # the 64-bit window space the VM's other devices take (virtio functions)
 
 
 @dataclass(frozen=True)
@@ -354,6 +355,13 @@ def _ovmf(shape: Shape, b: _Behaviour, lay: _Layout) -> Verdict:
         placed = 0  # PciHostBridgeDxe: a window overlapping RAM or too small places none
     else:
         placed = _pack(shape.bars, base, hi, 1 << shape.phys_bits)
+    n = len(shape.bars)
+    if placed == n and shape.others64 and _pack(
+            (*shape.bars, shape.others64), base, hi, 1 << shape.phys_bits) <= n:
+        return Verdict(
+            "does-not-fit", f"OVMF's {how} window {_h(base)}-{_h(base + size)} holds the {n}"
+            " BARs with no room left for the VM's other 64-bit BARs (virtio functions): OVMF"
+            " then drops a GPU's BAR", n - 1, (base, base + size), bits, lay.end)
     return _placed_verdict(shape, placed, (base, base + size), bits, lay,
                            f"OVMF's {how} window")
 

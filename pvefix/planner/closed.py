@@ -10,18 +10,11 @@ input out. Pure.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-
 from pvefix.closedworld import Claim, Input, not_established
-from pvefix.closedworld.args_words import classify, options
-from pvefix.closedworld.config_keys import family, touched
+from pvefix.closedworld.gaps import Gap, config_gaps
 from pvefix.closedworld.registry import lookup
-from pvefix.errors import PvefixError
 from pvefix.planner.context import Context
 from pvefix.planner.model import Change, Finding, RuleResult
-from pvefix.vmconfig.args import qemu_words
-from pvefix.vmconfig.hostpci import HOSTPCI_KEY
-from pvefix.vmconfig.propstring import PropertyString
 
 NAME = "closed-world"
 
@@ -31,15 +24,6 @@ RULE_CLAIM: dict[str, Claim] = {
     "host-iommu": "host-iommu", "topology": "p2p", "iommu-groups": "iommu-groups",
     "p2p": "p2p",
 }
-_ALL_START: tuple[Claim, ...] = ("start", "machine", "bar-space", "p2p", "iommu-groups")
-
-
-@dataclass(frozen=True)
-class Gap:
-    """One input of this VM pvefix does not model, and where it was found."""
-
-    item: Input
-    where: str
 
 
 def claim_of(change: Change) -> Claim | None:
@@ -50,56 +34,15 @@ def claim_of(change: Change) -> Claim | None:
 
 def gaps(ctx: Context) -> list[Gap]:
     """Every unmodelled input of the VM's next start that can change a claim."""
-    return [*_key_gaps(ctx), *_hostpci_gaps(ctx), *_args_gaps(ctx), *_vgpu_gaps(ctx)]
+    return [*config_gaps(ctx.values), *_args_cpu_gaps(ctx), *_vgpu_gaps(ctx)]
 
 
-def _key_gaps(ctx: Context) -> list[Gap]:
-    out: list[Gap] = []
-    values = ctx.values
-    for key, value in sorted(values.items()):
-        item = lookup("config-key", family(key))
-        if item is None:
-            item = Input("config-key", key, "unmodelled", _ALL_START,
-                         "a key qemu-server's schema as pvefix knows it does not hold")
-        elif item.status != "unmodelled":
-            continue
-        else:
-            claims = touched(item, value, values)
-            if not claims:
-                continue
-            item = replace(item, claims=claims)
-        out.append(Gap(item, f"{key}: {value}"))
-    return out
-
-
-def _hostpci_gaps(ctx: Context) -> list[Gap]:
-    out: list[Gap] = []
-    for key, value in sorted(ctx.values.items()):
-        if not HOSTPCI_KEY.match(key):
-            continue
-        try:
-            props = dict(PropertyString.parse(value, default_key="host").items())
-        except PvefixError:
-            continue  # the vm-state rule reports an entry it cannot read
-        for name, option in sorted(props.items()):
-            item = lookup("hostpci-option", name)
-            if item is None or item.status != "unmodelled":
-                continue
-            if name == "driver" and option == "vfio":
-                continue
-            out.append(Gap(item, f"{key}: {value}"))
-    return out
-
-
-def _args_gaps(ctx: Context) -> list[Gap]:
-    args = ctx.value("args")
-    out = [Gap(classify(o), f"args: {args}") for o in options(qemu_words(args))]
-    gaps_ = [g for g in out if g.item.status == "unmodelled"]
-    if ctx.args_cpu is not None and ctx.cpu is None:
-        item = lookup("args-word", "-cpu")
-        assert item is not None
-        gaps_.append(Gap(item, f"args: -cpu {ctx.args_cpu} (a property pvefix does not read)"))
-    return gaps_
+def _args_cpu_gaps(ctx: Context) -> list[Gap]:
+    if ctx.args_cpu is None or ctx.cpu is not None:
+        return []
+    item = lookup("args-word", "-cpu")
+    assert item is not None
+    return [Gap(item, f"args: -cpu {ctx.args_cpu} (a property pvefix does not read)")]
 
 
 def _vgpu_gaps(ctx: Context) -> list[Gap]:

@@ -20,6 +20,7 @@ What the firmware then makes of the vCPU is planner/bar_verdict.py's (verdict())
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -83,6 +84,14 @@ class CpuLine:
         if own is None and self.model is not None and self.model.hidden is not None:
             return self.model.hidden
         return (own or "0") in ("1", "on", "yes", "true")
+
+    @property
+    def hidden_given(self) -> bool:
+        """Whether the cpu line (or its custom model) sets `hidden` at all: qemu-server then takes
+        kvm=off from it alone, overriding the kvm=off an x-vga=1 entry asks for (CPUConfig.pm
+        get_cpu_options: `$kvm_off = $cpu->{hidden} if defined(...)`, after PCI.pm set it)."""
+        return self.prop.get("hidden") is not None or (
+            self.model is not None and self.model.hidden is not None)
 
     @property
     def custom_unknown(self) -> bool:
@@ -201,3 +210,68 @@ def mmio64_mb_of(args: str | None) -> int | None:
         if m:
             return int(m.group(1))
     return None
+
+
+# The OVMF build a VM runs: qemu-server OVMF.pm get_ovmf_files gives `efidisk0: ...,efitype=4m`
+# the 4 MiB images (OVMF_CODE_4M*.fd) and every other VM (no efidisk0, or efitype=2m, the
+# default) the 2 MiB OVMF_CODE.fd. From pve-edk2-firmware 4.2023.08 on (its changelog: "ship
+# 2MB builds via legacy 2023.02 versions, as upstream dropped support for them") the 2 MiB
+# images are prebuilt edk2-stable202302 binaries in pve-edk2-firmware-legacy
+# (debian/legacy-2M-builds), whatever edk2 the 4 MiB images are built from.
+LEGACY_2M_EDK2 = "2023.02"
+_LEGACY_SPLIT = (2023, 8)
+
+
+def efitype(efidisk: str | None) -> str:
+    """`efitype` of an efidisk0 value: `4m`, or `2m` (the schema's default; no efidisk0)."""
+    if not efidisk:
+        return "2m"
+    from pvefix.errors import PvefixError
+
+    try:
+        return PropertyString.parse(efidisk, default_key="file").get("efitype") or "2m"
+    except PvefixError:  # a value qemu-server rejects: the VM does not start anyway
+        return "2m"
+
+
+def ovmf_build(package: str | None, efidisk: str | None) -> str | None:
+    """The edk2 release the VM's OVMF image is built from: the package's for the 4 MiB images,
+    the legacy 2023.02 build for the 2 MiB ones from 4.2023.08 on (None: not known)."""
+    if efitype(efidisk) == "4m":
+        return package
+    m = re.search(r"(20\d\d)\.(\d\d)", package or "")
+    if m is None:
+        return None
+    if (int(m.group(1)), int(m.group(2))) < _LEGACY_SPLIT:
+        return package
+    return f"{LEGACY_2M_EDK2} (pve-edk2-firmware-legacy: the 2 MiB image of efitype=2m)"
+
+
+# Devices qemu-server adds with a modern virtio-pci function, whose 64-bit prefetchable
+# capability BAR (QEMU hw/virtio/virtio-pci.c, modern by default) the firmware places in the
+# same 64-bit window as the GPUs, behind Proxmox's PCI bridges (a 1 MiB bridge window each at
+# least). An X-PciMmio64Mb window exactly the GPUs' size then has no room: fw-lab, edk2
+# 2025.02, --topo proxmox, 8x128G in a 1 TiB window places all 8 alone and 7 with one
+# virtio-balloon-pci behind a pci-bridge (qemu-server QemuServer.pm config_to_command).
+OTHER_BAR = 1 << 20
+
+
+def other_64bit_devices(values: Mapping[str, str]) -> list[str]:
+    """The config keys that give the VM a modern virtio function (each takes 64-bit window
+    space): the balloon (on unless `balloon: 0`), virtio NICs, disks, SCSI controllers, RNGs,
+    virtiofs, the agent's virtio-serial, a virtio GPU."""
+    out = [] if values.get("balloon", "").strip() == "0" else ["balloon"]
+    scsi_virtio = values.get("scsihw", "lsi").startswith("virtio-scsi")
+    for key, value in sorted(values.items()):
+        stem = key.rstrip("0123456789")
+        if stem == key:
+            continue
+        if (stem in ("virtio", "rng", "virtiofs") or (stem == "scsi" and scsi_virtio)
+                or (stem == "net" and re.match(r"(model=)?virtio\b", value.strip()))):
+            out.append(key)
+    agent = values.get("agent", "").strip()
+    if agent and re.match(r"(enabled=)?(1|on|yes|true)\b", agent):
+        out.append("agent")
+    if values.get("vga", "").strip().startswith(("virtio", "qxl")):  # qxl: spice's serial
+        out.append("vga")
+    return out

@@ -366,7 +366,9 @@ def ha_request(state: NodeState, vmid: int, wanted: str, *, shutdown: bool = Tru
 
 
 def start_on_boot(state: NodeState) -> None:
-    """After a host reboot: every local VM is stopped, those with `onboot: 1` start again."""
+    """After a host reboot: every local VM is stopped, those with `onboot: 1` start again,
+    templates never (pve-manager PVE/API2/Nodes.pm startall: get_filtered_vmlist leaves out
+    every template, whatever its `onboot` says)."""
     for vmid, node in state.vms().items():
         if node != state.node:
             continue
@@ -378,7 +380,8 @@ def start_on_boot(state: NodeState) -> None:
                 apply_pending(cfg)
                 state.store(loaded, cfg)
         cfg = state.load(vmid, node).parse()
-        if parse_bool(cfg.main.get("onboot") or "0"):
+        if parse_bool(cfg.main.get("onboot") or "0") and not is_template(
+                cfg.main.get("template")):
 
             def start(log: TaskLog, vmid: int = vmid, node: str = node) -> None:
                 _start_now(state, vmid, node, False, log)

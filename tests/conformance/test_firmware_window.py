@@ -92,7 +92,20 @@ def config(shape: Shape, cpu: str = "qemu64", label: str = "") -> dict[str, Any]
         cfg["mmio64_mb"] = str(shape.mmio64_mb)
     if shape.guest_phys_bits:
         cfg["cpu_extra"] = [f"guest-phys-bits={shape.guest_phys_bits}"]
+    if shape.others64:
+        cfg["qemu_extra"] = _virtio_function(cfg["machine"])
     return cfg
+
+
+def _virtio_function(machine: str) -> list[str]:
+    """The VM's other 64-bit BARs (Shape.others64) as one modern virtio function where
+    qemu-server puts its balloon: behind the DMI and PCI bridges of pve-q35 on q35, on the root
+    bus on i440fx."""
+    if "q35" not in machine:
+        return ["-device", "virtio-balloon-pci,bus=pci.0,addr=0x1e"]
+    return ["-device", "i82801b11-bridge,id=pcidmi,bus=pcie.0,addr=0x1e",
+            "-device", "pci-bridge,id=pci.0x,chassis_nr=1,bus=pcidmi,addr=0x1",
+            "-device", "virtio-balloon-pci,bus=pci.0x,addr=0x3"]
 
 
 def _judge(fwlab: ModuleType, cases: list[tuple[str, Shape, str]]) -> None:
@@ -209,7 +222,8 @@ def shapes(draw: st.DrawFn, guest_bits: bool) -> tuple[str, Shape, str]:
         mmio = draw(st.sampled_from([32, 64, 128, 256, 512, 1024])) << 10
     shape = Shape(kind, version, draw(st.sampled_from(["intel", "amd"])), bits, pdpe1gb,
                   ram * GiB, tuple(b * GiB for b in bars), draw(st.sampled_from(["q35", "pc"])),
-                  draw(st.sampled_from([None, 40, 44])) if guest_bits else None, mmio)
+                  draw(st.sampled_from([None, 40, 44])) if guest_bits else None, mmio,
+                  draw(st.sampled_from([0, 1 << 20])))
     return f"gen-{kind}-{version}", shape, cpu
 
 

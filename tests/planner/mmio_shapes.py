@@ -27,11 +27,13 @@ def planner_shapes() -> list[tuple[str, Shape]]:
         result = plan(state, PlanOptions(**case.get("options", {})))
         planned = [c.after for p in result.phases for c in p.changes
                    if c.id == "vm.cpu.phys-bits" and isinstance(c.after, str)]
-        offered = [int(m.group(1)) for f in result.findings if f.id == "bar.ovmf-mmio64"
-                   for m in [re.search(r"X-PciMmio64Mb,string=(\d+)", f.detail)] if m]
+        offered: list[int | None] = [
+            None if f.detail.startswith("Keeping the cpu line, remove") else int(m.group(1))
+            for f in result.findings if f.id == "bar.ovmf-mmio64"
+            for m in [re.search(r"X-PciMmio64Mb,string=(\d+)", f.detail)] if m]
         lines = [("now", cpu, mmio64_mb)]
         lines += [("planned", mmio.read_cpu(a, ctx.cpu_models), mmio64_mb) for a in planned]
-        lines += [(f"offered X-PciMmio64Mb={mb}", cpu, mb) for mb in offered]
+        lines += [(f"offered X-PciMmio64Mb={mb or 'removed'}", cpu, mb) for mb in offered]
         for when, line, mb in lines:
             for reading, shape in vm.shapes(ctx, line, mb) or []:
                 out.append((f"{path.stem} ({when}, {reading})", shape))

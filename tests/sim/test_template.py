@@ -4,9 +4,13 @@ no template starts as before."""
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
+
 import pytest
 
-from pvefix.sim.serve import ReadyInfo
+from pvefix.sim import vmops
+from pvefix.sim.serve import ReadyInfo, Simulator
 from tests.sim.test_api_parity import Sim, call, wait_task
 
 
@@ -39,3 +43,27 @@ def test_a_vm_that_is_no_template_starts(fresh_sim: Sim) -> None:
     upid = call(info, "POST", "/nodes/{node}/qemu/101/status/start").json()["data"]
     assert wait_task(info, upid)[0] == "OK"
     assert vm_status(info, 101) == "running"
+
+
+def test_start_on_boot_skips_a_template_and_starts_the_others(tmp_path: Path) -> None:
+    """pve-manager's startall (PVE/API2/Nodes.pm get_filtered_vmlist) leaves every template out
+    of the start-on-boot list whatever its `onboot` says; a VM with `onboot: 1` that is no
+    template starts."""
+    sim = Simulator("kpro6", tmp_path / "node", task_seconds=0.02)
+    info = sim.start()
+    try:
+        for vmid, template in ((100, "0"), (101, "1")):
+            r = call(info, "PUT", f"/nodes/{{node}}/qemu/{vmid}/config",
+                     {"onboot": "1", "template": template})
+            assert r.status_code == 200, r.reason
+        vmops.start_on_boot(sim.state)
+        for _ in range(200):
+            if vm_status(info, 100) == "running":
+                break
+            time.sleep(0.05)
+        assert vm_status(info, 100) == "running", "onboot and no template: started"
+        assert vm_status(info, 101) == "stopped", "a template is never started on boot"
+        started = [t.upid.split(":")[6] for t in sim.state.tasks.all() if ":qmstart:" in t.upid]
+        assert started == ["100"], f"start tasks on boot: {started} (no attempt on the template)"
+    finally:
+        sim.stop()

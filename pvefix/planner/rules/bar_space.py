@@ -18,6 +18,14 @@ has the rules and their sources):
 Named models report 40 phys-bits unless `phys-bits=` says otherwise; `cpu: host` and
 `phys-bits=host` report the host's.
 
+The OVMF build is the one the VM runs: `efidisk0: ...,efitype=4m` gets the 4 MiB images of the
+installed pve-edk2-firmware, any other VM the 2 MiB image, which from 4.2023.08 on is a prebuilt
+edk2 2023.02 (pve-edk2-firmware-legacy; qemu-server OVMF.pm get_ovmf_files). The window holds
+more than the GPUs: every modern virtio function (the balloon unless `balloon: 0`, virtio NICs,
+disks and SCSI controllers, the agent's serial, ...) has a 64-bit BAR there, so an X-PciMmio64Mb
+window of exactly the GPUs' size loses a GPU (fw-lab, --topo proxmox); the size offered leaves
+room, and a leftover X-PciMmio64Mb whose removal lets OVMF's own window fit is offered for removal.
+
 Sizes count hostpci ENTRIES: a `mapping=` entry passes one device of its pool, picked at start,
 and is sized by its largest candidate. Each device counts as one block of its 64-bit BARs' sum
 rounded up to a power of two: its root port's window is aligned to its largest BAR, so a GPU
@@ -60,8 +68,12 @@ def _firmware(ctx: Context) -> mmio.Firmware:
 
 
 def _version(ctx: Context, firmware: mmio.Firmware) -> str | None:
+    """The firmware build the VM's next start runs: OVMF's depends on its efidisk0's efitype
+    (mmio.ovmf_build), SeaBIOS is pve-qemu-kvm's."""
     node = ctx.state.node
-    return node.edk2_version if firmware == "ovmf" else mmio.seabios_of(node.qemu_version)
+    if firmware == "ovmf":
+        return mmio.ovmf_build(node.edk2_version, ctx.value("efidisk0"))
+    return mmio.seabios_of(node.qemu_version)
 
 
 def _pow2(size: int) -> int:
@@ -89,6 +101,7 @@ class Vm:
     bars: tuple[int, ...]
     machine: str
     kvm_guest_bits: bool
+    others64: int = 0  # the window space its other devices' 64-bit BARs take (mmio.py)
 
     def shapes(self, ctx: Context, cpu: mmio.CpuLine,
                mmio64_mb: int | None) -> list[tuple[str, bar_verdict.Shape]] | None:
@@ -112,7 +125,7 @@ class Vm:
                 out.append((label.strip(", ") or "as read", bar_verdict.Shape(
                     self.firmware, self.version, self.vendor, bits, pdpe1gb, self.ram,
                     self.bars, self.machine, gpb,
-                    mmio64_mb if self.firmware == "ovmf" else None)))
+                    mmio64_mb if self.firmware == "ovmf" else None, self.others64)))
         return out
 
     def judge(self, ctx: Context, cpu: mmio.CpuLine, mmio64_mb: int | None) -> Judged | None:
@@ -144,7 +157,8 @@ def _vm(ctx: Context, bars: tuple[int, ...], firmware: mmio.Firmware) -> Vm:
         machine = f"pc-{'q35' if machine == 'q35' else 'i440fx'}-{ctx.machine.version}"
     return Vm(firmware, _version(ctx, firmware), vendor,
               mmio.ram_bytes(ctx.value("memory")), bars, machine,
-              _kvm_may_report_guest_bits(ctx))
+              _kvm_may_report_guest_bits(ctx),
+              mmio.OTHER_BAR * len(mmio.other_64bit_devices(ctx.values)))
 
 
 def rule(ctx: Context) -> RuleResult:
@@ -218,10 +232,15 @@ def _rule(ctx: Context) -> RuleResult:
     if not changes:
         if above is not None:
             reason = f"no BAR verdict: {above.title}"
+        elif any(f.id == "bar.window-unverified" for f in findings):
+            reason = "whether the GPU BARs fit is not known until measured (see findings)"
         elif any(f.id == "bar.guest-unknown" for f in findings):
             reason = "the MMIO window is large enough; the guest's cmdline is out of reach"
         elif any(f.severity == "error" for f in findings):
             reason = "no VM config change can make the BARs fit (see findings)"
+        elif now is not None and now.verdict.outcome != "fits":
+            reason = (f"the GPU BARs do not fit as configured ({now.describe()}); the way out"
+                      " is args, which pvefix does not write (see findings)")
         else:
             reason = f"GPU BARs fit: {'; '.join(evidence)}"
         return RuleResult(rule=NAME, noop=reason, findings=findings)
@@ -533,7 +552,11 @@ def _mmio64_fix(ctx: Context, vm: Vm, now: Judged, mmio64_mb: int | None) -> Fin
     the address space; one that does not fit hangs OVMF)."""
     if vm.firmware != "ovmf" or now.verdict.outcome == "qemu-refuses":
         return None
-    size = max(_pow2(sum(vm.bars)), 32 * GiB)
+    if mmio64_mb is not None:
+        gone = _mmio64_removed(ctx, vm, now, mmio64_mb)
+        if gone is not None:
+            return gone
+    size = max(_pow2(sum(vm.bars) + vm.others64), 32 * GiB)
     mb = size >> 20
     if mb == mmio64_mb:
         return None
@@ -548,6 +571,22 @@ def _mmio64_fix(ctx: Context, vm: Vm, now: Judged, mmio64_mb: int | None) -> Fin
         detail=f"Keeping the cpu line, {how} {line} ({fmt(size)}): {trial.describe()}."
         " From edk2 2025.02 the value is the exact window (a smaller one replaces the 1/8"
         " dynamic window), before it a minimum; `args` is root@pam only.",
+        evidence=[f"args: {ctx.value('args') or '(none)'}"],
+    )
+
+
+def _mmio64_removed(ctx: Context, vm: Vm, now: Judged, mmio64_mb: int) -> Finding | None:
+    """Where OVMF's own window (X-PciMmio64Mb removed) places every BAR: offer that."""
+    trial = vm.judge(ctx, now.cpu, None)
+    if trial is None or trial.verdict.outcome != "fits":
+        return None
+    line = f"-fw_cfg name=opt/ovmf/X-PciMmio64Mb,string={mmio64_mb}"
+    return Finding(
+        id="bar.ovmf-mmio64", rule=NAME, severity="info",
+        title="Without X-PciMmio64Mb OVMF's own window fits",
+        detail=f"Keeping the cpu line, remove {line} from args: {trial.describe()}. From edk2"
+        " 2025.02 the value is the exact window, which replaces the larger 1/8 dynamic one;"
+        " `args` is root@pam only.",
         evidence=[f"args: {ctx.value('args') or '(none)'}"],
     )
 

@@ -16,10 +16,14 @@ later and may start it on another node; `apply --restart` refuses it until its H
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from pvefix.errors import PvefixError
+from pvefix.planner import mmio
 from pvefix.planner.context import Context, Passed, full_address
 from pvefix.planner.model import Finding, RuleResult
 from pvefix.state import HostState
+from pvefix.vmconfig.propstring import PropertyString
 
 NAME = "vm-state"
 
@@ -37,9 +41,64 @@ def _template(ctx: Context) -> Finding:
         evidence=[f"template: {ctx.value('template')}"])
 
 
+MAX_NUMA = 8  # qemu-server Memory.pm $MAX_NUMA
+
+
+def memory_refusal(values: Mapping[str, str]) -> str | None:
+    """Proxmox's own refusal of the VM's memory layout, in its words (qemu-server Memory.pm
+    config, which stops at the first): hugepages without numa, and with numa: 1 each numaN
+    node's memory, a policy for its hostnodes, hostnodes for hugepages, and nodes whose
+    memory does not add up to `memory`. None when it has none of them (what the host holds,
+    its hugepage pool and NUMA nodes, is not read: closedworld config_keys)."""
+    numa = values.get("numa", "").strip() == "1"
+    huge = bool(values.get("hugepages", "").strip())
+    if huge and not numa:
+        return "numa needs to be enabled to use hugepages"
+    if not numa or "memory" in values.get("hotplug", "").split(","):
+        return None  # memory hotplug with NUMA nodes has its own rules, unmodelled
+    total = 0
+    for i in range(MAX_NUMA):
+        raw = values.get(f"numa{i}")
+        if not raw:
+            continue
+        try:
+            node = PropertyString.parse(raw)
+        except PvefixError:
+            continue
+        if not node.get("memory"):
+            return f"missing NUMA node{i} memory value"
+        if node.get("hostnodes") is not None and not node.get("policy"):
+            return f"you need to define a policy for hostnode {node.get('hostnodes')}"
+        if node.get("hostnodes") is None and huge:
+            return "numa hostnodes need to be defined to use hugepages"
+        total += int(node.get("memory") or 0)
+    static = mmio.ram_bytes(values.get("memory")) >> 20
+    if total and total != static:
+        return "total memory for NUMA nodes must be equal to vm static memory"
+    return None
+
+
+def _memory_finding(ctx: Context) -> Finding | None:
+    refusal = memory_refusal(ctx.values)
+    if refusal is None:
+        return None
+    keys = [k for k in sorted(ctx.values) if k in ("hugepages", "numa", "memory")
+            or (k.rstrip("0123456789") == "numa" and k != "numa")]
+    return Finding(
+        id="vm.memory.start-error", rule=NAME, severity="error",
+        title="Proxmox refuses to start this VM: its memory layout",
+        detail=f"qemu-server refuses the start (src/PVE/QemuServer/Memory.pm config): {refusal}."
+        " Every change planned here takes effect only once the VM starts; fix the memory"
+        " settings first.",
+        evidence=[f"{k}: {ctx.values[k]}" for k in keys])
+
+
 def rule(ctx: Context) -> RuleResult:
     vm = ctx.state.vm
     findings: list[Finding] = []
+    memory = _memory_finding(ctx)
+    if memory is not None:
+        findings.append(memory)
     if vm.lock:
         findings.append(
             Finding(

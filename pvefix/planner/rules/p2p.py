@@ -135,12 +135,17 @@ def assess(ctx: Context, earlier: list[Change]) -> Assessment:
     cpu = a.value("cpu")
     # Under args' -cpu the cpu line's hidden= never reaches QEMU (the last -cpu wins): only
     # args' own kvm=off hides KVM then (_args_cpu_hides_kvm).
-    if cpu and ctx.args_cpu is None and mmio.read_cpu(cpu, ctx.cpu_models).hidden:
+    line = mmio.read_cpu(cpu, ctx.cpu_models)
+    if cpu and ctx.args_cpu is None and line.hidden:
         a.hidden_cpu = cpu
+    # x-vga=1 hides KVM only through the kvm=off qemu-server puts in its own -cpu, and only
+    # where the cpu line (or its model) does not set hidden itself (CPUConfig.pm
+    # get_cpu_options): then, and under an args -cpu, x-vga stands in no clique's way.
+    xvga_hides = ctx.args_cpu is None and not line.hidden_given
     named = set(ctx.options.clique_map)
     gpu_keys = {p.key for p in a.gpus}
     for p in ctx.passed:
-        if not _entry(a, p).x_vga:
+        if not xvga_hides or not _entry(a, p).x_vga:
             continue
         shown = [d for d in p.devices if d.is_display]
         compute = bool(shown) and all(d.class_.startswith(COMPUTE_CLASS) for d in shown)

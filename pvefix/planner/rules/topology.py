@@ -42,14 +42,15 @@ def is_amd_zen(ctx: Context) -> bool:
 
 
 def kvm_hidden_by(ctx: Context) -> list[str]:
-    """What makes qemu-server add kvm=off to -cpu for the whole VM: x-vga=1, hidden=1."""
-    why = [f"{p.key} has x-vga=1" for p in ctx.passed if p.entry.x_vga]
-    if ctx.args_cpu is not None:  # QEMU keeps args' -cpu: the cpu line's hidden= is moot
-        if args_hide_kvm(ctx.args_cpu):
-            why.append(f"args sets -cpu {ctx.args_cpu} (kvm=off), which QEMU keeps over"
-                       " Proxmox's own -cpu")
-        return why
+    """What makes the VM's -cpu carry kvm=off: x-vga=1 unless the cpu line (or its model) sets
+    `hidden` (which then decides alone: CPUConfig.pm get_cpu_options), hidden=1; under an args
+    -cpu only that one (QEMU keeps the last -cpu, Proxmox's kvm=off with it)."""
+    if ctx.args_cpu is not None:  # QEMU keeps args' -cpu: the cpu line and x-vga are moot
+        return [f"args sets -cpu {ctx.args_cpu} (kvm=off), which QEMU keeps over Proxmox's"
+                " own -cpu"] if args_hide_kvm(ctx.args_cpu) else []
     cpu = mmio.read_cpu(ctx.value("cpu"), ctx.cpu_models)
+    why = [] if cpu.hidden_given else [f"{p.key} has x-vga=1" for p in ctx.passed
+                                       if p.entry.x_vga]
     if cpu.hidden and cpu.prop.get("hidden") is None and cpu.model is not None:
         why.append(f"cpu model {cpu.cputype} has `hidden 1` in cpu-models.conf")
     elif cpu.hidden:
