@@ -368,7 +368,9 @@ def ha_request(state: NodeState, vmid: int, wanted: str, *, shutdown: bool = Tru
 def start_on_boot(state: NodeState) -> None:
     """After a host reboot: every local VM is stopped, those with `onboot: 1` start again,
     templates never (pve-manager PVE/API2/Nodes.pm startall: get_filtered_vmlist leaves out
-    every template, whatever its `onboot` says)."""
+    every template, whatever its `onboot` says), HA-managed ones not by startall (it skips
+    every VM PVE::HA::Config::vm_is_ha_managed names) but by the HA stack, which starts those
+    whose requested state is `started`, `onboot` or not."""
     for vmid, node in state.vms().items():
         if node != state.node:
             continue
@@ -380,6 +382,10 @@ def start_on_boot(state: NodeState) -> None:
                 apply_pending(cfg)
                 state.store(loaded, cfg)
         cfg = state.load(vmid, node).parse()
+        if state.ha_routed(vmid):
+            if state.run_state(vmid).ha_state == "started":
+                ha_request(state, vmid, "started")
+            continue
         if parse_bool(cfg.main.get("onboot") or "0") and not is_template(
                 cfg.main.get("template")):
 

@@ -67,3 +67,26 @@ def test_start_on_boot_skips_a_template_and_starts_the_others(tmp_path: Path) ->
         assert started == ["100"], f"start tasks on boot: {started} (no attempt on the template)"
     finally:
         sim.stop()
+
+
+def test_start_on_boot_leaves_ha_managed_vms_to_the_ha_stack(tmp_path: Path) -> None:
+    """startall skips every VM PVE::HA::Config::vm_is_ha_managed names (`ignored` ones behave
+    as unmanaged); the HA stack starts those whose requested state is `started`, onboot or not,
+    and leaves a `stopped` one stopped though it says onboot: 1."""
+    sim = Simulator("kpro6", tmp_path / "node", task_seconds=0.02)
+    info = sim.start()
+    try:
+        r = call(info, "PUT", "/nodes/{node}/qemu/100/config", {"onboot": "1"})
+        assert r.status_code == 200, r.reason
+        sim.state.set_ha_state(100, "stopped")
+        sim.state.set_ha_state(101, "started")
+        vmops.start_on_boot(sim.state)
+        deadline = time.monotonic() + vmops.HA_DELAY_S + 10
+        while vm_status(info, 101) != "running" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert vm_status(info, 101) == "running", "HA state started: the HA stack starts it"
+        assert vm_status(info, 100) == "stopped", "HA state stopped: onboot does not start it"
+        started = [t.upid.split(":")[6] for t in sim.state.tasks.all() if ":qmstart:" in t.upid]
+        assert started == ["101"], f"start tasks on boot: {started}"
+    finally:
+        sim.stop()
