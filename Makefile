@@ -33,11 +33,13 @@ test: $(STAMP)
 # The judges (../shared): Proxmox VE's own code (pve-oracle), its own API daemons (pve-api) and
 # real firmware (fw-lab). tests/conformance/setup-judges.sh installs what each needs (root, apt;
 # a no-op when ready); the conformance tests then run, and those of a judge that cannot run here
-# (no ../shared, not root, no namespaces) skip, saying why.
+# (no ../shared, not root, no namespaces) skip, saying why. Two processes: Proxmox's daemons'
+# tests keep to one, the real-QEMU tests (fw-lab, rehearsals, the kernel judge) to one, and the
+# oracle's are shared out (tests/conftest.py JUDGE_GROUPS): much of a judge's time is waiting.
 SHARED ?= ../shared
 conformance: $(STAMP)
 	@sh tests/conformance/setup-judges.sh $(SHARED)
-	$(BIN)/pytest -m conformance
+	$(BIN)/pytest -m conformance -n 2 --dist loadgroup
 
 bench: $(STAMP)
 	$(BIN)/python bench/startup_and_parse.py

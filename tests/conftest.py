@@ -147,3 +147,32 @@ def oracle() -> Iterator[Any]:
     o = Oracle()
     yield o
     o.close()
+
+
+# `make conformance` runs the judges in two processes (pytest-xdist, --dist loadgroup). Tests
+# that share a judge's machine-wide state keep to one process, in collection order:
+# - "pve-api": Proxmox's own daemons, one node per scenario for the session (tests/realapi.py)
+#   started once, in that process only;
+# - "qemu": real QEMU (fw-lab, the rehearsals, the kernel judge): a test that counts the QEMU
+#   processes left behind, and the boots' time limits, never meet another group's QEMU.
+# Everything else (Proxmox's code through the oracle) goes to whichever process is free.
+JUDGE_GROUPS = {
+    "pve-api": ("tests/conformance/test_real_api_", "tests/conformance/test_sim_vs_api.py",
+                "tests/conformance/test_sim_truth_host_realapi.py"),
+    "qemu": ("tests/rehearse/", "tests/check/test_check_rehearse.py",
+             "tests/commands/test_width_80.py", "tests/conformance/test_firmware_window.py",
+             "tests/conformance/test_kernel_judge.py"),
+}
+
+
+def judge_group(nodeid: str) -> str | None:
+    """The group a conformance test keeps to (JUDGE_GROUPS), None for any process."""
+    return next((name for name, prefixes in JUDGE_GROUPS.items()
+                 if nodeid.startswith(prefixes)), None)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        group = judge_group(item.nodeid) if item.get_closest_marker("conformance") else None
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
