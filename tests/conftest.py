@@ -171,7 +171,9 @@ def judge_group(nodeid: str) -> str | None:
                  if nodeid.startswith(prefixes)), None)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.pluginmanager.hasplugin("xdist"):
+        return  # one process (-p no:xdist): nothing to keep together
     for item in items:
         group = judge_group(item.nodeid) if item.get_closest_marker("conformance") else None
         if group is not None:

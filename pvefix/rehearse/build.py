@@ -192,14 +192,23 @@ def firmware(planned: Mapping[str, str], node: NodeFacts, explicit_dir: bool,
         return [], "seabios", None, []
     name, template = ovmf_files(planned, q35)
     notes: list[str] = []
-    found = next((f for f in (name, "OVMF_CODE_4M.fd" if "_4M" in name else name,
-                              "OVMF_CODE_4M.fd", "OVMF_CODE.fd") if f in files), None)
+    # The node's own folder: exactly the file Proxmox's start opens (a missing one stops that
+    # start too). A folder given with --firmware-dir holds one edk2 build: its variant stands in.
+    others = ("OVMF_CODE_4M.fd" if "_4M" in name else name, "OVMF_CODE_4M.fd",
+              "OVMF_CODE.fd") if explicit_dir else ()
+    found = next((f for f in (name, *others) if f in files), None)
     if found is None:
-        raise RehearseRefused(f"no OVMF code file {name} in {folder} on the node "
-                              f"(--firmware-dir names the folder)")
+        raise RehearseRefused(
+            f"no OVMF code file {name} in {folder} on the node"
+            + ("" if explicit_dir else ": Proxmox's start of this VM opens that file and "
+               "stops without it (pve-edk2-firmware; 2 MiB images from 4.2023.08 on: "
+               "pve-edk2-firmware-legacy)") + " (--firmware-dir names another folder)")
     if found != name:
-        notes.append(f"{name} is not in {folder}: used {found} (same edk2 build, other "
-                     "variant)")
+        other = ("_4M" in found) != ("_4M" in name)
+        notes.append(f"{name} is not in {folder}: used {found}, the folder's own edk2 build"
+                     + (" (on a Proxmox node the 2 MiB OVMF_CODE.fd is a build of its own: "
+                        "edk2 2023.02, pve-edk2-firmware-legacy, from pve-edk2-firmware "
+                        "4.2023.08 on)" if other else ", other variant"))
         if ("_4M" in found) != ("_4M" in name):
             template = "OVMF_VARS_4M.fd" if "_4M" in found else "OVMF_VARS.fd"
         name = found

@@ -81,6 +81,26 @@ def test_fallback_to_the_plain_4m_build_is_said() -> None:
     assert template == "/fw/OVMF_VARS_4M.fd"
 
 
+
+def test_the_nodes_own_folder_never_stands_one_image_in_for_another() -> None:
+    """On the node's own folder the rehearsal boots exactly the file Proxmox's start opens: a
+    2 MiB OVMF_CODE.fd missing (pve-edk2-firmware-legacy not installed) is refused, never
+    replaced by the 4 MiB image, a build of its own since pve-edk2-firmware 4.2023.08. A
+    folder given with --firmware-dir (one build) lends its other image, and the note says
+    what a Proxmox node would have run instead."""
+    only4m = NodeFacts(qemu="q", firmware_dir="/usr/share/pve-edk2-firmware",
+                       firmware_files=("OVMF_CODE_4M.fd", "OVMF_VARS_4M.fd", "OVMF_VARS.fd"))
+    with pytest.raises(RehearseRefused, match="stops without it"):
+        firmware({"bios": "ovmf"}, only4m, False, True)
+    argv, _, _, notes = firmware({"bios": "ovmf"}, only4m, True, True)
+    assert "OVMF_CODE_4M.fd" in argv[1]
+    assert "edk2 2023.02" in notes[0] and "pve-edk2-firmware-legacy" in notes[0]
+    plain = NodeFacts(qemu="q", firmware_dir="/fw",
+                      firmware_files=("OVMF_CODE_4M.fd", "OVMF_VARS_4M.fd"))
+    secboot = {"bios": "ovmf", "efidisk0": "x:1,efitype=4m"}
+    with pytest.raises(RehearseRefused, match=r"OVMF_CODE_4M\.secboot\.fd"):
+        firmware(secboot, plain, False, True)
+
 def test_stand_ins_sit_where_qemu_server_puts_the_devices() -> None:
     planned = {"hostpci0": "0000:01:00,pcie=1", "hostpci5": "mapping=pool,pcie=1",
                "hostpci1": "0000:02:00.0", "hostpci6": "0000:03:00.0"}
