@@ -131,10 +131,11 @@ class Section:
     def as_dict(self) -> dict[str, str]:
         """Effective key -> value (last wins), description and `delete` excluded."""
         out: dict[str, str] = {}
-        for ln in self._entries():
-            assert ln.key is not None and ln.value is not None
-            if ln.key != "delete":
-                out["ide2" if ln.key == "cdrom" else ln.key] = ln.value
+        for ln in self.lines:  # _entries(), in one pass
+            key = ln.key
+            if ln.kind == "entry" and key not in ("description", "delete"):
+                assert key is not None and ln.value is not None
+                out["ide2" if key == "cdrom" else key] = ln.value
         return out
 
     @property
