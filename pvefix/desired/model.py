@@ -288,7 +288,8 @@ class VmDesired(_Strict):
         both = sorted(set(self.absent) & pinned)
         if both:
             raise ValueError(f"pinned and absent at once: {', '.join(both)}")
-        free_pinned = sorted(k for k in pinned | set(self.absent) if self.is_free(k))
+        free = _free_matcher(self.free)  # found once: a fleet's file has thousands of VMs
+        free_pinned = sorted(k for k in pinned | set(self.absent) if free(k))
         if free_pinned:
             raise ValueError(f"pinned but also `free`: {', '.join(free_pinned)}")
         return self

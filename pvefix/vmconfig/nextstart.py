@@ -37,8 +37,9 @@ def as_text(value: object) -> str:
 def section_values(sec: Section) -> dict[str, str]:
     """A section's values, its description as the key `description` (as the API shows it)."""
     values = sec.as_dict()
-    if sec.description is not None:
-        values["description"] = sec.description
+    description = sec.description
+    if description is not None:
+        values["description"] = description
     return values
 
 

@@ -121,3 +121,30 @@ def test_property_string_set_touches_only_its_own_part(head: str, parts: list[st
         assert rendered == text + ",pcie=1"
     else:
         assert len(rendered.split(",")) == len(text.split(","))
+
+
+# Lines shaped like entries, with the near misses of the fast path (spaces and other whitespace
+# around the value, a colon in the key, digits before letters, an empty value).
+entry_like = st.builds(
+    lambda key, sep, value: f"{key}{sep}{value}",
+    st.one_of(st.sampled_from(["cores", "hostpci0", "net0", "a-b_c", "x1y", "1a", "A", "", "a:b"]),
+              st.text(alphabet="az_-09:A ", max_size=8)),
+    st.sampled_from([": ", ":", ":  ", ": \t", ":\u00a0", " : "]),
+    st.one_of(st.sampled_from(["", " ", "4", " 4", "4 ", "a: b", "x\r", "\u2003v\u2003", "\u00a0"]),
+              st.text(max_size=12)),
+)
+
+
+@given(st.one_of(entry_like, st.text(max_size=30)).filter(lambda raw: "\n" not in raw))
+def test_a_line_is_classified_as_the_entry_pattern_alone_would(raw: str) -> None:
+    """The parser's fast path for `key: value` gives what _ENTRY gives (a line never holds
+    a newline: the text is split on them)."""
+    from pvefix.vmconfig.config import _ENTRY, _classify
+
+    line = _classify(raw, 7)
+    m = _ENTRY.match(raw)
+    if m is not None:
+        assert (line.kind, line.key, line.value) == ("entry", m.group(1), m.group(2)), raw
+    else:
+        assert line.kind != "entry", raw
+    assert (line.raw, line.number) == (raw, 7)
