@@ -11,11 +11,29 @@ A token is in scope when its name (dashes as underscores, as kernel/params.c com
 belongs to one of `FAMILIES`; an option or parameter of a family that the table does not list is
 unmodelled and touches what its family touches (`classify`). A token outside every family (root=,
 quiet, console=, ...) is not a parameter of this kind: it touches none of pvefix's claims.
+
+The KVM modules' parameters (`kvm.`, `kvm_intel.`, `kvm_amd.`) are a family too: pvefix's
+address-width model (min of the vCPU's phys-bits, the host's and guest-phys-bits) is the one of
+two-dimensional paging, so `kvm_intel.ept=0` / `kvm_amd.npt=0` (shadow paging) leave bar-space
+not established, and an unlisted member is unmodelled for bar-space and the start. The common
+ones on passthrough hosts (`kvm.ignore_msrs`, `kvm.report_ignored_msrs`, `*.nested`, ...) are
+listed inert, each with its source. Decided on purpose, outside the KVM family:
+- `mem=`: in (unmodelled, start): RAM beyond it is left out of the e820 map, and without
+  `memmap=` the kernel may place PCI resources there (kernel-parameters.txt, mem=).
+- `memmap=`: in (unmodelled, start): it reserves or adds e820 ranges, which moves where the host
+  places PCI resources.
+- `nokaslr`: in, inert: it only fixes where the kernel itself is loaded and mapped.
+- `mitigations=`: in, inert: CPU vulnerability mitigations (and KVM's nx_huge_pages=auto with
+  them); performance only, no address width, IOMMU, PCI or VFIO claim.
+A module parameter is also set by `options MODULE NAME=VALUE` in /etc/modprobe.d, which pvefix
+does not read (only /sys/module/vfio_iommu_type1/parameters/allow_unsafe_interrupts is read as a
+fact): a `kvm_amd npt=0` set there is not seen, and the claims it touches read as modelled.
 """
 
 from __future__ import annotations
 
 from pvefix.closedworld.model import Claim, Input, Status
+from pvefix.cmdline.iommu import kstrtobool
 from pvefix.cmdline.tokens import Token, normalize_name
 
 _DOC = "Documentation/admin-guide/kernel-parameters.txt"
@@ -178,6 +196,74 @@ _OTHER = (
                 "rd.driver.blacklist")),
 )
 
+_X86 = "arch/x86/kvm/x86.c"
+_VMX = "arch/x86/kvm/vmx/vmx.c"
+_SVM = "arch/x86/kvm/svm/svm.c"
+_SHADOW = ("shadow paging: KVM then reports the host's MAXPHYADDR (reduced by SME/TME key bits)"
+           " and no GuestPhysAddrSize in CPUID 0x80000008, so QEMU sets no guest-phys-bits, and"
+           " guest addresses are no longer bounded by the host's MAXPHYADDR (52 bits): the usable"
+           " width min(vCPU phys-bits, host phys-bits, guest-phys-bits) that the BAR verdict uses"
+           " holds for EPT/NPT only.")
+_SHADOW_SRC = ("arch/x86/kvm/cpuid.c __do_cpuid_func 0x80000008; arch/x86/kvm/mmu.h"
+               " kvm_mmu_max_gfn; QEMU target/i386/kvm/kvm-cpu.c kvm_set_guest_phys_bits")
+_TDP_ON = ("the default (two-dimensional paging where the CPU has it): the address width pvefix"
+           " models.")
+_NESTED = ("nested virtualisation for guests whose CPU carries vmx/svm; no address width,"
+           " passthrough start or IOMMU claim depends on it.")
+_POSTED = ("whether a passed device's interrupts are posted to the vCPU or injected by KVM;"
+           " VFIO assigns the device and the VM starts either way (the IRQ bypass falls back to"
+           " injection).")
+
+_KVM = (
+    _p("kvm_intel.ept=0", "unmodelled", ("bar-space",), _SHADOW, f"{_VMX} enable_ept;"
+       f" {_SHADOW_SRC}"),
+    _p("kvm_intel.ept=1", "inert", (), _TDP_ON, f"{_VMX} enable_ept"),
+    _p("kvm_amd.npt=0", "unmodelled", ("bar-space",), _SHADOW, f"{_SVM} npt_enabled;"
+       f" {_SHADOW_SRC}"),
+    _p("kvm_amd.npt=1", "inert", (), _TDP_ON, f"{_SVM} npt_enabled"),
+    _p("kvm_intel.allow_smaller_maxphyaddr", "inert", (), "whether KVM intercepts guest page"
+       " faults to raise the reserved-bit faults a vCPU phys-bits below the host's implies;"
+       " the VM starts with any phys-bits either way, and pvefix already counts a BAR usable"
+       " only below the vCPU's phys-bits.", f"{_VMX} allow_smaller_maxphyaddr;"
+       f" arch/x86/kvm/vmx/vmx.h vmx_need_pf_intercept; {_X86} KVM_CAP_SMALLER_MAXPHYADDR"),
+    _p("kvm_intel.nested", "inert", (), _NESTED, f"{_VMX} nested"),
+    _p("kvm_amd.nested", "inert", (), _NESTED, f"{_SVM} nested"),
+    _p("kvm_intel.enable_apicv", "inert", (), _POSTED, f"{_VMX} enable_apicv;"
+       " arch/x86/kvm/vmx/posted_intr.c"),
+    _p("kvm_amd.avic", "inert", (), _POSTED, f"{_SVM} avic; arch/x86/kvm/svm/avic.c"),
+    _p("kvm.ignore_msrs", "inert", (), "a guest's access to an MSR KVM does not handle is"
+       " dropped (reads 0) instead of a #GP: what a guest OS survives, not the address width,"
+       " the start QEMU makes or the IOMMU.", f"{_X86} kvm_msr_ignored_check"),
+    _p("kvm.report_ignored_msrs", "inert", (), "whether the ignored MSR accesses are logged.",
+       f"{_X86} kvm_msr_ignored_check"),
+    *(_p(f"kvm.{n}", "inert", (), "the iTLB multihit mitigation (executable huge pages split);"
+         " performance only.", "arch/x86/kvm/mmu/mmu.c")
+      for n in ("nx_huge_pages", "nx_huge_pages_recovery_ratio",
+                "nx_huge_pages_recovery_period_ms")),
+    _p("kvm.tdp_mmu", "inert", (), "which implementation of two-dimensional paging KVM runs;"
+       " the guest address limits are the same (they depend on EPT/NPT being on only).",
+       "arch/x86/kvm/mmu/mmu.c; arch/x86/kvm/mmu.h kvm_mmu_max_gfn"),
+    _p("kvm.halt_poll_ns", "inert", (), "how long a halted vCPU polls before it sleeps;"
+       " latency only.", "virt/kvm/kvm_main.c"),
+    _p("kvm.enable_pmu", "inert", (), "whether guests get a virtual PMU; no claim depends on"
+       " it.", _X86),
+)
+
+# Outside every family, decided on purpose (see the module docstring).
+_MEMORY = (
+    _p("mem", "unmodelled", ("start",), "RAM beyond it leaves the e820 map; without memmap= the"
+       " kernel may place PCI resources there: where the GPU's BARs land.", f"{_DOC} mem="),
+    _p("memmap", "unmodelled", ("start",), "reserves or adds e820 ranges: where the host places"
+       " PCI resources.", f"{_DOC} memmap="),
+    _p("nokaslr", "inert", (), "only where the kernel itself is loaded and mapped.", _DOC),
+    _p("mitigations", "inert", (), "CPU vulnerability mitigations (and KVM's nx_huge_pages=auto"
+       " with them): performance only.", _DOC),
+)
+
+# Boolean KVM parameters on by default, classified by value (the kernel's kstrtobool; bare is
+# on): `kvm_intel.ept=0` is shadow paging, `kvm_intel.ept=1` the default.
+_BY_VALUE = frozenset({"kvm_intel.ept", "kvm_amd.npt"})
+
 # Not a token: the Intel IOMMU's state when the line gives no intel_iommu=on/off. Modelled from
 # the booted kernel's build config (NodeFacts.kernel_config); not established when not read.
 INTEL_DEFAULT = _p("CONFIG_INTEL_IOMMU_DEFAULT_ON", "modelled", ("host-iommu",), "the build"
@@ -186,7 +272,7 @@ INTEL_DEFAULT = _p("CONFIG_INTEL_IOMMU_DEFAULT_ON", "modelled", ("host-iommu",),
                    " /boot/config-$(uname -r)")
 
 INPUTS: tuple[Input, ...] = (INTEL_DEFAULT, *_GENERIC, *_AMD_INPUTS, *_INTEL_INPUTS, *_VFIO_INPUTS,
-                             *_PCI_INPUTS, *_OTHER)
+                             *_PCI_INPUTS, *_OTHER, *_KVM, *_MEMORY)
 
 # The name families in scope, and what an unlisted parameter or option of each touches.
 FAMILIES: dict[str, tuple[Claim, ...]] = {
@@ -195,6 +281,8 @@ FAMILIES: dict[str, tuple[Claim, ...]] = {
     "pci": ("iommu-groups", "start"), "pcie": ("iommu-groups", "start"),
     "vfio": ("start",), "mem_encrypt": ("host-iommu", "start"), "sme": ("host-iommu", "start"),
     "video": ("start",), "sysfb": ("start",),
+    "kvm.": ("bar-space", "start"), "kvm_intel.": ("bar-space", "start"),
+    "kvm_amd.": ("bar-space", "start"),
 }
 # Comma-list parameters whose parser reads each option on its own, by prefix.
 _OPTION_LISTS = frozenset({"iommu", "amd_iommu", "intel_iommu", "pci"})
@@ -225,6 +313,15 @@ def _option(name: str, option: str) -> Input:
     return _unlisted(f"{name}={key}", _family(name) or ("host-iommu",))
 
 
+def _by_value(name: str, value: str | None, claims: tuple[Claim, ...]) -> Input:
+    """A boolean parameter by its value (bare is on); a value the kernel cannot parse makes the
+    module refuse to load, which is not modelled."""
+    on = True if value is None else kstrtobool(value)
+    if on is None:
+        return _unlisted(name, claims)
+    return _BY_NAME[f"{name}={int(on)}"]
+
+
 def classify(token: Token) -> list[Input]:
     """The classified inputs one host cmdline token is (one per option of a comma-list
     parameter); [] when the token is not a parameter of this kind (root=, quiet, ...)."""
@@ -235,5 +332,7 @@ def classify(token: Token) -> list[Input]:
     if name in _OPTION_LISTS and token.value is not None:
         return [_option(name, o) for o in token.value.split(",") if o] or [
             _unlisted(f"{name}=", claims or ("host-iommu",))]
+    if name in _BY_VALUE:
+        return [_by_value(name, token.value, claims or ())]
     whole = _BY_NAME.get(name)
     return [whole if whole is not None else _unlisted(name, claims or ("host-iommu",))]

@@ -143,6 +143,10 @@ def _bool(text: str | None) -> bool | None:
     return None
 
 
+#: The kernel's kstrtobool, for the closed world's boolean module parameters (kvm_intel.ept).
+kstrtobool = _bool
+
+
 def passthrough_token(cmdline: Cmdline) -> Token | None:
     """The token that makes the default DMA domain identity (iommu=pt, iommu.passthrough=1),
     when the last of the tokens that decide it does; None when translated or not set."""
