@@ -10,9 +10,14 @@ input out. Pure.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from pvefix.closedworld import Claim, Input, not_established
 from pvefix.closedworld.gaps import Gap, config_gaps
+from pvefix.closedworld.kernel_params import classify
 from pvefix.closedworld.registry import lookup
+from pvefix.cmdline.tokens import Cmdline
+from pvefix.observed import node_from_state
 from pvefix.planner.context import Context
 from pvefix.planner.model import Change, Finding, RuleResult
 
@@ -33,8 +38,25 @@ def claim_of(change: Change) -> Claim | None:
 
 
 def gaps(ctx: Context) -> list[Gap]:
-    """Every unmodelled input of the VM's next start that can change a claim."""
-    return [*config_gaps(ctx.values), *_args_cpu_gaps(ctx), *_vgpu_gaps(ctx)]
+    """Every unmodelled input of the VM's next start that can change a claim, and every
+    unmodelled token of its host's cmdline (configured and booted) for the claims beside the
+    host IOMMU's (the host-iommu rule answers for that one: planner/host_world.py)."""
+    return [*config_gaps(ctx.values), *_args_cpu_gaps(ctx), *_vgpu_gaps(ctx),
+            *_host_cmdline_gaps(ctx)]
+
+
+def _host_cmdline_gaps(ctx: Context) -> list[Gap]:
+    node = node_from_state(ctx.state)
+    out: dict[tuple[str, tuple[Claim, ...]], Gap] = {}
+    for where, text in (("host cmdline (configured)", node.configured),
+                        ("host cmdline (booted)", node.running)):
+        for token in Cmdline.parse(text or "").tokens:
+            for item in classify(token):
+                claims = tuple(c for c in item.claims if c != "host-iommu")
+                if item.status == "unmodelled" and claims:
+                    out.setdefault((item.name, claims), Gap(
+                        replace(item, claims=claims), f"{where}: {token.raw}"))
+    return list(out.values())
 
 
 def _args_cpu_gaps(ctx: Context) -> list[Gap]:
@@ -66,7 +88,9 @@ def findings(gaps_: list[Gap], dropped: dict[Claim, list[str]]) -> list[Finding]
     for gap in gaps_:
         for claim in gap.item.claims:
             left = dropped.get(claim, [])
-            detail = (f"The VM's next start holds {gap.where!r}, which pvefix does not model"
+            holder = ("The host has" if gap.item.kind == "kernel-param"
+                      else "The VM's next start holds")
+            detail = (f"{holder} {gap.where!r}, which pvefix does not model"
                       f" for this claim: every verdict on {claim} here leaves it out"
                       + (f"; not planned: {', '.join(left)}." if left else "."))
             f = not_established(NAME, gap.item, claim, detail)

@@ -17,9 +17,12 @@ What follows from it:
   host-iommu claim (`amd_iommu=force_enable`, `intel_iommu=sm_on`, `iommu=force`, `pci=off`,
   `mem_encrypt=`, ...), the host-iommu rule writes nothing: every host edit it plans rests on
   knowing whether the IOMMU is on after the reboot. One that touches only the IOMMU groups
-  (`pcie_acs_override=`, `pci=disable_acs_redir=`) or the start (`video=efifb:off`,
-  `intremap=off`, `vfio_iommu_type1.allow_unsafe_interrupts=1`) says so and leaves the host
-  edit alone.
+  (`pcie_acs_override=`, `pci=disable_acs_redir=`), the start (`video=efifb:off`,
+  `intremap=off`, `vfio_iommu_type1.allow_unsafe_interrupts=1`) or the BAR space
+  (`kvm_amd.npt=0`) says so and leaves the host edit alone; for those claims the token, on the
+  configured or the booted line, is a gap of the plan's closed world like a VM input
+  (planner/closed.py): the rules making the claim give no verdict and its changes are not
+  planned.
 - `iommu=off` (the generic x86 option) is modelled as the kernel has it: arch/x86/kernel/
   pci-dma.c iommu_setup sets no_iommu, nothing later on the line clears it (`iommu=pt` only
   picks the default domain), and both drivers stop early (amd_iommu_detect,

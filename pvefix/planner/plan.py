@@ -198,8 +198,9 @@ def plan(state: HostState, options: PlanOptions | None = None) -> Plan:
     changes = [c for r in results for c in r.changes]
     results.append(permissions.check(ctx, changes))
     changes = keep_staged(ctx, changes)
+    said = {f.id for f in unestablished}  # the closed world's word on a claim wins a rule's
     findings: list[Finding] = sorted(
-        [*(f for r in results for f in r.findings), *unestablished],
+        [*(f for r in results for f in r.findings if f.id not in said), *unestablished],
         key=lambda f: SEVERITY_ORDER[f.severity],
     )
     noops = [Noop(rule=r.rule, reason=r.noop) for r in results if r.noop and not r.changes]
