@@ -72,3 +72,16 @@ def fwlab_edk2_and_qemu() -> Path:
     if not FWLAB_EDK2.is_dir():
         pytest.skip(f"{NEEDS_SHARED}: {FWLAB_EDK2} is absent")
     return FWLAB_EDK2
+
+
+def pve_q35_bridges() -> list[str]:
+    """QEMU arguments for qemu-server pve-q35-4.0.cfg's DMI bridge and its four SHPC
+    pci-bridges pci.0-pci.3, there on every Proxmox q35 VM, empty or not: fw-lab's `--topo
+    proxmox` lays out the four root ports only, and the firmware pads each bridge too
+    (pvefix.planner.bar_verdict.hotplug_pad)."""
+    from pvefix.planner.mmio import PVE_Q35_BRIDGES
+
+    out = ["-device", "i82801b11-bridge,id=pcidmi,bus=pcie.0,addr=0x1e"]
+    for n in range(PVE_Q35_BRIDGES):
+        out += ["-device", f"pci-bridge,id=pci.{n},chassis_nr={n + 1},bus=pcidmi,addr={n + 1:#x}"]
+    return out

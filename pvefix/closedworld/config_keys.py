@@ -134,7 +134,9 @@ HOSTPCI_OPTIONS: tuple[Input, ...] = tuple(
          "the host functions passed"),
         ("mapping", "modelled", ("start", "bar-space", "iommu-groups", "p2p", "drift"),
          "a cluster mapping: one of its devices, chosen at start"),
-        ("pcie", "modelled", ("pcie", "start"), "a root port (needs q35)"),
+        ("pcie", "modelled", ("pcie", "start", "bar-space"),
+         "a root port (needs q35); the fixed root ports pcie=1 entries leave empty take the"
+         " firmware's hotplug padding in the 64-bit window (mmio.hotplug_buses)"),
         ("x-vga", "modelled", ("p2p", "start"),
          "primary VGA; kvm=off for the whole VM, unless the cpu line (or its model) sets"
          " hidden, which then decides (CPUConfig.pm get_cpu_options), or args sets -cpu"),

@@ -57,6 +57,15 @@ is replayed by the conformance test, outcome and BAR count):
   E14, F07); X-PciMmio64Mb means nothing to SeaBIOS (H05).
 - QEMU's start check counts q35's 32 GiB hole: F01-F04, F14; AMD RAM moved above 1 TiB: F08,
   F09, F10; RAM below 4 GiB: F11, F12.
+- Hotplug padding: edk2 OvmfPkg PciHotPlugInitDxe GetResourcePadding reserves, for each
+  hotplug-capable bridge QEMU gives no reservation hint (a PCIe root port, an SHPC pci-bridge),
+  1/256 of a 64-bit window above 32 GiB rounded up to a power of two; a bridge with a device
+  takes at least that. Measured on edk2 2022.11 and 2025.02 with Proxmox's layout (four fixed
+  root ports, four pci-bridges): tests/planner/hotplug_pad_runs.json, runs P1-P19 (1 GiB per
+  bridge in a 130-132 GiB window, none in a 32 GiB one; the GPU's BAR is the one dropped).
+  Other edk2 builds: not measured, so where it decides, "must be measured". SeaBIOS 1.16.3
+  gives each bridge a 64-bit window of 1/2048 of the top when RAM lies above 4 GiB (P11, P12)
+  and nothing in the 64-bit window otherwise (P9).
 A BAR counts as placed as fw-lab counts it: programmed, ending within the vCPU's phys-bits and
 not overlapping RAM. Not modelled: 5-level paging (OVMF built with PcdUse5LevelPageTable),
 memory hotplug (`etc/reserved-memory-end`), BARs that fit below 4 GiB.
@@ -104,6 +113,7 @@ class Shape:
     guest_phys_bits: int | None = None
     mmio64_mb: int | None = None
     others64: int = 0  # the 64-bit window space the VM's other devices take (virtio functions)
+    padded_buses: int = 0  # hotplug-capable bridges the firmware pads (Proxmox q35: hotplug_buses)
 
 
 @dataclass(frozen=True)
@@ -127,6 +137,7 @@ class _Behaviour:
     guest_bits: bool = True  # OVMF reads guest-phys-bits (edk2 >= 202408)
     top: bool = True  # SeaBIOS moves the window to the top of a trusted width (1.16.3)
     misalign: bool = True  # SeaBIOS 1.16.3 aligns root-port windows to top/2048 (fixed after)
+    pad64: bool = True  # OVMF pads each hotplug bridge in the 64-bit window (2022.11, 2025.02)
 
 
 _WHAT = {
@@ -137,6 +148,8 @@ _WHAT = {
     "guest_bits": "whether OVMF reads guest-phys-bits (edk2 202408 and later)",
     "top": "whether SeaBIOS moves the window to the top of the address space (1.16.3)",
     "misalign": "how SeaBIOS aligns root-port windows (1.16.3)",
+    "pad64": "whether OVMF reserves 64-bit window space for each hotplug-capable bridge (empty"
+    " root ports, pci-bridges; measured on edk2 2022.11 and 2025.02 only)",
     "vendor": "the vCPU's vendor (AMD or Intel)",
 }
 
@@ -145,17 +158,21 @@ def _edk2_options(version: str | None) -> dict[str, tuple[object, ...]]:
     m = re.search(r"(20\d\d)\.(\d\d)", version or "")
     both = (False, True)
     if m is None:
-        return {"cap": (46, 47), "ht_aware": both, "exact_mmio64": both, "guest_bits": both}
+        return {"cap": (46, 47), "ht_aware": both, "exact_mmio64": both, "guest_bits": both,
+                "pad64": both}
     ym = (int(m.group(1)), int(m.group(2)))
-    if ym >= (2025, 2):
-        return {"cap": (46,), "ht_aware": (True,), "exact_mmio64": (True,), "guest_bits": (True,)}
+    if ym >= (2025, 2):  # later releases are taken to do what 2025.02 does (edk2's newest
+        # PciHotPlugInit.c still pads)
+        return {"cap": (46,), "ht_aware": (True,), "exact_mmio64": (True,), "guest_bits": (True,),
+                "pad64": (True,)}
     if ym == (2022, 11):
         return {"cap": (47,), "ht_aware": (False,), "exact_mmio64": (False,),
-                "guest_bits": (False,)}
+                "guest_bits": (False,), "pad64": (True,)}
     if ym < (2022, 11):  # not measured: what 2022.11 does is the nearest known, and not proven
-        return {"cap": (46, 47), "ht_aware": both, "exact_mmio64": both, "guest_bits": (False,)}
+        return {"cap": (46, 47), "ht_aware": both, "exact_mmio64": both, "guest_bits": (False,),
+                "pad64": both}
     return {"cap": (46, 47), "ht_aware": both, "exact_mmio64": both,
-            "guest_bits": (True,) if ym >= (2024, 8) else (False,)}
+            "guest_bits": (True,) if ym >= (2024, 8) else (False,), "pad64": both}
 
 
 def _seabios_options(version: str | None) -> dict[str, tuple[object, ...]]:
@@ -356,14 +373,39 @@ def _ovmf(shape: Shape, b: _Behaviour, lay: _Layout) -> Verdict:
     else:
         placed = _pack(shape.bars, base, hi, 1 << shape.phys_bits)
     n = len(shape.bars)
-    if placed == n and shape.others64 and _pack(
-            (*shape.bars, shape.others64), base, hi, 1 << shape.phys_bits) <= n:
+    pad = hotplug_pad(size) if b.pad64 else 0
+    extras = ([shape.others64] if shape.others64 else []) + [pad] * (
+        shape.padded_buses if pad else 0)
+    if placed == n and extras and _pack(
+            (*shape.bars, *extras), base, hi, 1 << shape.phys_bits) < n + len(extras):
         return Verdict(
             "does-not-fit", f"OVMF's {how} window {_h(base)}-{_h(base + size)} holds the {n}"
-            " BARs with no room left for the VM's other 64-bit BARs (virtio functions): OVMF"
-            " then drops a GPU's BAR", n - 1, (base, base + size), bits, lay.end)
+            f" BARs with no room left for {_others(shape, pad)}: OVMF then drops a GPU's BAR",
+            n - 1, (base, base + size), bits, lay.end)
     return _placed_verdict(shape, placed, (base, base + size), bits, lay,
                            f"OVMF's {how} window")
+
+
+def hotplug_pad(window: int) -> int:
+    """The 64-bit prefetchable space OVMF reserves for each hotplug-capable bridge (a PCIe root
+    port or an SHPC pci-bridge) that QEMU gives no reservation hint: the window's 1/256 rounded
+    up to a power of two, and none for a window of 32 GiB or less (edk2 OvmfPkg
+    PciHotPlugInitDxe GetResourcePadding; the bridge's window is at least this, an empty one
+    exactly this). fw-lab runs in tests/planner/hotplug_pad_runs.json."""
+    if window <= CLASSIC:
+        return 0
+    return 1 << (max(window // 256, 1) - 1).bit_length()
+
+
+def _others(shape: Shape, pad: int) -> str:
+    parts = []
+    if shape.others64:
+        parts.append("the VM's other 64-bit BARs (virtio functions)")
+    if pad and shape.padded_buses:
+        amount = _h(pad) if pad >= GiB else f"{pad >> 20} MiB"
+        parts.append(f"the {amount} OVMF reserves for each of its {shape.padded_buses}"
+                     " hotplug-capable bridges (Proxmox's empty root ports and pci-bridges)")
+    return " and ".join(parts)
 
 
 def _pack(bars: tuple[int, ...], lo: int, hi: int, limit: int) -> int:
@@ -401,12 +443,14 @@ def _seabios(shape: Shape, b: _Behaviour, lay: _Layout) -> Verdict:
     over4g = lay.end - 4 * GiB if lay.above else 0
     pad = bool(bits and bits >= 36 and over4g)
     q35 = _q35(shape.machine)
-    entries: list[tuple[int, int]] = []  # (align, size), in SeaBIOS's sorted order
+    entries: list[tuple[int, int, int]] = []  # (align, size, BAR or 0 for a bridge's pad)
     for bar in shape.bars:
         align = top >> 11 if (q35 and pad and b.misalign) else bar
-        entries.append((align, _align(max(bar, align), align)))
-    entries.sort(key=lambda e: (-e[0], -e[1]))
-    total = sum(s for _, s in entries)
+        entries.append((align, _align(max(bar, align), align), bar))
+    if q35 and pad:  # each hotplug-capable bridge gets a 64-bit window of top/2048 (P11, P12)
+        entries += [(top >> 11, top >> 11, 0)] * shape.padded_buses
+    entries.sort(key=lambda e: (-e[0], -e[1], -e[2]))  # SeaBIOS's order; BARs before pads
+    total = sum(e[1] for e in entries)
     base = 4 * GiB + over4g
     if top:
         size = _align(total, GiB)
@@ -420,10 +464,10 @@ def _seabios(shape: Shape, b: _Behaviour, lay: _Layout) -> Verdict:
     base = _align(base, GiB)
     pref = _align(_align(base, entries[0][0]), GiB) if entries else base
     start, placed, limit = pref, 0, 1 << shape.phys_bits
-    for (_, size), bar in zip(entries, sorted(shape.bars, reverse=True), strict=True):
+    for _, size, bar in entries:
         at = pref & ~(bar - 1) & U64
         pref = (pref + size) & U64
-        if 0 < at < 1 << 57 and at + bar <= limit and not any(
+        if bar and 0 < at < 1 << 57 and at + bar <= limit and not any(
                 at < e and at + bar > s for s, e in lay.ram()):
             placed += 1
     what = "SeaBIOS's window" + ("" if top else " (just above RAM, unchecked)")

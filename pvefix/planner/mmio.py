@@ -275,3 +275,24 @@ def other_64bit_devices(values: Mapping[str, str]) -> list[str]:
     if values.get("vga", "").strip().startswith(("virtio", "qxl")):  # qxl: spice's serial
         out.append("vga")
     return out
+
+
+# Proxmox's q35 (qemu-server pve-q35-4.0.cfg, and pve-q35.cfg before machine 4.0) always has four
+# PCIe root ports ich9-pcie-port-1..4 and four SHPC pci-bridges pci.0-pci.3, empty ones
+# included; `hostpciN,pcie=1` sits on port N+1, a fifth device on gets a root port of its own
+# (PCI.pm print_pcie_root_port). Each of these is hotplug-capable, and the firmware reserves
+# 64-bit window space for it (bar_verdict.hotplug_pad): an empty root port and every pci-bridge
+# take that much, a root port holding a GPU no more than the GPU needs.
+PVE_Q35_ROOT_PORTS = 4
+PVE_Q35_BRIDGES = 4
+
+
+def hotplug_buses(q35: bool, port_holders: set[int]) -> int:
+    """The hotplug-capable bridges of a Proxmox VM that take the firmware's padding: on q35
+    the four pci-bridges and the fixed root ports no `hostpciN,pcie=1` entry holds
+    (`port_holders`: the N of those entries); none on i440fx (its pci-bridges, added only for
+    devices addressed behind them, are not modelled)."""
+    if not q35:
+        return 0
+    taken = {n for n in port_holders if 0 <= n < PVE_Q35_ROOT_PORTS}
+    return PVE_Q35_BRIDGES + PVE_Q35_ROOT_PORTS - len(taken)

@@ -9,7 +9,8 @@ with what stands in for the VM's devices:
   (a 64-bit prefetchable BAR with no memory behind it) of its largest 64-bit BAR, on the root
   port `ich9-pcie-port-(N+1)` where `pcie=1` (on q35), or on the PCI bridge `pci.0`/`pci.1`
   (hostpci0-3 / 4-15), the buses qemu-server uses. pvefix adds those ports and bridges itself
-  (Proxmox's `-readconfig` file is not needed).
+  (Proxmox's `-readconfig` file is not needed), on q35 all four fixed root ports and all four
+  pci-bridges, empty ones included: the firmware reserves 64-bit window space for each.
 
 Everything else of the VM is left out: disks, NICs, display, USB, vfio, hugepages, NUMA pinning,
 the VM's QMP sockets and pid file. RAM is a memory-backend-file on a sparse file in the run's
@@ -28,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from pvefix.errors import PvefixError
+from pvefix.planner import mmio
 from pvefix.rehearse.command import (
     Memory,
     ProxmoxRefuses,
@@ -262,8 +264,8 @@ def stand_ins(planned: Mapping[str, str], functions: Mapping[str, Sequence[tuple
 
 def buses(devices: Sequence[StandIn], q35: bool) -> list[str]:
     """The root ports and bridges the stand-ins sit on, as `-device` values (pvefix's own:
-    q35's four ports at 1c.0-3 that Proxmox always has, one more port per pcie entry from
-    hostpci4 on, and the PCI bridges pci.0/pci.1)."""
+    q35's four ports at 1c.0-3 and four PCI bridges pci.0-pci.3 that Proxmox always has, one
+    more port per pcie entry from hostpci4 on; i440fx: the bridge pci.1 where used)."""
     out: list[str] = []
     used = {d.bus for d in devices}
     if q35:
@@ -277,9 +279,12 @@ def buses(devices: Sequence[StandIn], q35: bool) -> list[str]:
             slot, fn = 0x10 + (n - 5) // 8, (n - 5) % 8
             out.append(f"pcie-root-port,id=ich9-pcie-port-{n},bus=pcie.0,addr={slot:#x}.{fn},"
                        f"multifunction=on,port={n},chassis={n}")
-        if used & {"pci.0", "pci.1"}:
-            out.append("i82801b11-bridge,id=pcidmi,bus=pcie.0,addr=0x1e")
-            out.append("pci-bridge,id=pci.0,chassis_nr=1,bus=pcidmi,addr=0x1")
+        # pve-q35-4.0.cfg's DMI bridge and its four pci-bridges, there empty or not: each is
+        # hotplug-capable and takes the firmware's padding in the 64-bit window (bar_verdict)
+        out.append("i82801b11-bridge,id=pcidmi,bus=pcie.0,addr=0x1e")
+        out += [f"pci-bridge,id=pci.{n},chassis_nr={n + 1},bus=pcidmi,addr={n + 1:#x}"
+                for n in range(mmio.PVE_Q35_BRIDGES)]
+        return out
     if "pci.1" in used:
         parent = "pcidmi" if q35 else "pci.0"
         out.append(f"pci-bridge,id=pci.1,chassis_nr=2,bus={parent},addr=0x{2 if q35 else 0x1e:x}")

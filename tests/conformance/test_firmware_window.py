@@ -26,8 +26,10 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from pvefix.planner.bar_verdict import GiB, Shape, verdict
+from pvefix.planner.mmio import PVE_Q35_BRIDGES
 from tests.planner.mmio_shapes import planner_shapes
-from tests.shared import NEEDS_SHARED, SHARED, fwlab_module
+from tests.planner.test_bar_verdict import PAD_RUNS
+from tests.shared import NEEDS_SHARED, SHARED, fwlab_module, pve_q35_bridges
 
 pytestmark = pytest.mark.conformance
 
@@ -36,6 +38,7 @@ OUTCOME = {"placed": "fits", "not-placed": "does-not-fit", "no-boot-timeout": "f
 SETS = {("ovmf", "2022.11"): "edk2-2022.11", ("ovmf", "2025.02"): "edk2-2025.02",
         ("seabios", "1.16.2"): "seabios-1.16.2", ("seabios", "1.16.3"): "seabios-1.16.3"}
 UNITS = {"M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+PVE_BRIDGES = PVE_Q35_BRIDGES  # pci.0-pci.3 of qemu-server's pve-q35-4.0.cfg
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +82,8 @@ def _machine(machine: str) -> str:
 
 
 def config(shape: Shape, cpu: str = "qemu64", label: str = "") -> dict[str, Any]:
-    """The fw-lab run that stands for `shape` (vendor, width and 1 GiB pages set explicitly)."""
+    """The fw-lab run that stands for `shape` (vendor, width and 1 GiB pages set explicitly); on
+    q35 as Proxmox lays it out (`proxmox_layout`)."""
     assert shape.vendor is not None
     cfg: dict[str, Any] = {
         "firmware_set": firmware_set(shape), "machine": _machine(shape.machine),
@@ -92,20 +96,33 @@ def config(shape: Shape, cpu: str = "qemu64", label: str = "") -> dict[str, Any]
         cfg["mmio64_mb"] = str(shape.mmio64_mb)
     if shape.guest_phys_bits:
         cfg["cpu_extra"] = [f"guest-phys-bits={shape.guest_phys_bits}"]
-    if shape.others64:
-        cfg["qemu_extra"] = _virtio_function(cfg["machine"])
+    if "q35" in cfg["machine"]:
+        cfg["topo"], cfg["qemu_extra"] = proxmox_layout(shape)
+    elif shape.others64:
+        cfg["qemu_extra"] = ["-device", "virtio-balloon-pci,bus=pci.0,addr=0x1e"]
     return cfg
 
 
-def _virtio_function(machine: str) -> list[str]:
-    """The VM's other 64-bit BARs (Shape.others64) as one modern virtio function where
-    qemu-server puts its balloon: behind the DMI and PCI bridges of pve-q35 on q35, on the root
-    bus on i440fx."""
-    if "q35" not in machine:
-        return ["-device", "virtio-balloon-pci,bus=pci.0,addr=0x1e"]
-    return ["-device", "i82801b11-bridge,id=pcidmi,bus=pcie.0,addr=0x1e",
-            "-device", "pci-bridge,id=pci.0x,chassis_nr=1,bus=pcidmi,addr=0x1",
-            "-device", "virtio-balloon-pci,bus=pci.0x,addr=0x3"]
+def fixed_layout_pads(shape: Shape) -> int:
+    """The hotplug-capable bridges fw-lab's `--topo proxmox` plus pve-q35-4.0.cfg's pci-bridges
+    leave without a device when the shape's BARs take root ports 1..n."""
+    return PVE_BRIDGES + max(0, 4 - len(shape.bars))
+
+
+def proxmox_layout(shape: Shape) -> tuple[str, list[str]]:
+    """`--topo proxmox` (qemu-server's four fixed root ports, one device each from port 1) with
+    pve-q35-4.0.cfg's DMI bridge and SHPC pci-bridges pci.0-pci.3, the balloon on pci.0 where
+    the shape has other 64-bit BARs, and one more empty root port for each padded bus the shape
+    has beyond that layout's (GPUs on hostpci4 and up leave fixed ports empty)."""
+    extra = pve_q35_bridges()
+    if shape.others64:
+        extra += ["-device", "virtio-balloon-pci,bus=pci.0,addr=0x3"]
+    more = shape.padded_buses - fixed_layout_pads(shape)
+    assert more >= 0, f"{shape}: fewer padded buses than Proxmox's q35 layout has"
+    for i in range(more):
+        extra += ["-device", f"pcie-root-port,id=empty{i},bus=pcie.0,addr={0x18 + i:#x},"
+                             f"chassis={40 + i},slot={40 + i}"]
+    return "proxmox", extra
 
 
 def _judge(fwlab: ModuleType, cases: list[tuple[str, Shape, str]]) -> None:
@@ -183,7 +200,8 @@ def test_the_planner_cases_boot_as_judged(fwlab: ModuleType) -> None:
     cases = []
     for label, shape in planner_shapes():
         if (firmware_set(shape) is None or shape in seen or max(shape.bars) < 8 * GiB
-                or (shape.guest_phys_bits and not guest_bits) or _slow(shape)):
+                or (shape.guest_phys_bits and not guest_bits) or _slow(shape)
+                or ("q35" in shape.machine and shape.padded_buses < fixed_layout_pads(shape))):
             continue
         seen.add(shape)
         cases.append((label, shape, "qemu64"))
@@ -220,10 +238,15 @@ def shapes(draw: st.DrawFn, guest_bits: bool) -> tuple[str, Shape, str]:
     mmio = None
     if kind == "ovmf" and draw(st.integers(0, 3)) == 0:
         mmio = draw(st.sampled_from([32, 64, 128, 256, 512, 1024])) << 10
+    machine = draw(st.sampled_from(["q35", "pc"]))
+    # Proxmox's q35: 4 pci-bridges and the fixed root ports no GPU holds (GPUs on hostpci4 and
+    # up leave theirs empty); i440fx: none modelled
+    high = draw(st.integers(0, min(len(bars), 4)))
+    padded = PVE_BRIDGES + 4 - min(len(bars), 4) + high if machine == "q35" else 0
     shape = Shape(kind, version, draw(st.sampled_from(["intel", "amd"])), bits, pdpe1gb,
-                  ram * GiB, tuple(b * GiB for b in bars), draw(st.sampled_from(["q35", "pc"])),
+                  ram * GiB, tuple(b * GiB for b in bars), machine,
                   draw(st.sampled_from([None, 40, 44])) if guest_bits else None, mmio,
-                  draw(st.sampled_from([0, 1 << 20])))
+                  draw(st.sampled_from([0, 1 << 20])), padded)
     return f"gen-{kind}-{version}", shape, cpu
 
 
@@ -240,3 +263,21 @@ def test_generated_vms_boot_as_judged(fwlab: ModuleType) -> None:
         _judge(fwlab, cases)
 
     run()
+
+
+@pytest.mark.timeout(600)  # 18 boots of a few seconds each, two at a time
+def test_the_hotplug_padding_runs_boot_as_recorded(fwlab: ModuleType) -> None:
+    """tests/planner/hotplug_pad_runs.json booted again: each run gives what it recorded (the
+    model is held to the same rows without booting in tests/planner/test_bar_verdict.py)."""
+    rows = json.loads(PAD_RUNS.read_text())["runs"]
+    configs = []
+    for row in rows:
+        cfg = {k: v for k, v in row["run"].items() if k != "pve_bridges"}
+        if row["run"]["pve_bridges"]:
+            cfg["qemu_extra"] = pve_q35_bridges()
+        configs.append(cfg)
+    wrong = [f"{row['run']['label']}: recorded {row['outcome']} {row['bars_assigned']}, now"
+             f" {fw['outcome']} {fw.get('bars_assigned')} ({fw.get('why')})"
+             for row, fw in zip(rows, fwlab.run_many(configs, jobs=2), strict=True)
+             if (fw["outcome"], fw.get("bars_assigned")) != (row["outcome"], row["bars_assigned"])]
+    assert not wrong, "\n".join(wrong)

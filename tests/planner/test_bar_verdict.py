@@ -3,12 +3,14 @@ was built on (the firmware itself judges it in tests/conformance/test_firmware_w
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
+from pathlib import Path
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pvefix.planner.bar_verdict import GiB, Shape, TiB, layout, verdict
+from pvefix.planner.bar_verdict import GiB, Shape, TiB, hotplug_pad, layout, verdict
 
 SHAPES = st.builds(
     Shape,
@@ -22,6 +24,7 @@ SHAPES = st.builds(
                   min_size=1, max_size=8).map(lambda b: tuple(sorted(b, reverse=True))),
     machine=st.sampled_from(["q35", "pc", "pc-q35-7.0"]),
     mmio64_mb=st.sampled_from([None, 32768, 262144, 1048576, 1 << 27]),
+    padded_buses=st.sampled_from([0, 0, 4, 5, 7, 8]),
 )
 MEASURED = {"ovmf": ("2022.11", "2025.02"), "seabios": ("1.16.2", "1.16.3")}
 
@@ -66,3 +69,57 @@ def test_guest_phys_bits_make_ovmf_trust_and_cap_the_width() -> None:
     wide = Shape("ovmf", "2025.02", "amd", 46, True, 2 * GiB, (1 * TiB,))
     assert verdict(wide).outcome == "fits"
     assert verdict(replace(wide, guest_phys_bits=40)).outcome == "does-not-fit"
+
+
+PAD_RUNS = Path(__file__).with_name("hotplug_pad_runs.json")
+OUTCOME = {"placed": "fits", "not-placed": "does-not-fit"}
+
+
+def pad_run_shape(row: dict[str, object]) -> Shape:
+    """The Shape of one fw-lab run of hotplug_pad_runs.json (the runs' vCPU set explicitly)."""
+    run = row["run"]
+    assert isinstance(run, dict)
+    kind, version = run["firmware_set"].split("-")
+    bars: list[int] = []
+    for part in run["bars"].split("+"):
+        n, size = part.split("x")
+        bars += [int(size[:-1]) * GiB] * int(n)
+    mmio = run.get("mmio64_mb")
+    return Shape("ovmf" if kind == "edk2" else "seabios", version, run["vendor"],
+                 int(run["phys_bits"]), bool(run.get("pdpe1gb")), int(run["ram"][:-1]) * GiB,
+                 tuple(bars), run["machine"], mmio64_mb=int(mmio) if mmio else None,
+                 padded_buses=int(str(row["padded_buses"])))
+
+
+def test_the_hotplug_padding_runs_of_fw_lab() -> None:
+    """Every fw-lab run of hotplug_pad_runs.json: the same outcome and BAR count. Among them,
+    an empty root port or pci-bridge takes 1 GiB of a 130-132 GiB window on both edk2 builds
+    (P2/P3, P13/P14), none of a 32 GiB one (P15), and SeaBIOS 1.16.3 pads only with RAM above
+    4 GiB (P9, P11, P12)."""
+    rows = json.loads(PAD_RUNS.read_text())["runs"]
+    assert len(rows) >= 16
+    wrong = []
+    for row in rows:
+        mine = verdict(pad_run_shape(row))
+        if (mine.outcome, mine.placed) != (OUTCOME[row["outcome"]], row["bars_assigned"]):
+            wrong.append(f"{row['run']['label']}: fw-lab {row['outcome']} {row['bars_assigned']},"
+                         f" pvefix {mine.outcome} {mine.placed} ({mine.why})")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_hotplug_pad_is_a_256th_of_the_window_rounded_up() -> None:
+    assert hotplug_pad(32 * GiB) == 0
+    assert hotplug_pad(128 * GiB) == 512 << 20
+    assert hotplug_pad(130 * GiB) == hotplug_pad(132 * GiB) == GiB
+    assert hotplug_pad(2 * TiB) == 8 * GiB
+
+
+@given(SHAPES.filter(lambda s: s.firmware == "ovmf"), st.sampled_from(MEASURED["ovmf"]))
+def test_padding_never_makes_an_ovmf_window_fit(shape: Shape, version: str) -> None:
+    """More hotplug-capable bridges never turn OVMF's answer into "fits"."""
+    padded = verdict(replace(shape, version=version))
+    bare = verdict(replace(shape, version=version, padded_buses=0))
+    if padded.outcome == "fits":
+        assert bare.outcome == "fits"
+    if bare.outcome != "fits":
+        assert padded.outcome == bare.outcome

@@ -18,7 +18,7 @@ from pvefix.rehearse.runner import read_facts, run_job
 from pvefix.rehearse.verdict import judge
 from pvefix.target.local import LocalShell
 from pvefix.target.node import LocalNode
-from tests.shared import SHARED, fwlab_module
+from tests.shared import SHARED, fwlab_module, pve_q35_bridges
 
 pytestmark = pytest.mark.conformance
 G = 1 << 30
@@ -89,7 +89,9 @@ def test_the_rehearsal_says_what_fw_lab_says(fwlab: Any, name: str, fwset: str,
                                              keys: dict[str, str], bars: tuple[int, int],
                                              lab: dict[str, Any], timeout: int) -> None:
     count, gib = bars
-    topo = {"topo": "proxmox"} if "q35" in keys.get("machine", "") else {}  # Proxmox's ports
+    topo: dict[str, Any] = {}
+    if "q35" in keys.get("machine", ""):  # Proxmox's ports and pci-bridges
+        topo = {"topo": "proxmox", "qemu_extra": pve_q35_bridges()}
     expected = fwlab.run({"firmware_set": fwset, "bars": f"{count}x{gib}G", "dev": "testdev",
                           "vendor": "amd", "timeout": timeout, **topo, **lab})
     outcome, addrs, message = _pvefix(fwset, keys, bars, timeout)

@@ -50,7 +50,7 @@ from pvefix.hosttree import materialize_scenario
 from pvefix.main import main
 from pvefix.rehearse.flow import sections
 from pvefix.sim.serve import write_ready_file
-from tests.shared import SHARED, fwlab_module
+from tests.shared import SHARED, fwlab_module, pve_q35_bridges
 
 pytestmark = pytest.mark.conformance
 G = 1 << 30
@@ -148,7 +148,8 @@ def _lab(vm: dict[str, Any], config: dict[str, str], extra: list[str]) -> dict[s
     out: dict[str, Any] = {"firmware_set": vm["fwset"], "machine": config["machine"],
                            "cpu": vm["cpu"], "vendor": vm["vendor"], "bars": f"{count}x{gib}G",
                            "ram": ram, "dev": "testdev", "timeout": TIMEOUT,
-                           "topo": "proxmox" if q35 else "root", "qemu_extra": extra}
+                           "topo": "proxmox" if q35 else "root",
+                           "qemu_extra": extra + (pve_q35_bridges() if q35 else [])}
     if vm["bits"]:
         out["phys_bits"] = str(vm["bits"])
     if vm["pdpe1gb"]:

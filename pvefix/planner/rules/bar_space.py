@@ -25,6 +25,15 @@ more than the GPUs: every modern virtio function (the balloon unless `balloon: 0
 disks and SCSI controllers, the agent's serial, ...) has a 64-bit BAR there, so an X-PciMmio64Mb
 window of exactly the GPUs' size loses a GPU (fw-lab, --topo proxmox); the size offered leaves
 room, and a leftover X-PciMmio64Mb whose removal lets OVMF's own window fit is offered for removal.
+So do the VM's hotplug-capable bridges: Proxmox's q35 always has four root ports
+(ich9-pcie-port-1..4, empty ones included; `hostpciN,pcie=1` sits on port N+1) and four SHPC
+pci-bridges (pci.0-pci.3, qemu-server pve-q35-4.0.cfg), and both edk2 builds measured (2022.11,
+2025.02) reserve 1/256 of a window above 32 GiB, rounded up to a power of two, for each bridge
+(an empty root port, every pci-bridge; a port holding a GPU takes no more than the GPU needs);
+SeaBIOS 1.16.3 reserves 1/2048 of the top for each when RAM lies above 4 GiB. An exact or
+near-exact window then places one BAR fewer (fw-lab runs in tests/planner/hotplug_pad_runs.json);
+on an edk2 build not measured the verdict there is "must be measured". GPU entries count as
+holding their port (the pcie rule gives them pcie=1 on q35).
 
 Sizes count hostpci ENTRIES: a `mapping=` entry passes one device of its pool, picked at start,
 and is sized by its largest candidate. Each device counts as one block of its 64-bit BARs' sum
@@ -102,6 +111,7 @@ class Vm:
     machine: str
     kvm_guest_bits: bool
     others64: int = 0  # the window space its other devices' 64-bit BARs take (mmio.py)
+    padded_buses: int = 0  # its hotplug-capable bridges the firmware pads (mmio.hotplug_buses)
 
     def shapes(self, ctx: Context, cpu: mmio.CpuLine,
                mmio64_mb: int | None) -> list[tuple[str, bar_verdict.Shape]] | None:
@@ -125,7 +135,8 @@ class Vm:
                 out.append((label.strip(", ") or "as read", bar_verdict.Shape(
                     self.firmware, self.version, self.vendor, bits, pdpe1gb, self.ram,
                     self.bars, self.machine, gpb,
-                    mmio64_mb if self.firmware == "ovmf" else None, self.others64)))
+                    mmio64_mb if self.firmware == "ovmf" else None, self.others64,
+                    self.padded_buses)))
         return out
 
     def judge(self, ctx: Context, cpu: mmio.CpuLine, mmio64_mb: int | None) -> Judged | None:
@@ -158,7 +169,19 @@ def _vm(ctx: Context, bars: tuple[int, ...], firmware: mmio.Firmware) -> Vm:
     return Vm(firmware, _version(ctx, firmware), vendor,
               mmio.ram_bytes(ctx.value("memory")), bars, machine,
               _kvm_may_report_guest_bits(ctx),
-              mmio.OTHER_BAR * len(mmio.other_64bit_devices(ctx.values)))
+              mmio.OTHER_BAR * len(mmio.other_64bit_devices(ctx.values)),
+              mmio.hotplug_buses(machine.startswith(("q35", "pc-q35")), _port_holders(ctx)))
+
+
+def _port_holders(ctx: Context) -> set[int]:
+    """The N of each `hostpciN` that sits on a root port of its own: `pcie=1` entries, and the
+    GPU entries, which the pcie rule gives pcie=1 on q35 (its plan is the state judged)."""
+    out = set()
+    for p in ctx.passed:
+        index = p.key.removeprefix("hostpci")
+        if index.isdigit() and (p.entry.pcie or p.is_gpu):
+            out.add(int(index))
+    return out
 
 
 def rule(ctx: Context) -> RuleResult:
@@ -556,7 +579,10 @@ def _mmio64_fix(ctx: Context, vm: Vm, now: Judged, mmio64_mb: int | None) -> Fin
         gone = _mmio64_removed(ctx, vm, now, mmio64_mb)
         if gone is not None:
             return gone
-    size = max(_pow2(sum(vm.bars) + vm.others64), 32 * GiB)
+    need = sum(vm.bars) + vm.others64
+    if vm.padded_buses:  # each hotplug-capable bridge takes 1/256 of the window (bar_verdict)
+        need += vm.padded_buses * bar_verdict.hotplug_pad(_pow2(need))
+    size = max(_pow2(need), 32 * GiB)
     mb = size >> 20
     if mb == mmio64_mb:
         return None
