@@ -591,14 +591,11 @@ def _mmio64_fix(ctx: Context, vm: Vm, now: Judged, mmio64_mb: int | None) -> Fin
         return None
     line = f"-fw_cfg name=opt/ovmf/X-PciMmio64Mb,string={mb}"
     how = f"replace X-PciMmio64Mb={mmio64_mb} by" if mmio64_mb else "add to args:"
-    return Finding(
-        id="bar.ovmf-mmio64", rule=NAME, severity="info",
-        title="OVMF's X-PciMmio64Mb of the right size fits",
-        detail=f"Keeping the cpu line, {how} {line} ({fmt(size)}): {trial.describe()}."
+    return _mmio64_offer(
+        ctx, "OVMF's X-PciMmio64Mb of the right size fits",
+        f"Keeping the cpu line, {how} {line} ({fmt(size)}): {trial.describe()}."
         " From edk2 2025.02 the value is the exact window (a smaller one replaces the 1/8"
-        " dynamic window), before it a minimum; `args` is root@pam only.",
-        evidence=[f"args: {ctx.value('args') or '(none)'}"],
-    )
+        " dynamic window), before it a minimum; `args` is root@pam only.")
 
 
 def _mmio64_removed(ctx: Context, vm: Vm, now: Judged, mmio64_mb: int) -> Finding | None:
@@ -607,14 +604,17 @@ def _mmio64_removed(ctx: Context, vm: Vm, now: Judged, mmio64_mb: int) -> Findin
     if trial is None or trial.verdict.outcome != "fits":
         return None
     line = f"-fw_cfg name=opt/ovmf/X-PciMmio64Mb,string={mmio64_mb}"
-    return Finding(
-        id="bar.ovmf-mmio64", rule=NAME, severity="info",
-        title="Without X-PciMmio64Mb OVMF's own window fits",
-        detail=f"Keeping the cpu line, remove {line} from args: {trial.describe()}. From edk2"
+    return _mmio64_offer(
+        ctx, "Without X-PciMmio64Mb OVMF's own window fits",
+        f"Keeping the cpu line, remove {line} from args: {trial.describe()}. From edk2"
         " 2025.02 the value is the exact window, which replaces the larger 1/8 dynamic one;"
-        " `args` is root@pam only.",
-        evidence=[f"args: {ctx.value('args') or '(none)'}"],
-    )
+        " `args` is root@pam only.")
+
+
+def _mmio64_offer(ctx: Context, title: str, detail: str) -> Finding:
+    """The one info finding that offers an X-PciMmio64Mb edit (a size, or its removal)."""
+    return Finding(id="bar.ovmf-mmio64", rule=NAME, severity="info", title=title,
+                   detail=detail, evidence=[f"args: {ctx.value('args') or '(none)'}"])
 
 
 def _guest_side(
