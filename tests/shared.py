@@ -85,3 +85,39 @@ def pve_q35_bridges() -> list[str]:
     for n in range(PVE_Q35_BRIDGES):
         out += ["-device", f"pci-bridge,id=pci.{n},chassis_nr={n + 1},bus=pcidmi,addr={n + 1:#x}"]
     return out
+
+
+PROXMOX_FUNCTIONS = ("pci-bridge", "virtio-balloon-pci", "virtio-serial", "virtio-blk-pci",
+                     "virtio-net-pci", "virtio-scsi-pci", "virtio-rng-pci", "virtio-vga",
+                     "virtio-vga-gl")
+_BACKENDS = ("drive=", "netdev=", "chardev=", "rng=", "mac=", "bootindex=", "write-cache=",
+             "iothread=", "num_queues=", "host_mtu=", "host_tunnel=", "rx_queue_size=",
+             "tx_queue_size=", "max-bytes=", "period=", "free-page-reporting=", "vectors=",
+             "mq=", "max_outputs=", "edid=")
+
+
+def proxmox_function_words(cmdline: str, root_slots: bool = True) -> list[str]:
+    """QEMU arguments for the pci-bridges and virtio functions of Proxmox's own command
+    (../shared/pve-oracle config_to_command), on Proxmox's buses and slots, with their
+    backends taken off (a virtio disk on a null block device): what fw-lab boots beside its
+    stand-ins to judge a rehearsal of the same VM. `root_slots` False: devices on i440fx's
+    root bus pci.0 get whatever slot QEMU gives (fw-lab's own stand-ins take the first slots
+    there; the slot does not move a BAR)."""
+    import itertools
+    import shlex
+
+    words = shlex.split(cmdline)
+    out: list[str] = []
+    for opt, value in itertools.pairwise(words):
+        model = value.split(",", 1)[0]
+        if opt != "-device" or model not in PROXMOX_FUNCTIONS:
+            continue
+        props = [p for p in value.split(",")[1:] if not p.startswith(_BACKENDS)]
+        if not root_slots and "bus=pci.0" in props:
+            props = [p for p in props if not p.startswith(("bus=", "addr="))]
+        ident = next((p[3:] for p in props if p.startswith("id=")), "")
+        if model == "virtio-blk-pci":
+            props.insert(0, f"drive=null-{ident}")
+            out += ["-blockdev", f"driver=null-co,node-name=null-{ident},read-zeroes=on"]
+        out += ["-device", ",".join([model.replace("-gl", ""), *props])]
+    return out

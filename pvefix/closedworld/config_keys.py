@@ -31,7 +31,7 @@ _VIRTIO = ("adds a modern virtio-pci function (balloon: on unless 0; agent and q
            " virtio-serial; virtio NICs, disks, SCSI controllers, RNGs, virtiofs) whose 64-bit"
            " prefetchable BAR the firmware places in the GPUs' window: an X-PciMmio64Mb window"
            " of exactly the GPUs' size has no room left and OVMF drops a GPU's BAR"
-           " (pvefix.planner.mmio other_64bit_devices)")
+           " (pvefix.planner.mmio virtio_functions)")
 _VIRTIO_SRC = ("QEMU hw/virtio/virtio-pci.c (modern BAR); qemu-server config_to_command; fw-lab"
                " --topo proxmox with a virtio-balloon-pci behind a pci-bridge")
 

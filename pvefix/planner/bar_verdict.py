@@ -379,8 +379,9 @@ def _ovmf(shape: Shape, b: _Behaviour, lay: _Layout) -> Verdict:
     if placed == n and extras and _pack(
             (*shape.bars, *extras), base, hi, 1 << shape.phys_bits) < n + len(extras):
         return Verdict(
-            "does-not-fit", f"OVMF's {how} window {_h(base)}-{_h(base + size)} holds the {n}"
-            f" BARs with no room left for {_others(shape, pad)}: OVMF then drops a GPU's BAR",
+            "does-not-fit", f"OVMF's {how} window {_h(base)}-{_h(base + size)} holds the"
+            f" {f'{n} BARs' if n > 1 else 'BAR'} with no room left for"
+            f" {_others(shape, pad)}: OVMF then drops a GPU's BAR",
             n - 1, (base, base + size), bits, lay.end)
     return _placed_verdict(shape, placed, (base, base + size), bits, lay,
                            f"OVMF's {how} window")
@@ -404,7 +405,7 @@ def _others(shape: Shape, pad: int) -> str:
     if pad and shape.padded_buses:
         amount = _h(pad) if pad >= GiB else f"{pad >> 20} MiB"
         parts.append(f"the {amount} OVMF reserves for each of its {shape.padded_buses}"
-                     " hotplug-capable bridges (Proxmox's empty root ports and pci-bridges)")
+                     " hotplug-capable bridges (Proxmox's pci-bridges and empty root ports)")
     return " and ".join(parts)
 
 

@@ -20,7 +20,7 @@ What the firmware then makes of the vCPU is planner/bar_verdict.py's (verdict())
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -256,25 +256,102 @@ def ovmf_build(package: str | None, efidisk: str | None) -> str | None:
 OTHER_BAR = 1 << 20
 
 
-def other_64bit_devices(values: Mapping[str, str]) -> list[str]:
-    """The config keys that give the VM a modern virtio function (each takes 64-bit window
-    space): the balloon (on unless `balloon: 0`), virtio NICs, disks, SCSI controllers, RNGs,
-    virtiofs, the agent's virtio-serial, a virtio GPU."""
-    out = [] if values.get("balloon", "").strip() == "0" else ["balloon"]
-    scsi_virtio = values.get("scsihw", "lsi").startswith("virtio-scsi")
-    for key, value in sorted(values.items()):
-        stem = key.rstrip("0123456789")
-        if stem == key:
-            continue
-        if (stem in ("virtio", "rng", "virtiofs") or (stem == "scsi" and scsi_virtio)
-                or (stem == "net" and re.match(r"(model=)?virtio\b", value.strip()))):
-            out.append(key)
-    agent = values.get("agent", "").strip()
-    if agent and re.match(r"(enabled=)?(1|on|yes|true)\b", agent):
-        out.append("agent")
-    if values.get("vga", "").strip().startswith(("virtio", "qxl")):  # qxl: spice's serial
-        out.append("vga")
+@dataclass(frozen=True)
+class VirtioFunction:
+    """One modern virtio-pci function Proxmox's start adds for a VM: the config key behind it,
+    QEMU's device model, Proxmox's id for it, and where it sits (`bus` None: QEMU picks a slot
+    on the root bus)."""
+
+    key: str
+    model: str
+    id: str
+    bus: str | None
+    slot: int | None
+
+
+def _where(index: int, first: tuple[int, int], rest: tuple[int, int]) -> tuple[str, int]:
+    """Proxmox's slot for the Nth of a kind: the first six on one bus from one slot on, the
+    others on another bus (qemu-server PCI.pm's address map, its numbers as (bus, slot))."""
+    bus, slot = first if index < 6 else rest
+    return f"pci.{bus}", slot + (index if index < 6 else index - 6)
+
+
+def _option(value: str, name: str, bare: bool) -> str | None:
+    """A property string's `name=` value; `bare`: its first item may give it without a key."""
+    items = [p.strip() for p in value.split(",")]
+    for n, item in enumerate(items):
+        key, eq, val = item.partition("=")
+        if eq and key == name:
+            return val
+        if not eq and bare and n == 0:
+            return key
+    return None
+
+
+def virtio_functions(values: Mapping[str, str], q35: bool) -> list[VirtioFunction]:
+    """The VM's modern virtio functions, each taking space in the 64-bit window, where Proxmox
+    puts them (qemu-server config_to_command and PCI.pm's address map): the balloon (unless
+    `balloon: 0`), the agent's and spice's virtio-serial, virtio disks, NICs and SCSI
+    controllers (one for every disk with virtio-scsi-single), the RNG, virtiofs, a virtio GPU.
+    On q35 `pci.N` is one of pve-q35-4.0.cfg's pci-bridges; on i440fx pci.0 is the root bus."""
+    out = [] if values.get("balloon", "").strip() == "0" else [
+        VirtioFunction("balloon", "virtio-balloon-pci", "balloon0", "pci.0", 3)]
+    scsihw = values.get("scsihw", "").strip()
+    scsi = sorted(int(k[4:]) for k in values if re.fullmatch(r"scsi\d+", k))
+    if scsihw == "virtio-scsi-single":
+        out += [VirtioFunction(f"scsi{n}", "virtio-scsi-pci", f"virtioscsi{n}", "pci.3", n + 1)
+                for n in scsi]
+    elif scsihw == "virtio-scsi-pci" and scsi:
+        out.append(VirtioFunction("scsihw", "virtio-scsi-pci", "scsihw0", "pci.0", 5))
+    agent = values.get("agent", "")
+    if (_option(agent, "enabled", True) or "0") in ("1", "on", "yes", "true") and (
+            _option(agent, "type", False) or "virtio") == "virtio":
+        out.append(VirtioFunction("agent", "virtio-serial", "qga0", "pci.0", 8))
+    vga = values.get("vga", "")
+    kind = _option(vga, "type", True) or ""
+    if kind.startswith("virtio"):
+        out.append(VirtioFunction("vga", "virtio-vga", "vga", *(
+            ("pcie.0", 1) if q35 else ("pci.0", 2))))
+    if kind.startswith(("virtio", "qxl")) or _option(vga, "clipboard", False) == "vnc":
+        out.append(VirtioFunction("vga", "virtio-serial", "spice", "pci.0", 9))
+    out += _numbered(values)
     return out
+
+
+def _numbered(values: Mapping[str, str]) -> list[VirtioFunction]:
+    """virtioN disks, virtio netN NICs, rng0 and virtiofsN, in Proxmox's places."""
+    out = []
+    for key in sorted(values, key=lambda k: (k.rstrip("0123456789"), len(k), k)):
+        stem, n = key.rstrip("0123456789"), key[len(key.rstrip("0123456789")):]
+        if not n:
+            continue
+        if stem == "virtio":
+            out.append(VirtioFunction(key, "virtio-blk-pci", key,
+                                      *_where(int(n), (0, 10), (2, 1))))
+        elif stem == "net" and re.match(r"(model=)?virtio\b", values[key].strip()):
+            out.append(VirtioFunction(key, "virtio-net-pci", key,
+                                      *_where(int(n), (0, 18), (1, 1))))
+        elif key == "rng0":
+            out.append(VirtioFunction(key, "virtio-rng-pci", key, "pci.1", 29))
+        elif stem == "virtiofs":
+            out.append(VirtioFunction(key, "vhost-user-fs-pci", key, None, None))
+    return out
+
+
+def i440fx_bridges(version: str | None, values: Mapping[str, str],
+                   used: Iterable[str] = ()) -> list[tuple[str, int]]:
+    """The pci-bridges Proxmox adds to an i440fx VM, as (id, slot on the root bus pci.0): pci.1
+    and pci.2 on every machine from 2.3 on, pci.3 with virtio-scsi-single, and any other a
+    device sits behind (`used`: buses; hostpci4+ and virtio6+ on pci.2, net6+ and rng0 on
+    pci.1) (QemuServer.pm config_to_command; PCI.pm's address map)."""
+    wanted = set(used) | {f.bus for f in virtio_functions(values, False) if f.bus}
+    m = re.match(r"(\d+)\.(\d+)", version or "")
+    if m is None or (int(m.group(1)), int(m.group(2))) >= (2, 3):
+        wanted |= {"pci.1", "pci.2"}
+    if values.get("scsihw", "").strip() == "virtio-scsi-single":
+        wanted.add("pci.3")
+    slots = {"pci.1": 30, "pci.2": 31, "pci.3": 5}
+    return [(b, slots[b]) for b in sorted(wanted) if b in slots]
 
 
 # Proxmox's q35 (qemu-server pve-q35-4.0.cfg, and pve-q35.cfg before machine 4.0) always has four
@@ -287,12 +364,15 @@ PVE_Q35_ROOT_PORTS = 4
 PVE_Q35_BRIDGES = 4
 
 
-def hotplug_buses(q35: bool, port_holders: set[int]) -> int:
+def hotplug_buses(q35: bool, port_holders: set[int], version: str | None = None,
+                  values: Mapping[str, str] | None = None) -> int:
     """The hotplug-capable bridges of a Proxmox VM that take the firmware's padding: on q35
     the four pci-bridges and the fixed root ports no `hostpciN,pcie=1` entry holds
-    (`port_holders`: the N of those entries); none on i440fx (its pci-bridges, added only for
-    devices addressed behind them, are not modelled)."""
+    (`port_holders`: the N of those entries); on i440fx the pci-bridges Proxmox adds
+    (i440fx_bridges of the machine `version` and the config `values`). fw-lab, edk2 2025.02,
+    `--machine pc`, 1x128G in a 128 GiB X-PciMmio64Mb window: placed alone, not placed with
+    pci.1 and pci.2 at 1e.0 and 1f.0."""
     if not q35:
-        return 0
+        return len(i440fx_bridges(version, values or {}))
     taken = {n for n in port_holders if 0 <= n < PVE_Q35_ROOT_PORTS}
     return PVE_Q35_BRIDGES + PVE_Q35_ROOT_PORTS - len(taken)

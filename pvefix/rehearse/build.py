@@ -5,20 +5,31 @@ file, `args`) are Proxmox's, built as qemu-server builds them (pvefix/rehearse/c
 never read from `qm showcmd` (which activates a stopped VM's volumes). Here they are joined
 with what stands in for the VM's devices:
 
-- `hostpciN` (pcie): each passed function becomes a stand-in device `pci-testdev,membar=SIZE`
-  (a 64-bit prefetchable BAR with no memory behind it) of its largest 64-bit BAR, on the root
-  port `ich9-pcie-port-(N+1)` where `pcie=1` (on q35), or on the PCI bridge `pci.0`/`pci.1`
-  (hostpci0-3 / 4-15), the buses qemu-server uses. pvefix adds those ports and bridges itself
-  (Proxmox's `-readconfig` file is not needed), on q35 all four fixed root ports and all four
-  pci-bridges, empty ones included: the firmware reserves 64-bit window space for each.
+- `hostpciN`: each passed function becomes a stand-in of its largest 64-bit BAR on Proxmox's
+  bus and slot: slot 0 of root port `ich9-pcie-port-(N+1)` where `pcie=1` (on q35), else
+  qemu-server's slots on `pci.0`/`pci.2`. A function with an I/O BAR gets `pci-testdev,membar=`
+  (a 64-bit prefetchable BAR with no memory behind it, and an I/O BAR); one without gets
+  `ivshmem-plain` on a sparse file (no I/O BAR): the firmware's I/O port space is small, and an
+  I/O window per root port can use it up (fw-lab: 8 stand-ins with I/O BARs on root ports and
+  two transitional virtio functions on pci-bridges lose a GPU; without the I/O BARs all 8 are
+  placed). A one-function entry's other 64-bit BARs are more functions of its slot (they share
+  its root port's window).
+- The buses: on q35 all four fixed root ports and all four pci-bridges, empty ones included
+  (the firmware reserves 64-bit window space for each); on i440fx the pci-bridges Proxmox adds
+  (pci.1 and pci.2 on every machine from 2.3 on). pvefix adds them itself (Proxmox's
+  `-readconfig` file is not needed).
+- The VM's modern virtio functions (planner/mmio.py virtio_functions: balloon, agent and spice
+  virtio-serial, virtio disks, NICs, SCSI controllers, RNG, virtiofs, virtio GPU), each on
+  Proxmox's bus and slot with no backend (a null block device, no network).
 
-Everything else of the VM is left out: disks, NICs, display, USB, vfio, hugepages, NUMA pinning,
-the VM's QMP sockets and pid file. RAM is a memory-backend-file on a sparse file in the run's
-private folder (`share=on`; the firmware touches little of it); memory hotplug's DIMMs are
-backed by unlinked sparse files there. Under TCG (no usable /dev/kvm) QEMU ignores
-`host-phys-bits` and reports its own CPU vendor, so the host's width and vendor are given
-explicitly, from the node's facts; `enforce` and the KVM-only flags are dropped there. QEMU runs
-with `-sandbox on` (seccomp: no spawning, no privilege changes, no obsolete system calls).
+Everything else of the VM is left out: other disks and NICs, other displays, USB, vfio,
+hugepages, NUMA pinning, the VM's QMP sockets and pid file. RAM is a memory-backend-file on a
+sparse file in the run's private folder (`share=on`; the firmware touches little of it); memory
+hotplug's DIMMs are backed by unlinked sparse files there. Under TCG (no usable /dev/kvm) QEMU
+ignores `host-phys-bits` and reports its own CPU vendor, so the host's width and vendor are
+given explicitly, from the node's facts; `enforce` and the KVM-only flags are dropped there.
+QEMU runs with `-sandbox on` (seccomp: no spawning, no privilege changes, no obsolete system
+calls).
 """
 
 from __future__ import annotations
@@ -47,7 +58,8 @@ from pvefix.vmconfig.hostpci import HOSTPCI_KEY
 
 KVM_ONLY = ("enforce", "kvm=off", "+kvm_pv_eoi", "+kvm_pv_unhalt")
 VENDORS = {"AuthenticAMD", "GenuineIntel"}
-STAND_IN = "pci-testdev"  # BAR2 = membar: a 64-bit prefetchable container, no memory
+STAND_IN = "pci-testdev"  # BAR2 = membar: a 64-bit prefetchable container, no memory; an I/O BAR
+NO_IO = "ivshmem-plain"  # BAR2 = its memdev (a sparse file), and no I/O BAR
 DATA_LIMIT = 2 << 30  # RLIMIT_DATA of the rehearsal QEMU (its RAM and BARs are not in it)
 
 
@@ -95,13 +107,28 @@ class HostCpu:
 
 
 @dataclass(frozen=True)
+class Shape:
+    """A passed function's BARs as its stand-in copies them: the largest 64-bit one, whether
+    it has an I/O BAR (its root port then needs an I/O window: the firmware's I/O space is
+    small), and its other 64-bit ones (they share its root port's window)."""
+
+    size: int
+    io: bool = True
+    others: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
 class StandIn:
-    """One passed function's stand-in: its QEMU id, the host function, the BAR size, the bus."""
+    """One stand-in function: its QEMU id, the host function, its 64-bit BAR's size, the bus
+    and the address on it (Proxmox's), and whether it has an I/O BAR (pci-testdev) or not
+    (ivshmem-plain on a sparse file)."""
 
     id: str
     host: str
     size: int
     bus: str
+    addr: str = "0x0"
+    io: bool = True
 
 
 @dataclass
@@ -242,9 +269,11 @@ def memory_args(mem: Memory, numa: bool) -> tuple[list[str], str]:
 
 
 def stand_ins(planned: Mapping[str, str], functions: Mapping[str, Sequence[tuple[str, int]]],
-              q35: bool) -> list[StandIn]:
-    """One stand-in per passed function that has a 64-bit BAR. `functions` maps hostpciN to its
-    (host address, largest 64-bit BAR size) pairs (a pool: its largest candidate)."""
+              q35: bool, shapes: Mapping[str, Shape] | None = None) -> list[StandIn]:
+    """The stand-ins of the passed functions that have a 64-bit BAR. `functions` maps hostpciN
+    to its (host address, largest 64-bit BAR size) pairs (a pool: its largest candidate);
+    `shapes` (by host address) adds each one's I/O BAR and other 64-bit BARs: a one-function
+    entry's other BARs are more functions of its slot, as one device's BARs share its port."""
     out: list[StandIn] = []
     keys = sorted((k for k in planned if HOSTPCI_KEY.match(k)), key=lambda k: (len(k), k))
     for key in keys:
@@ -253,61 +282,94 @@ def stand_ins(planned: Mapping[str, str], functions: Mapping[str, Sequence[tuple
             raise ProxmoxRefuses(f"{key}: pcie=1 needs a q35 machine (Proxmox refuses to "
                                  "start this config: 'q35 machine model is not enabled')")
         sized = [(host, size) for host, size in functions.get(key, ()) if size > 0]
-        index = entry.index
-        bus = (f"ich9-pcie-port-{index + 1}" if entry.pcie
-               else "pci.0" if index < 4 else "pci.1")
+        bus, slot = _hostpci_slot(entry.index, entry.pcie)
         for j, (host, size) in enumerate(sized):
+            shape = (shapes or {}).get(host) or Shape(size)
+            others = shape.others if len(sized) == 1 else ()
             ident = key if len(sized) == 1 else f"{key}.{j}"
-            out.append(StandIn(ident, host, size, bus))
+            fn = j if len(sized) > 1 else 0 if others else None
+            addr = f"{slot:#x}" if fn is None else f"{slot:#x}.{fn}"
+            out.append(StandIn(ident, host, size, bus, addr, shape.io))
+            out += [StandIn(f"{key}-bar{k}", f"{host} (its {other >> 20} MiB BAR)", other,
+                            bus, f"{slot:#x}.{k}", False)
+                    for k, other in enumerate(others, start=1)]
     return out
 
 
-def buses(devices: Sequence[StandIn], q35: bool) -> list[str]:
-    """The root ports and bridges the stand-ins sit on, as `-device` values (pvefix's own:
-    q35's four ports at 1c.0-3 and four PCI bridges pci.0-pci.3 that Proxmox always has, one
-    more port per pcie entry from hostpci4 on; i440fx: the bridge pci.1 where used)."""
+def _hostpci_slot(index: int, pcie: bool) -> tuple[str, int]:
+    """Where Proxmox puts hostpciN: slot 0 of root port ich9-pcie-port-(N+1) with pcie=1;
+    else hostpci0-1 at slots 0x10-0x11 and hostpci2-3 at 0x1b-0x1c of pci.0, hostpci4-15 from
+    slot 0xd of pci.2 (qemu-server PCI.pm's address maps)."""
+    if pcie:
+        return f"ich9-pcie-port-{index + 1}", 0
+    if index < 4:
+        return "pci.0", (0x10, 0x11, 0x1b, 0x1c)[index]
+    return "pci.2", 0xd + index - 4
+
+
+def buses(devices: Sequence[StandIn], q35: bool, i440fx: Sequence[tuple[str, int]] = ()
+          ) -> list[str]:
+    """The root ports and bridges of Proxmox's layout, as `-device` values (pvefix's own): on
+    q35 the four root ports at 1c.0-3 and the four pci-bridges pci.0-pci.3 that Proxmox always
+    has, one more port per pcie entry from hostpci4 on; on i440fx the pci-bridges Proxmox adds
+    (`i440fx`: mmio.i440fx_bridges)."""
+    if not q35:
+        return [f"pci-bridge,id={name},chassis_nr={name[4:]},bus=pci.0,addr={slot:#x}"
+                for name, slot in i440fx]
     out: list[str] = []
-    used = {d.bus for d in devices}
-    if q35:
-        for n in range(1, 5):
-            multi = ",multifunction=on" if n == 1 else ""
-            out.append(f"pcie-root-port,id=ich9-pcie-port-{n},bus=pcie.0,addr=0x1c.{n - 1}"
-                       f"{multi},port={n},chassis={n}")
-        extra = sorted(int(b.rsplit("-", 1)[1]) for b in used
-                       if b.startswith("ich9-pcie-port-") and int(b.rsplit("-", 1)[1]) > 4)
-        for n in extra:
-            slot, fn = 0x10 + (n - 5) // 8, (n - 5) % 8
-            out.append(f"pcie-root-port,id=ich9-pcie-port-{n},bus=pcie.0,addr={slot:#x}.{fn},"
-                       f"multifunction=on,port={n},chassis={n}")
-        # pve-q35-4.0.cfg's DMI bridge and its four pci-bridges, there empty or not: each is
-        # hotplug-capable and takes the firmware's padding in the 64-bit window (bar_verdict)
-        out.append("i82801b11-bridge,id=pcidmi,bus=pcie.0,addr=0x1e")
-        out += [f"pci-bridge,id=pci.{n},chassis_nr={n + 1},bus=pcidmi,addr={n + 1:#x}"
-                for n in range(mmio.PVE_Q35_BRIDGES)]
-        return out
-    if "pci.1" in used:
-        parent = "pcidmi" if q35 else "pci.0"
-        out.append(f"pci-bridge,id=pci.1,chassis_nr=2,bus={parent},addr=0x{2 if q35 else 0x1e:x}")
+    for n in range(1, 5):
+        multi = ",multifunction=on" if n == 1 else ""
+        out.append(f"pcie-root-port,id=ich9-pcie-port-{n},bus=pcie.0,addr=0x1c.{n - 1}"
+                   f"{multi},port={n},chassis={n}")
+    extra = sorted({int(d.bus.rsplit("-", 1)[1]) for d in devices
+                    if d.bus.startswith("ich9-pcie-port-")} - {1, 2, 3, 4})
+    for n in extra:
+        slot, fn = 0x10 + (n - 5) // 8, (n - 5) % 8
+        out.append(f"pcie-root-port,id=ich9-pcie-port-{n},bus=pcie.0,addr={slot:#x}.{fn},"
+                   f"multifunction=on,port={n},chassis={n}")
+    # pve-q35-4.0.cfg's DMI bridge and its four pci-bridges, there empty or not: each is
+    # hotplug-capable and takes the firmware's padding in the 64-bit window (bar_verdict)
+    out.append("i82801b11-bridge,id=pcidmi,bus=pcie.0,addr=0x1e")
+    out += [f"pci-bridge,id=pci.{n},chassis_nr={n + 1},bus=pcidmi,addr={n + 1:#x}"
+            for n in range(mmio.PVE_Q35_BRIDGES)]
     return out
 
 
-def device_args(devices: Sequence[StandIn], q35: bool) -> list[str]:
-    """`-device` arguments: the buses, then each stand-in (functions of one entry share its
-    root port's slot, as functions 0, 1, ...)."""
+def virtio_args(functions: Sequence[mmio.VirtioFunction]) -> tuple[list[str], list[str]]:
+    """`-device` (and `-blockdev`) arguments for the VM's virtio functions, each on Proxmox's
+    bus and slot with no backend behind it (a null block device for a disk, no network for a
+    NIC), and notes. virtiofs needs a running virtiofsd: a virtio-rng-pci stands in for it, a
+    function with the same kind of 64-bit BAR, on a slot QEMU picks as it does for virtiofs."""
     argv: list[str] = []
-    for value in buses(devices, q35):
+    notes: list[str] = []
+    for f in functions:
+        where = f",bus={f.bus},addr={f.slot:#x}" if f.bus is not None else ""
+        model = f.model
+        if model == "virtio-blk-pci":
+            argv += ["-blockdev", f"driver=null-co,node-name=null-{f.id},read-zeroes=on"]
+            model += f",drive=null-{f.id}"
+        elif model == "vhost-user-fs-pci":
+            model = "virtio-rng-pci"
+            notes.append(f"{f.key}: a virtio-rng-pci stands in for virtiofs (no virtiofsd)")
+        argv += ["-device", f"{model},id={f.id}{where}"]
+    return argv, notes
+
+
+def device_args(devices: Sequence[StandIn], q35: bool,
+                i440fx: Sequence[tuple[str, int]] = ()) -> list[str]:
+    """`-device` arguments: the buses, then each stand-in (functions of one entry share its
+    slot, as functions 0, 1, ...; the first says multifunction)."""
+    argv: list[str] = []
+    for value in buses(devices, q35, i440fx):
         argv += ["-device", value]
-    count = {b: sum(1 for d in devices if d.bus == b) for b in {d.bus for d in devices}}
-    taken: dict[str, int] = {}
     for d in devices:
-        n = taken.get(d.bus, 0)
-        taken[d.bus] = n + 1
-        if d.bus.startswith("ich9-pcie-port-"):
-            multi = ",multifunction=on" if n == 0 and count[d.bus] > 1 else ""
-            where = f"bus={d.bus},addr=0x0.{n}{multi}"
-        else:
-            where = f"bus={d.bus},addr={0x10 + n:#x}"
-        argv += ["-device", f"{STAND_IN},membar={d.size >> 20}M,id={d.id},{where}"]
+        where = f"id={d.id},bus={d.bus},addr={d.addr}" + (
+            ",multifunction=on" if d.addr.endswith(".0") else "")
+        if d.io:
+            argv += ["-device", f"{STAND_IN},membar={d.size >> 20}M,{where}"]
+        else:  # mem-path a folder: an unlinked sparse file there
+            argv += ["-object", f"memory-backend-file,id=bar-{d.id},size={d.size >> 20}M,"
+                     "mem-path=.,share=on", "-device", f"{NO_IO},memdev=bar-{d.id},{where}"]
     return argv
 
 
@@ -328,6 +390,7 @@ class Inputs:
     accel: str  # "kvm" | "tcg"
     explicit_firmware_dir: bool = False
     cpu_models: Mapping[str, CpuModel] | None = None  # cpu-models.conf (None: not read)
+    shapes: Mapping[str, Shape] | None = None  # by host function (None: pci-testdev alone)
 
 
 def _guest_bits(cpu: str) -> int | None:
@@ -338,6 +401,11 @@ def _guest_bits(cpu: str) -> int | None:
 def _qemu_before(version_line: str, release: tuple[int, int]) -> bool:
     m = re.match(r"(\d+)\.(\d+)", qemu_version_of(version_line))
     return m is not None and (int(m.group(1)), int(m.group(2))) < release
+
+
+def _i440fx_version(kind: str) -> str | None:
+    m = re.match(r"pc-i440fx-(\d+\.\d+)", kind)
+    return m.group(1) if m else None
 
 
 def build_job(i: Inputs) -> Job:
@@ -363,10 +431,14 @@ def build_job(i: Inputs) -> Job:
     notes += more
     numa = (i.planned.get("numa") or "0") not in ("0", "")
     mem_argv, backend = memory_args(mem, numa)
-    devices = stand_ins(i.planned, i.functions, q35)
+    devices = stand_ins(i.planned, i.functions, q35, i.shapes)
+    bridges = [] if q35 else mmio.i440fx_bridges(_i440fx_version(kind), i.planned,
+                                                 {d.bus for d in devices})
+    virtio, more = virtio_args(mmio.virtio_functions(i.planned, q35))
+    notes += more
     accel = "kvm" if i.accel == "kvm" else "tcg,tb-size=64"
     argv = ["-accel", accel, "-machine", f"type={kind}{backend}", "-cpu", cpu, *mem_argv,
-            *FIXED, *fw_argv, *device_args(devices, q35), *extra.kept]
+            *FIXED, *fw_argv, *device_args(devices, q35, bridges), *virtio, *extra.kept]
     return Job(argv=argv, accel=i.accel, machine=kind, cpu=cpu, ram_mb=mem.static_mb,
                firmware=fw, vars_template=template, stand_ins=devices, phys_bits=bits,
                notes=notes, guest_phys_bits=guest, host_bits=i.host.phys_bits,

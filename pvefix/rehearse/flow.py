@@ -10,7 +10,15 @@ from dataclasses import dataclass
 from pvefix.errors import PvefixError
 from pvefix.planner.context import build_context
 from pvefix.planner.model import Plan
-from pvefix.rehearse.build import HostCpu, Inputs, Job, NodeFacts, RehearseRefused, build_job
+from pvefix.rehearse.build import (
+    HostCpu,
+    Inputs,
+    Job,
+    NodeFacts,
+    RehearseRefused,
+    Shape,
+    build_job,
+)
 from pvefix.rehearse.command import ProxmoxRefuses
 from pvefix.rehearse.runner import choose_accel, command_line, read_facts, run_job
 from pvefix.rehearse.verdict import Verdict, judge
@@ -86,10 +94,21 @@ def _with_phases(started: dict[str, str], plan: Plan, last: int) -> dict[str, st
 def bar_functions(state: HostState, config: dict[str, str]) -> dict[str, list[tuple[str, int]]]:
     """hostpciN -> (host function, its largest 64-bit memory BAR) for `config`'s entries, as
     the planner resolves them (a pool mapping: its largest candidate)."""
+    return {key: [(name, shape.size) for name, shape in sized]
+            for key, sized in _sized(state, config).items()}
+
+
+def bar_shapes(state: HostState, config: dict[str, str]) -> dict[str, Shape]:
+    """Each function of bar_functions by name: whether it has an I/O BAR, and its other 64-bit
+    prefetchable BARs (a stand-in copies both: they decide its root port's windows)."""
+    return {name: shape for sized in _sized(state, config).values() for name, shape in sized}
+
+
+def _sized(state: HostState, config: dict[str, str]) -> dict[str, list[tuple[str, Shape]]]:
     text = "".join(f"{k}: {v}\n" for k, v in config.items())
     vm = state.vm.model_copy(update={"config_text": text})
     ctx = build_context(state.model_copy(update={"vm": vm}))
-    out: dict[str, list[tuple[str, int]]] = {}
+    out: dict[str, list[tuple[str, Shape]]] = {}
     for p in ctx.passed:
         if p.unknown or p.problem:
             why = p.problem or "its devices are not in the node's PCI facts"
@@ -97,11 +116,13 @@ def bar_functions(state: HostState, config: dict[str, str]) -> dict[str, list[tu
                                   "node over SSH or --local")
         sizes = []
         for d in p.sized:
-            bar64 = [b.size for b in d.bars if b.is_64bit and not b.is_io]
+            bar64 = sorted((b.size for b in d.bars if b.is_64bit and not b.is_io),
+                           reverse=True)
             name = (f"pool {p.entry.mapping}, largest: {d.address}" if p.is_pool
                     else d.address)
             if bar64:
-                sizes.append((name, max(bar64)))
+                io = any(b.is_io for b in d.bars)
+                sizes.append((name, Shape(bar64[0], io, tuple(bar64[1:]))))
         out[p.key] = sizes
     return out
 
@@ -116,6 +137,7 @@ def rehearse(target: Node, state: HostState, config: dict[str, str], label: str,
     accel = choose_accel(node, settings.accel, settings.timeout, where)
     inputs = Inputs(
         planned=config, functions=bar_functions(state, config), node=node,
+        shapes=bar_shapes(state, config),
         host=HostCpu(state.node.cpu_vendor, state.node.cpu_phys_bits), accel=accel,
         explicit_firmware_dir=settings.explicit_firmware_dir,
         cpu_models=build_context(state).cpu_models)

@@ -1,8 +1,9 @@
 """The facts the closed-world audit's classifications rest on, asked of Proxmox's own code
 (../shared/pve-oracle, qemu-server's config_to_command), against what pvefix models:
 - efidisk0's efitype picks the OVMF image (pvefix.planner.mmio ovmf_build);
-- the VM's modern virtio functions are the devices pvefix counts in the window
-  (mmio.other_64bit_devices): each one it names is a virtio device on the command line;
+- the VM's modern virtio functions are the devices pvefix counts in the window and the
+  rehearsal boots (mmio.virtio_functions): the same models, ids, buses and slots as on
+  Proxmox's command line, and on i440fx the same pci-bridges (mmio.i440fx_bridges);
 - hugepages without numa, and numaN nodes whose memory does not add up, are refused (unmodelled
   for the start claim, pvefix.closedworld.config_keys);
 - an explicit cpu hidden= decides kvm=off over x-vga=1 (planner/rules/topology.kvm_hidden_by);
@@ -48,24 +49,44 @@ def test_efitype_picks_the_image_pvefix_assumes(oracle: Any, efidisk: str, image
     assert (mmio.ovmf_build("4.2025.02-4", value) == "4.2025.02-4") == ovmf_build_is_package
 
 
+@pytest.mark.parametrize("machine", ["q35", "pc", "pc-i440fx-8.0"])
 @pytest.mark.parametrize("extra", [
     {}, {"balloon": "0"}, {"net0": "virtio=BC:24:11:00:00:01,bridge=vmbr0"},
     {"net0": "e1000=BC:24:11:00:00:01,bridge=vmbr0"}, {"agent": "1"},
-    {"scsihw": "virtio-scsi-single", "scsi0": "local:100/vm-100-disk-1.raw,size=8G"},
+    {"agent": "enabled=1,type=isa"}, {"agent": "0"},
+    {"scsihw": "virtio-scsi-single", "scsi0": "local:100/vm-100-disk-1.raw,size=8G",
+     "scsi3": "local:100/vm-100-disk-2.raw,size=8G"},
+    {"scsihw": "virtio-scsi-pci", "scsi0": "local:100/vm-100-disk-1.raw,size=8G",
+     "scsi9": "local:100/vm-100-disk-2.raw,size=8G"},
     {"scsihw": "lsi", "scsi0": "local:100/vm-100-disk-1.raw,size=8G"},
-    {"virtio0": "local:100/vm-100-disk-1.raw,size=8G"}, {"rng0": "source=/dev/urandom"},
-    {"vga": "qxl"}, {"vga": "virtio"}, {"vga": "std"},
+    {"virtio0": "local:100/vm-100-disk-1.raw,size=8G",
+     "virtio7": "local:100/vm-100-disk-2.raw,size=8G"},
+    {"rng0": "source=/dev/urandom"}, {"net7": "virtio=BC:24:11:00:00:07,bridge=vmbr0"},
+    {"vga": "qxl"}, {"vga": "virtio"}, {"vga": "type=virtio,memory=64"}, {"vga": "std"},
+    {"vga": "std,clipboard=vnc"},
 ])
-def test_the_virtio_functions_pvefix_counts_are_the_ones_proxmox_adds(
-        oracle: Any, extra: dict[str, str]) -> None:
-    text = BASE + "".join(f"{k}: {v}\n" for k, v in extra.items())
+def test_the_virtio_functions_pvefix_models_are_the_ones_proxmox_adds(
+        oracle: Any, machine: str, extra: dict[str, str]) -> None:
+    q35 = machine == "q35"
+    base = BASE if q35 else BASE.replace("machine: q35", f"machine: {machine}").replace(
+        ",pcie=1", "")
+    text = base + "".join(f"{k}: {v}\n" for k, v in extra.items())
     ok, error, line = _cmd(oracle, text)
     assert ok, error
-    virtio = [d for d in re.findall(r"-device '?([a-z0-9-]+)", line)
-              if d.startswith("virtio") and d != "virtio-iommu-pci"]
-    counted = mmio.other_64bit_devices({k: v for k, v in (
-        ln.split(": ", 1) for ln in text.splitlines())})
-    assert bool(virtio) == bool(counted), (virtio, counted)
+    values = dict(ln.split(": ", 1) for ln in text.splitlines())
+    theirs, bridges = set(), set()
+    for model, props in re.findall(r"-device '?([a-z0-9-]+),([^' ]*)", line):
+        kv = dict(p.split("=", 1) for p in props.split(",") if "=" in p)
+        if model == "pci-bridge":
+            bridges.add((kv["id"], int(kv["addr"], 16)))
+        elif model.startswith(("virtio", "vhost")) and model != "virtio-iommu-pci":
+            theirs.add((model.replace("-gl", ""), kv.get("bus"),
+                        int(kv["addr"], 16) if "addr" in kv else None, kv.get("id")))
+    ours = mmio.virtio_functions(values, q35)
+    assert {t[:3] for t in theirs} == {(f.model, f.bus, f.slot) for f in ours}
+    assert {t[3] for t in theirs if t[3]} <= {f.id for f in ours}  # rng0 has none there
+    version = machine.removeprefix("pc-i440fx-") if machine.startswith("pc-") else None
+    assert bridges == (set() if q35 else set(mmio.i440fx_bridges(version, values)))
 
 
 @pytest.mark.parametrize(("extra", "refused"), [

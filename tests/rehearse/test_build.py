@@ -108,9 +108,9 @@ def test_stand_ins_sit_where_qemu_server_puts_the_devices() -> None:
                  "hostpci5": [("pool", 64 << 30)], "hostpci1": [("0000:02:00.0", 32 << 30)],
                  "hostpci6": []}
     devices = stand_ins(planned, functions, q35=True)
-    assert [(d.id, d.bus) for d in devices] == [
-        ("hostpci0.0", "ich9-pcie-port-1"), ("hostpci0.1", "ich9-pcie-port-1"),
-        ("hostpci1", "pci.0"), ("hostpci5", "ich9-pcie-port-6")]
+    assert [(d.id, d.bus, d.addr) for d in devices] == [
+        ("hostpci0.0", "ich9-pcie-port-1", "0x0.0"), ("hostpci0.1", "ich9-pcie-port-1", "0x0.1"),
+        ("hostpci1", "pci.0", "0x11"), ("hostpci5", "ich9-pcie-port-6", "0x0")]
     with pytest.raises(ProxmoxRefuses, match="pcie=1 needs a q35"):
         stand_ins(planned, functions, q35=False)
 
@@ -129,14 +129,43 @@ def test_the_job_keeps_nothing_of_the_vm_but_what_places_bars() -> None:
                  "hostpci0": "0000:01:00.0,pcie=1", "hostpci4": "0000:81:00.0,pcie=1"}).argv
     text = " ".join(argv)
     for gone in ("vfio", "-daemonize", "-blockdev", "-numa", "-vnc", "-netdev", "-pidfile",
-                 "efidisk", "/var/run", "hugepages", "-smp 192", "vm-100"):
+                 "efidisk", "/var/run", "hugepages", "-smp 192", "vm-100", "-chardev"):
         assert gone not in text, gone
     assert argv[argv.index("-machine") + 1] == "type=q35+pve1,memory-backend=ram0"
     assert "memory-backend-file,id=ram0,size=1572864M,mem-path=ram,share=on" in argv
-    assert "pci-testdev,membar=131072M,id=hostpci4,bus=ich9-pcie-port-5,addr=0x0.0" in argv
+    assert "pci-testdev,membar=131072M,id=hostpci4,bus=ich9-pcie-port-5,addr=0x0" in argv
+    assert "virtio-balloon-pci,id=balloon0,bus=pci.0,addr=0x3" in argv  # on unless balloon: 0
     assert any(a.startswith("pcie-root-port,id=ich9-pcie-port-5,") for a in argv)
     assert argv[:2] == ["-accel", "tcg,tb-size=64"] and "-display" in argv
     assert argv[argv.index("-sandbox") + 1].startswith("on,")
+
+
+def test_the_vms_virtio_functions_boot_where_proxmox_puts_them_with_no_backend() -> None:
+    """Each takes 64-bit window space (mmio.virtio_functions): booted on Proxmox's bus and
+    slot, a disk on a null block device, a NIC with no network, virtiofs by a stand-in."""
+    job = _job({"machine": "q35", "balloon": "0", "net0": "virtio=BC:24:11:00:00:01,bridge=v",
+                "net1": "e1000=BC:24:11:00:00:02,bridge=v", "virtio7": "local:1,size=1G",
+                "agent": "enabled=1,type=isa", "virtiofs0": "dirid=a", "vga": "qxl",
+                "hostpci0": "0000:01:00.0,pcie=1"})
+    argv = job.argv
+    devices = [argv[n + 1] for n, a in enumerate(argv) if a == "-device"]
+    virtio = [d for d in devices if d.startswith(("virtio", "vhost"))]
+    assert virtio == ["virtio-serial,id=spice,bus=pci.0,addr=0x9",
+                      "virtio-net-pci,id=net0,bus=pci.0,addr=0x12",
+                      "virtio-blk-pci,drive=null-virtio7,id=virtio7,bus=pci.2,addr=0x2",
+                      "virtio-rng-pci,id=virtiofs0"]
+    assert argv[argv.index("-blockdev") + 1].startswith("driver=null-co,node-name=null-virtio7")
+    assert any("virtiofs0: a virtio-rng-pci stands in" in n for n in job.notes)
+    i440fx = _job({"machine": "pc", "scsihw": "virtio-scsi-single", "scsi3": "x:1",
+                   "hostpci0": "0000:01:00.0"}).argv
+    assert [a for a in i440fx if a.startswith("pci-bridge")] == [
+        "pci-bridge,id=pci.1,chassis_nr=1,bus=pci.0,addr=0x1e",
+        "pci-bridge,id=pci.2,chassis_nr=2,bus=pci.0,addr=0x1f",
+        "pci-bridge,id=pci.3,chassis_nr=3,bus=pci.0,addr=0x5"]
+    assert "virtio-scsi-pci,id=virtioscsi3,bus=pci.3,addr=0x4" in i440fx
+    assert "pci-testdev,membar=131072M,id=hostpci0,bus=pci.0,addr=0x10" in i440fx
+    assert "pci-testdev,membar=131072M,id=hostpci4,bus=pci.2,addr=0xd" in _job(
+        {"machine": "pc", "hostpci4": "0000:81:00.0"}).argv
 
 
 def test_memory_hotplug_starts_as_proxmox_starts_it() -> None:

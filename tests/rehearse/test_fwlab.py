@@ -4,6 +4,9 @@ firmware sets of ../shared/fw-lab (conformance: `make conformance`).
 Each config is given twice: as a Proxmox VM config for pvefix (its stand-ins, ports, -cpu, RAM
 and firmware built by pvefix.rehearse, run by its node script through the local session), and
 as fw-lab options. The outcome, the number of BARs placed and their addresses must agree.
+fw-lab also boots the pci-bridges and virtio functions of Proxmox's own command for the config
+(../shared/pve-oracle config_to_command: the balloon, on unless `balloon: 0`, and the rest),
+so the rehearsal's own copies of them are held to Proxmox's.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from pvefix.rehearse.runner import read_facts, run_job
 from pvefix.rehearse.verdict import judge
 from pvefix.target.local import LocalShell
 from pvefix.target.node import LocalNode
-from tests.shared import SHARED, fwlab_module, pve_q35_bridges
+from tests.shared import SHARED, fwlab_module, proxmox_function_words, pve_q35_bridges
 
 pytestmark = pytest.mark.conformance
 G = 1 << 30
@@ -53,6 +56,14 @@ CASES: list[tuple[str, str, dict[str, str], tuple[int, int], dict[str, Any], int
     ("F02 RAM beyond 40 bits: QEMU refuses", "edk2-2025.02",
      {"machine": "q35", "bios": "ovmf", "cpu": "qemu64", "memory": str(1100 * 1024)}, (1, 32),
      {"cpu": "qemu64", "ram": "1100G"}, 120),
+    ("V01 the balloon in an exact 32 GiB window", "edk2-2025.02",
+     {"machine": "q35", "bios": "ovmf", "cpu": "qemu64,phys-bits=46",
+      "args": "-fw_cfg name=opt/ovmf/X-PciMmio64Mb,string=32768"}, (1, 32),
+     {"cpu": "qemu64", "phys_bits": "46", "mmio64_mb": 32768}, 120),
+    ("V02 i440fx's pci-bridges in an exact 128 GiB window", "edk2-2025.02",
+     {"machine": "pc", "bios": "ovmf", "cpu": "qemu64,phys-bits=46", "balloon": "0",
+      "args": "-fw_cfg name=opt/ovmf/X-PciMmio64Mb,string=131072"}, (1, 128),
+     {"machine": "pc", "cpu": "qemu64", "phys_bits": "46", "mmio64_mb": 131072}, 120),
     ("D06 window does not fit: OVMF hangs", "edk2-2025.02",
      {"machine": "q35", "bios": "ovmf", "cpu": "qemu64",
       "args": "-fw_cfg name=opt/ovmf/X-PciMmio64Mb,string=1048576"}, (8, 128),
@@ -62,15 +73,19 @@ OUTCOMES = {"placed": "placed", "not-placed": "not-placed", "no-boot-timeout": "
             "qemu-refused": "qemu-refused"}
 
 
+def _config(keys: dict[str, str], count: int) -> dict[str, str]:
+    config = {"memory": "2048", **keys}
+    pcie = ",pcie=1" if "q35" in config.get("machine", "") else ""
+    for i in range(count):
+        config[f"hostpci{i}"] = f"0000:{i + 1:02x}:00.0{pcie}"
+    return config
+
+
 def _pvefix(fwset: str, keys: dict[str, str], bars: tuple[int, int],
             timeout: int) -> tuple[str, list[str | None], str]:
     count, gib = bars
-    config = {"memory": "2048", **keys}
-    pcie = ",pcie=1" if "q35" in config.get("machine", "") else ""
-    functions: dict[str, list[tuple[str, int]]] = {}
-    for i in range(count):
-        config[f"hostpci{i}"] = f"0000:{i + 1:02x}:00.0{pcie}"
-        functions[f"hostpci{i}"] = [(f"0000:{i + 1:02x}:00.0", gib * G)]
+    config = _config(keys, count)
+    functions = {f"hostpci{i}": [(f"0000:{i + 1:02x}:00.0", gib * G)] for i in range(count)}
     shell = LocalNode(LocalShell(timeout=30), "this host")
     node = read_facts(shell, "this host", str(FIRMWARE / fwset), ["qemu-system-x86_64"])
     inputs = Inputs(planned=config, functions=functions, node=node,
@@ -85,13 +100,15 @@ def _pvefix(fwset: str, keys: dict[str, str], bars: tuple[int, int],
 
 @pytest.mark.parametrize(("name", "fwset", "keys", "bars", "lab", "timeout"), CASES,
                          ids=[c[0].split()[0] for c in CASES])
-def test_the_rehearsal_says_what_fw_lab_says(fwlab: Any, name: str, fwset: str,
+def test_the_rehearsal_says_what_fw_lab_says(fwlab: Any, oracle: Any, name: str, fwset: str,
                                              keys: dict[str, str], bars: tuple[int, int],
                                              lab: dict[str, Any], timeout: int) -> None:
     count, gib = bars
-    topo: dict[str, Any] = {}
+    proxmox = oracle.cmd("".join(f"{k}: {v}\n" for k, v in _config(keys, count).items()))
+    words = proxmox_function_words(proxmox.cmdline or "")
+    topo: dict[str, Any] = {"qemu_extra": words}
     if "q35" in keys.get("machine", ""):  # Proxmox's ports and pci-bridges
-        topo = {"topo": "proxmox", "qemu_extra": pve_q35_bridges()}
+        topo = {"topo": "proxmox", "qemu_extra": pve_q35_bridges() + words}
     expected = fwlab.run({"firmware_set": fwset, "bars": f"{count}x{gib}G", "dev": "testdev",
                           "vendor": "amd", "timeout": timeout, **topo, **lab})
     outcome, addrs, message = _pvefix(fwset, keys, bars, timeout)

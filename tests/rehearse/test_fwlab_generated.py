@@ -10,8 +10,12 @@ kpro6 host tree whose CPU vendor is the VM's and whose eight GPUs have the VM's 
 VM running with its [PENDING] changes. `pvefix rehearse VMID` rehearses the VM's next start
 there (API + SSH; the simulator's node runs rehearse's node script for real, with this
 machine's QEMU and the firmware folder of fw-lab's set given by `--firmware-dir`). fw-lab
-boots the same next start with `--topo proxmox` (q35's four root ports, empty ones included).
-The outcomes and the addresses of the placed BARs must agree.
+boots the same next start with `--topo proxmox` (q35's four root ports, empty ones included),
+pve-q35's pci-bridges, and the pci-bridges and virtio functions of Proxmox's own command
+(tests/shared.py proxmox_function_words; the VMs draw the balloon, virtio NICs, disks, SCSI,
+the agent and a virtio GPU). kpro6's GPUs have no I/O BAR; their 32 MiB BAR3 is taken off here,
+so each has one 64-bit BAR as fw-lab's `ivshmem` stand-ins do. The outcomes and the addresses
+of the placed BARs must agree.
 
 Memory hotplug (`hotplug` with `memory`, `numa: 1`): fw-lab has no option for it, but its
 `--qemu-extra` words are appended to its command and QEMU merges every `-m` into one set of
@@ -50,7 +54,7 @@ from pvefix.hosttree import materialize_scenario
 from pvefix.main import main
 from pvefix.rehearse.flow import sections
 from pvefix.sim.serve import write_ready_file
-from tests.shared import SHARED, fwlab_module, pve_q35_bridges
+from tests.shared import SHARED, fwlab_module, proxmox_function_words, pve_q35_bridges
 
 pytestmark = pytest.mark.conformance
 G = 1 << 30
@@ -93,11 +97,33 @@ def _vm(rng: random.Random) -> dict[str, Any]:
     count, gib = rng.choice([1, 2, 4, 8]), rng.choice([32, 128, 128])
     for i in range(count):
         now[f"hostpci{i}"] = GPUS[i] + (",pcie=1" if q35 else "")
+    now.update(_virtio(random.Random(rng.random())))
     text = "".join(f"{k}: {v}\n" for k, v in now.items())
     text += "\n[PENDING]\n" + "".join(f"{k}: {v}\n" for k, v in later.items())
     return {"fwset": fwset, "vendor": rng.choice(sorted(VENDORS)), "bars": (count, gib),
             "text": text, "bits": bits, "cpu": cpu, "pdpe1gb": bool(flags),
             "hotplug": "hotplug" in later}
+
+
+def _virtio(rng: random.Random) -> dict[str, str]:
+    """The VM's other devices that take window space (its own stream, so the draws above stay
+    the seed's): the balloon or not, virtio NICs (one past net5: on pci.1), disks, SCSI, the
+    agent, a virtio GPU."""
+    out: dict[str, str] = {}
+    if rng.random() < 0.3:
+        out["balloon"] = "0"
+    for n in rng.sample([0, 1, 6], rng.randint(0, 2)):
+        out[f"net{n}"] = f"virtio=BC:24:11:00:00:{n:02x},bridge=vmbr0"
+    if rng.random() < 0.5:
+        out["virtio0"] = "local:9100/vm-9100-disk-0.raw,size=8G"
+    if rng.random() < 0.5:
+        out["scsihw"] = rng.choice(["virtio-scsi-pci", "virtio-scsi-single"])
+        out["scsi0"] = "local:9100/vm-9100-disk-1.raw,size=8G"
+    if rng.random() < 0.5:
+        out["agent"] = "1"
+    if rng.random() < 0.3:
+        out["vga"] = "virtio"
+    return out
 
 
 def _tree(vm: dict[str, Any], where: Path) -> Path:
@@ -120,6 +146,7 @@ def _tree(vm: dict[str, Any], where: Path) -> Path:
         lines = resource.read_text().splitlines()
         start, _, flags = lines[1].split()
         lines[1] = f"{start} 0x{int(start, 16) + size - 1:016x} {flags}"
+        lines[3] = " ".join(["0x" + "0" * 16] * 3)  # BAR3: one 64-bit BAR, as fw-lab's
         resource.write_text("\n".join(lines) + "\n")
     (where / "etc" / "pve" / "qemu-server" / f"{VMID}.conf").write_text(vm["text"])
     return where
@@ -141,15 +168,18 @@ def _memory_words(cmdline: str) -> list[str]:
     return out
 
 
-def _lab(vm: dict[str, Any], config: dict[str, str], extra: list[str]) -> dict[str, Any]:
+def _lab(vm: dict[str, Any], config: dict[str, str], extra: list[str],
+         devices: list[str]) -> dict[str, Any]:
+    """fw-lab's options for the next start: its stand-ins with no I/O BAR (ivshmem, as
+    kpro6's GPUs have none), Proxmox's buses, its virtio functions (`devices`) and memory."""
     count, gib = vm["bars"]
     q35 = config["machine"] == "q35"
     ram = f"{int(config['memory']) // 1024}G" if not extra else "1G"  # hotplug: -m size=
     out: dict[str, Any] = {"firmware_set": vm["fwset"], "machine": config["machine"],
                            "cpu": vm["cpu"], "vendor": vm["vendor"], "bars": f"{count}x{gib}G",
-                           "ram": ram, "dev": "testdev", "timeout": TIMEOUT,
+                           "ram": ram, "dev": "ivshmem", "timeout": TIMEOUT,
                            "topo": "proxmox" if q35 else "root",
-                           "qemu_extra": extra + (pve_q35_bridges() if q35 else [])}
+                           "qemu_extra": extra + (pve_q35_bridges() if q35 else []) + devices}
     if vm["bits"]:
         out["phys_bits"] = str(vm["bits"])
     if vm["pdpe1gb"]:
@@ -187,7 +217,8 @@ def test_generated_next_starts_rehearsed_on_a_node_get_fw_labs_verdict(
     proxmox = [oracle.cmd("".join(f"{k}: {v}\n" for k, v in config.items()), vmid=VMID,
                           cpu_vendor=VENDORS[vm["vendor"]])
                for vm, config in zip(vms, configs, strict=True)]
-    labs = [_lab(vm, config, _memory_words(res.cmdline) if vm["hotplug"] and res.ok else [])
+    labs = [_lab(vm, config, _memory_words(res.cmdline) if vm["hotplug"] and res.ok else [],
+                 proxmox_function_words(res.cmdline or "", config["machine"] == "q35"))
             for vm, config, res in zip(vms, configs, proxmox, strict=True)]
     booted = [i for i, res in enumerate(proxmox) if res.ok]
     with ThreadPoolExecutor(1) as pool:  # fw-lab's boots beside pvefix's, one each at a time

@@ -163,14 +163,15 @@ def _vm(ctx: Context, bars: tuple[int, ...], firmware: mmio.Firmware) -> Vm:
     vendor: bar_verdict.Vendor | None = (
         "amd" if cpu_vendor == "AuthenticAMD"
         else "intel" if cpu_vendor == "GenuineIntel" else None)
-    machine = "q35" if ctx.machine.family == "q35" else "pc"
+    q35 = ctx.machine.family == "q35"
+    machine = "q35" if q35 else "pc"
     if ctx.machine.version:
         machine = f"pc-{'q35' if machine == 'q35' else 'i440fx'}-{ctx.machine.version}"
     return Vm(firmware, _version(ctx, firmware), vendor,
               mmio.ram_bytes(ctx.value("memory")), bars, machine,
               _kvm_may_report_guest_bits(ctx),
-              mmio.OTHER_BAR * len(mmio.other_64bit_devices(ctx.values)),
-              mmio.hotplug_buses(machine.startswith(("q35", "pc-q35")), _port_holders(ctx)))
+              mmio.OTHER_BAR * len(mmio.virtio_functions(ctx.values, q35)),
+              mmio.hotplug_buses(q35, _port_holders(ctx), ctx.machine.version, ctx.values))
 
 
 def _port_holders(ctx: Context) -> set[int]:
