@@ -2,8 +2,9 @@
 configs with a [PENDING] section (values and deletes), the command pvefix builds for the next
 start (vmconfig/nextstart.py) has the machine type, `-cpu` and its bits, `-m` with memory
 hotplug's slots/maxmem and DIMMs, the OVMF code file, the `-fw_cfg` and pci-hole64 words and
-each passed device's bus that qemu-server's own config_to_command (the oracle's `cmd`) gives
-that next start; where Proxmox refuses the memory layout, pvefix refuses it too
+each passed device's bus and slot, and the pci-bridges and virtio functions (each one's model,
+bus and slot: the balloon, the agent's and spice's serial, virtio disks, NICs, SCSI, the RNG, a
+virtio GPU) that qemu-server's own config_to_command (the oracle's `cmd`) gives that next start; where Proxmox refuses the memory layout, pvefix refuses it too
 (conformance: `make conformance`)."""
 
 from __future__ import annotations
@@ -71,8 +72,28 @@ def configs(draw: st.DrawFn) -> dict[str, str]:
         "-global q35-pcihost.pci-hole64-size=2048G",
         "-set device.hostpci0.x-nv-gpudirect-clique=0"]), unique=True, max_size=2))
     out["args"] = " ".join(args) or None
-    for n in range(draw(st.integers(0, 5))):
-        out[f"hostpci{n}"] = f"0000:0{n + 1}:00.0" + (",pcie=1" if q35 else "")
+    for n in draw(st.lists(st.sampled_from([0, 1, 2, 3, 4, 6]), unique=True, max_size=5)):
+        out[f"hostpci{n}"] = f"0000:0{n + 1}:00.0" + (
+            ",pcie=1" if q35 and draw(st.booleans()) else "")
+    out.update(draw(devices()))
+    return {k: v for k, v in out.items() if v is not None}
+
+
+@st.composite
+def devices(draw: st.DrawFn) -> dict[str, str]:
+    """The devices that give a VM virtio functions, or not."""
+    out = {"balloon": draw(st.sampled_from([None, "0", "1024"])),
+           "agent": draw(st.sampled_from([None, "1", "0", "enabled=1,type=isa"])),
+           "vga": draw(st.sampled_from([None, "std", "qxl", "virtio", "std,clipboard=vnc"])),
+           "scsihw": draw(st.sampled_from([None, "lsi", "virtio-scsi-pci",
+                                           "virtio-scsi-single"])),
+           "rng0": draw(st.sampled_from([None, "source=/dev/urandom"]))}
+    for n in draw(st.lists(st.sampled_from([0, 1, 6, 7]), unique=True, max_size=2)):
+        model = draw(st.sampled_from(["virtio", "e1000"]))
+        out[f"net{n}"] = f"{model}=BC:24:11:00:00:0{n},bridge=vmbr0"
+    for kind, numbers in (("virtio", [0, 5, 6]), ("scsi", [0, 2])):
+        for n in draw(st.lists(st.sampled_from(numbers), unique=True, max_size=2)):
+            out[f"{kind}{n}"] = f"local:100/vm-100-disk-{kind}{n}.raw,size=1G"
     return {k: v for k, v in out.items() if v is not None}
 
 
@@ -136,15 +157,29 @@ def compare(ours: Any, opts: list[tuple[str, str]], config: dict[str, str]) -> N
     assert _values(mine, "-fw_cfg") == _values(opts, "-fw_cfg")
     hole = [v for v in _values(opts, "-global") if "pci-hole64" in v]
     assert [v for v in _values(mine, "-global") if "pci-hole64" in v] == hole
+    assert _functions(mine) == _functions(opts)
     buses = {}
     for value in _values(opts, "-device"):
         if value.startswith("vfio-pci,"):
             props = dict(p.split("=", 1) for p in value.split(",")[1:] if "=" in p)
-            buses[props["id"]] = props["bus"]
+            buses[props["id"]] = (props["bus"], props["addr"])
     for d in ours.stand_ins:
         theirs = buses.get(d.id) or buses.get(f"{d.id}.0")  # one stand-in per entry here
-        assert theirs is not None and (d.bus == theirs or (
-            d.bus.startswith("pci.") and theirs.startswith("pci."))), (d, buses)
+        assert (d.bus, d.addr) == theirs, (d, buses)
+
+
+def _functions(opts: list[tuple[str, str]]) -> set[tuple[str, str | None, str | None]]:
+    """The pci-bridges and virtio functions of a command: (model, bus, addr) each (an
+    i440fx's bridges included: q35's come from pve-q35-4.0.cfg, which pvefix adds itself)."""
+    out = set()
+    for value in _values(opts, "-device"):
+        model = value.split(",", 1)[0]
+        if (model.startswith(("virtio-", "vhost-")) and model != "virtio-iommu-pci"
+                and model != "virtio-serial-port") or (
+                model == "pci-bridge" and "bus=pcidmi" not in value):
+            props = dict(p.split("=", 1) for p in value.split(",")[1:] if "=" in p)
+            out.add((model.replace("-gl", ""), props.get("bus"), props.get("addr")))
+    return out
 
 
 @pytest.mark.parametrize(("qemu", "vendor"), [("9.2.0", "AuthenticAMD"),
