@@ -1,11 +1,11 @@
-"""The rehearsal's QEMU command holds Proxmox's placement-deciding parts: for generated VM
-configs with a [PENDING] section (values and deletes), the command pvefix builds for the next
-start (vmconfig/nextstart.py) has the machine type, `-cpu` and its bits, `-m` with memory
-hotplug's slots/maxmem and DIMMs, the OVMF code file, the `-fw_cfg` and pci-hole64 words and
-each passed device's bus and slot, and the pci-bridges and virtio functions (each one's model,
-bus and slot: the balloon, the agent's and spice's serial, virtio disks, NICs, SCSI, the RNG, a
-virtio GPU) that qemu-server's own config_to_command (the oracle's `cmd`) gives that next start; where Proxmox refuses the memory layout, pvefix refuses it too
-(conformance: `make conformance`)."""
+"""The rehearsal's QEMU command holds Proxmox's placement-deciding parts: for generated VM configs
+with a [PENDING] section (values and deletes), the command pvefix builds for the next start
+(vmconfig/nextstart.py) has the machine type, `-cpu` and its bits, `-m` with memory hotplug's
+slots/maxmem and DIMMs, the OVMF code file, the `-fw_cfg` and pci-hole64 words and each passed
+device's bus and slot, and the pci-bridges and virtio functions (each one's model, bus and slot:
+the balloon, the agent's and spice's serial, virtio disks, NICs, SCSI, the RNG, a virtio GPU)
+that qemu-server's own config_to_command (the oracle's `cmd`) gives that next start; where
+Proxmox refuses the memory layout, pvefix refuses it too (conformance: `make conformance`)."""
 
 from __future__ import annotations
 

@@ -35,6 +35,16 @@ near-exact window then places one BAR fewer (fw-lab runs in tests/planner/hotplu
 on an edk2 build not measured the verdict there is "must be measured". GPU entries count as
 holding their port (the pcie rule gives them pcie=1 on q35).
 
+On i440fx Proxmox adds two SHPC pci-bridges (pci.1, pci.2) to every machine from 2.3 on, which
+OVMF pads the same way (fw-lab, --machine pc: 1x128G in an exact 128 GiB window placed alone,
+not with the two bridges).
+
+OVMF can run out of I/O port space before the window: each root port whose GPU has an I/O BAR
+and each pci-bridge with a device that has one (every virtio function there is transitional)
+takes a 4 KiB I/O window, and where they do not fit OVMF drops the device that takes the most
+resources, a GPU. fw-lab on edk2 2022.11 and 2025.02 dropped one at 10 windows and placed all at
+9 (tests/planner/io_space_runs.json; pvefix/planner/io_space.py): bar.io-space says so.
+
 Sizes count hostpci ENTRIES: a `mapping=` entry passes one device of its pool, picked at start,
 and is sized by its largest candidate. Each device counts as one block of its 64-bit BARs' sum
 rounded up to a power of two: its root port's window is aligned to its largest BAR, so a GPU
@@ -54,7 +64,7 @@ from dataclasses import dataclass
 from pvefix.cmdline import Cmdline, GrubDefaultFile, ensure_pci_option, pci_realloc_state
 from pvefix.errors import PvefixError
 from pvefix.paths import CPU_MODELS, GRUB_DEFAULT
-from pvefix.planner import bar_verdict, mmio
+from pvefix.planner import bar_verdict, io_space, mmio
 from pvefix.planner.context import Context, Passed, bar64_total
 from pvefix.planner.model import (
     Change,
@@ -250,6 +260,9 @@ def _rule(ctx: Context) -> RuleResult:
         findings += more
         if change is not None:
             changes.append(change)
+    io = _io_space(ctx, vm, evidence)
+    if io is not None:
+        findings.append(io)
     realloc_changes, realloc_findings = _guest_side(ctx, evidence, bar_errors, largest)
     changes += realloc_changes
     findings += realloc_findings
@@ -262,6 +275,9 @@ def _rule(ctx: Context) -> RuleResult:
             reason = "the MMIO window is large enough; the guest's cmdline is out of reach"
         elif any(f.severity == "error" for f in findings):
             reason = "no VM config change can make the BARs fit (see findings)"
+        elif io is not None and now is not None and now.verdict.outcome == "fits":
+            reason = ("the 64-bit window holds the GPU BARs, but OVMF's I/O port space may not"
+                      " hold the VM's I/O windows, and OVMF then drops a GPU (see findings)")
         elif now is not None and now.verdict.outcome != "fits":
             reason = (f"the GPU BARs do not fit as configured ({now.describe()}); the way out"
                       " is args, which pvefix does not write (see findings)")
@@ -362,6 +378,41 @@ def _width_unknown(ctx: Context, cpu: mmio.CpuLine, total64: int,
     return Finding(id="bar.window-unverified", rule=NAME, severity="info",
                    title="The 64-bit MMIO window depends on facts not read", detail=detail,
                    evidence=evidence)
+
+
+def _io_space(ctx: Context, vm: Vm, evidence: list[str]) -> Finding | None:
+    """OVMF's I/O port space, measured to run out at 10 bridge I/O windows (io_space.py)."""
+    if vm.firmware != "ovmf":
+        return None
+    q35 = ctx.machine.family == "q35"
+    w = io_space.io_windows(ctx, q35, _port_holders(ctx) if q35 else set())
+    if w.count < io_space.IO_WINDOWS_DROPPED:
+        return None
+    measured = io_space.edk2_measured(vm.version)
+    parts = ([f"{len(w.ports)} root ports whose GPU has an I/O BAR ({', '.join(w.ports)})"]
+             if w.ports else []) + (
+        [f"{len(w.bridges)} pci-bridges with a device that has one ({', '.join(w.bridges)})"]
+        if w.bridges else [])
+    return Finding(
+        id="bar.io-space", rule=NAME, severity="warning",
+        title=f"OVMF's I/O port space may not hold the VM's {w.count} I/O windows",
+        detail=f"At the next start {' and '.join(parts)} each take a 4 KiB I/O window (a"
+        " virtio function behind a pci-bridge is transitional, with a legacy I/O BAR). When"
+        " the windows do not fit, OVMF drops the device that takes the most resources, a GPU,"
+        " and its BARs are never programmed."
+        + (f" fw-lab measured that at {io_space.IO_WINDOWS_DROPPED} windows on OVMF"
+           f" {vm.version} (and every BAR placed at {io_space.IO_WINDOWS_PLACED});"
+           if measured else
+           f" fw-lab measured it at {io_space.IO_WINDOWS_DROPPED} windows on edk2 2022.11 and"
+           f" 2025.02, not on OVMF {vm.version or '(version not read)'}: must be measured;")
+        + f" rehearse it: `pvefix rehearse {ctx.state.vm.vmid}` boots the firmware with"
+        " stand-ins that copy each GPU's I/O BAR, beside the VM's virtio functions. Fewer"
+        " windows: the VM's devices on fewer pci-bridges (the balloon, the agent, virtio0-5,"
+        " net0-5 and virtio-scsi-pci's controller sit on pci.0; rng0 and net6+ on pci.1,"
+        " virtio6+ on pci.2, virtio-scsi-single's controllers on pci.3).",
+        evidence=[*evidence, f"I/O windows: {w.count} (root ports {len(w.ports)},"
+                  f" pci-bridges {len(w.bridges)})"],
+    )
 
 
 def _unverified(ctx: Context, vm: Vm, now: Judged, evidence: list[str]) -> Finding:
