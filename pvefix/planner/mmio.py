@@ -338,6 +338,26 @@ def _numbered(values: Mapping[str, str]) -> list[VirtioFunction]:
     return out
 
 
+def machine_version(machine: str) -> str | None:
+    """The version of a machine type (`pc-i440fx-9.2+pve1` -> 9.2; None: the newest)."""
+    m = re.match(r"pc-(?:i440fx|q35)-(\d+\.\d+)", machine)
+    return m.group(1) if m else None
+
+
+def function_args(values: Mapping[str, str], machine: str,
+                  used: Iterable[str] = ()) -> list[str]:
+    """`-device` values for the pci-bridges an i440fx VM gets and the VM's virtio functions,
+    each on Proxmox's bus and slot, without their backends (drive, netdev, chardev)."""
+    q35 = "q35" in machine
+    bridges = [] if q35 else i440fx_bridges(machine_version(machine), values, used)
+    out = [f"pci-bridge,id={name},chassis_nr={name[4:]},bus=pci.0,addr={slot:#x}"
+           for name, slot in bridges]
+    for f in virtio_functions(values, q35):
+        where = f",bus={f.bus},addr={f.slot:#x}" if f.bus is not None else ""
+        out.append(f"{f.model},id={f.id}{where}")
+    return out
+
+
 def i440fx_bridges(version: str | None, values: Mapping[str, str],
                    used: Iterable[str] = ()) -> list[tuple[str, int]]:
     """The pci-bridges Proxmox adds to an i440fx VM, as (id, slot on the root bus pci.0): pci.1

@@ -403,11 +403,6 @@ def _qemu_before(version_line: str, release: tuple[int, int]) -> bool:
     return m is not None and (int(m.group(1)), int(m.group(2))) < release
 
 
-def _i440fx_version(kind: str) -> str | None:
-    m = re.match(r"pc-i440fx-(\d+\.\d+)", kind)
-    return m.group(1) if m else None
-
-
 def build_job(i: Inputs) -> Job:
     """The rehearsal's QEMU arguments (run in its private folder: relative paths). Raises
     command.ProxmoxRefuses where Proxmox itself would not start the config."""
@@ -432,7 +427,7 @@ def build_job(i: Inputs) -> Job:
     numa = (i.planned.get("numa") or "0") not in ("0", "")
     mem_argv, backend = memory_args(mem, numa)
     devices = stand_ins(i.planned, i.functions, q35, i.shapes)
-    bridges = [] if q35 else mmio.i440fx_bridges(_i440fx_version(kind), i.planned,
+    bridges = [] if q35 else mmio.i440fx_bridges(mmio.machine_version(kind), i.planned,
                                                  {d.bus for d in devices})
     virtio, more = virtio_args(mmio.virtio_functions(i.planned, q35))
     notes += more

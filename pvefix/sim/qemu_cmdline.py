@@ -126,9 +126,11 @@ def showcmd(vmid: int, cfg: VMConfig, devices: list[PciDevice],
     """`qm showcmd VMID --pretty` of the main section: what a start would run, in the parts
     that decide BAR placement, as qemu-server builds them (pvefix/rehearse/command.py: the
     machine type with the node QEMU's `+pveN`, `-cpu` with its bits and guest-phys-bits, `-m`
-    and memory hotplug's DIMMs, the OVMF code file), the vfio-pci devices and `args`, one
+    and memory hotplug's DIMMs, the OVMF code file), the vfio-pci devices, an i440fx VM's
+    pci-bridges and the VM's virtio functions (planner/mmio.py function_args), and `args`, one
     option a line as Proxmox prints them. A config Proxmox refuses to start: its reason
     (PvefixError)."""
+    from pvefix.planner.mmio import function_args
     from pvefix.rehearse.command import ovmf_files
 
     main = cfg.main.as_dict()
@@ -149,6 +151,8 @@ def showcmd(vmid: int, cfg: VMConfig, devices: list[PciDevice],
                  "-drive", f"if=pflash,unit=1,id=drive-efidisk0,format=raw,"
                  f"file=/dev/pve/vm-{vmid}-disk-0"]
     for value in device_args(cfg, devices, chosen):
+        argv += ["-device", value]
+    for value in function_args(main, machine):
         argv += ["-device", value]
     argv += ["-machine", f"type={machine}"]
     argv += qemu_words(main.get("args"))
