@@ -50,6 +50,8 @@ def fmt_size(size: int) -> str:
         return f"{size / TiB:.2f} TiB"
     if size % GiB == 0:
         return f"{size >> 30} GiB"
+    if size < GiB and size % (1 << 20) == 0:
+        return f"{size >> 20} MiB"
     return f"{size / GiB:.2f} GiB"
 
 

@@ -290,8 +290,7 @@ def stand_ins(planned: Mapping[str, str], functions: Mapping[str, Sequence[tuple
             fn = j if len(sized) > 1 else 0 if others else None
             addr = f"{slot:#x}" if fn is None else f"{slot:#x}.{fn}"
             out.append(StandIn(ident, host, size, bus, addr, shape.io))
-            out += [StandIn(f"{key}-bar{k}", f"{host} (its {other >> 20} MiB BAR)", other,
-                            bus, f"{slot:#x}.{k}", False)
+            out += [StandIn(f"{key}-bar{k}", host, other, bus, f"{slot:#x}.{k}", False)
                     for k, other in enumerate(others, start=1)]
     return out
 
