@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from pvefix.planner.bar_verdict import GiB, Shape, verdict
-from pvefix.planner.mmio import PVE_Q35_BRIDGES
+from pvefix.planner.mmio import PVE_Q35_BRIDGES, i440fx_bridges
 from tests.planner.mmio_shapes import planner_shapes
 from tests.planner.test_bar_verdict import PAD_RUNS
 from tests.shared import NEEDS_SHARED, SHARED, fwlab_module, pve_q35_bridges
@@ -98,9 +98,21 @@ def config(shape: Shape, cpu: str = "qemu64", label: str = "") -> dict[str, Any]
         cfg["cpu_extra"] = [f"guest-phys-bits={shape.guest_phys_bits}"]
     if "q35" in cfg["machine"]:
         cfg["topo"], cfg["qemu_extra"] = proxmox_layout(shape)
-    elif shape.others64:
-        cfg["qemu_extra"] = ["-device", "virtio-balloon-pci,bus=pci.0,addr=0x1e"]
+    else:
+        cfg["qemu_extra"] = i440fx_layout(shape)
     return cfg
+
+
+def i440fx_layout(shape: Shape) -> list[str]:
+    """The pci-bridges qemu-server adds to an i440fx VM (pci.1 at 1e.0, pci.2 at 1f.0, pci.3
+    at 05.0: the shape's padded buses) and the balloon where the shape has other 64-bit BARs
+    (on the root bus, at a slot QEMU picks: fw-lab's stand-ins take the first ones)."""
+    extra: list[str] = []
+    for n, slot in list(zip((1, 2, 3), (0x1e, 0x1f, 0x5), strict=True))[:shape.padded_buses]:
+        extra += ["-device", f"pci-bridge,id=pci.{n},chassis_nr={n},bus=pci.0,addr={slot:#x}"]
+    if shape.others64:
+        extra += ["-device", "virtio-balloon-pci,bus=pci.0"]
+    return extra
 
 
 def fixed_layout_pads(shape: Shape) -> int:
@@ -242,7 +254,8 @@ def shapes(draw: st.DrawFn, guest_bits: bool) -> tuple[str, Shape, str]:
     # Proxmox's q35: 4 pci-bridges and the fixed root ports no GPU holds (GPUs on hostpci4 and
     # up leave theirs empty); i440fx: none modelled
     high = draw(st.integers(0, min(len(bars), 4)))
-    padded = PVE_BRIDGES + 4 - min(len(bars), 4) + high if machine == "q35" else 0
+    padded = (PVE_BRIDGES + 4 - min(len(bars), 4) + high if machine == "q35"
+              else len(i440fx_bridges(None, {})))  # Proxmox's pci.1 and pci.2
     shape = Shape(kind, version, draw(st.sampled_from(["intel", "amd"])), bits, pdpe1gb,
                   ram * GiB, tuple(b * GiB for b in bars), machine,
                   draw(st.sampled_from([None, 40, 44])) if guest_bits else None, mmio,
