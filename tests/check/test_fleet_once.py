@@ -139,3 +139,18 @@ def test_a_fleet_is_judged_as_each_vm_alone_would_be(
              for item in compare_vm(rules[vmid], observed)]
     assert report.items == alone
     assert [i.vmid for i in report.items] == [i.vmid for i in alone]  # each names its own VM
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.sampled_from(["ok", "drift", "unknown", "skipped"]), max_size=30))
+def test_the_counts_and_the_exit_code_follow_the_items(statuses: list[str]) -> None:
+    from pvefix.check.report import CheckItem, CheckReport
+
+    report = CheckReport(items=[CheckItem(target="node", node="n", property=f"p{i}",
+                                          status=s) for i, s in enumerate(statuses)])
+    counts = report.counts()
+    assert counts == {s: statuses.count(s) for s in ("ok", "drift", "unknown", "skipped")}
+    assert list(counts) == ["ok", "drift", "unknown", "skipped"]  # the JSON summary's order
+    assert report.exit_code == (1 if "unknown" in statuses else 2 if "drift" in statuses
+                                else 0)
+    assert report.json_fields()["summary"] == counts
