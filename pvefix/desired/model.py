@@ -19,7 +19,14 @@ from collections.abc import Callable, Iterable
 from typing import Literal
 
 import pydantic
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidatorFunctionWrapHandler,
+    field_validator,
+    model_validator,
+)
 
 from pvefix.cmdline.tokens import WHITESPACE, Token
 from pvefix.errors import PvefixError
@@ -282,8 +289,15 @@ class VmDesired(_Strict):
         _check_patterns(value)
         return value
 
-    @model_validator(mode="after")
-    def _no_overlap(self) -> VmDesired:
+    @model_validator(mode="wrap")
+    @classmethod
+    def _no_overlap(cls, data: object, handler: ValidatorFunctionWrapHandler) -> VmDesired:
+        """Pinned, absent and free keys do not overlap. Checked where a rule is validated: an
+        instance is taken as it is (as pydantic takes its fields), so a fleet's shared rule
+        (DesiredState._from_file) is checked once, not once per VM."""
+        if isinstance(data, VmDesired):
+            return data
+        self: VmDesired = handler(data)
         pinned = set(self.keys) | set(self.hostpci) | ({"machine"} if self.machine else set())
         both = sorted(set(self.absent) & pinned)
         if both:

@@ -77,10 +77,19 @@ def test_a_fleet_of_equal_tables_is_validated_once_per_distinct_table() -> None:
         validated.append(data)
         return real(data)
 
-    with mock.patch.object(VmDesired, "model_validate", counting):
+    checked: list[tuple[str, ...]] = []  # the rule-wide check (pinned, absent, free)
+    real_matcher = model._free_matcher
+
+    def matcher(free: tuple[str, ...]) -> object:
+        checked.append(free)
+        return real_matcher(free)
+
+    with mock.patch.object(VmDesired, "model_validate", counting), \
+            mock.patch.object(model, "_free_matcher", matcher):
         state = loads_desired(_file(tables))
     assert len(state.vms) == 300
     assert len(validated) == 6  # pcie = true and pcie = 1, "1" and 1: different tables
+    assert len(checked) == 6  # not again for each VM given the shared rule
     assert state.vms[100].machine == MachineRule(family="q35")
 
 
