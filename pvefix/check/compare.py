@@ -9,8 +9,9 @@ A difference on one side only is labelled with when it takes effect, and still i
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from functools import lru_cache
+from typing import NamedTuple
 
 from pvefix.check.report import AT_COLD_START, AT_HOST_REBOOT, PRESENT, CheckItem, CheckReport
 from pvefix.closedworld import Claim
@@ -37,9 +38,23 @@ from pvefix.vmconfig.hostpci import HOSTPCI_KEY, normalize_address
 # Keys that come and go by themselves (a backup sets `lock`): never "unexpected".
 TRANSIENT = frozenset({"lock"})
 
-# A judge reads one config: whether it holds, the text for the report, and the raw value read
-# (None: absent) for the item's structured `got`.
-Judge = Callable[[Mapping[str, str]], tuple[bool, str, str | None]]
+
+class Judge(NamedTuple):
+    """How one property is judged on a config: `judge` says whether it holds, the text for the
+    report, and the raw value read (None: absent) for the item's structured `got`. It reads
+    the config's value of `reads` only (None: only which keys the config has), and `spec` is
+    everything else it depends on, so equal (spec, value read) pairs are judged alike: a
+    fleet's are judged once (`Memo`)."""
+
+    reads: str | None
+    spec: Hashable
+    judge: Callable[[Mapping[str, str]], tuple[bool, str, str | None]]
+
+
+# What an item of a VM says but its VM (status, actual, when, got, where): one per distinct
+# judgement of a report, whatever the number of VMs it holds for.
+Verdict = tuple[str, str, str | None, str | None, str]
+Memo = dict[Hashable, Verdict]
 
 NO_DESIRED = "desired state"
 NO_DESIRED_DETAIL = ("no desired state for this VM: write one (pvefix desired VMID -o FILE, or "
@@ -71,12 +86,32 @@ def _hostpci(raw: str, name: str) -> HostPci:
     return HostPci.parse(raw, name)
 
 
+def _read(judge: Judge, config: Mapping[str, str]) -> Hashable:
+    """What `judge` reads of `config`: its one value, or its key set."""
+    return config.get(judge.reads) if judge.reads is not None else frozenset(config)
+
+
 def _vm_item(vm: ObservedVm, prop: str, expected: str, judge: Judge, *, key: str,
-             want: str | None, detail: str = "") -> CheckItem:
+             want: str | None, memo: Memo, detail: str = "") -> CheckItem:
+    pending = _pending(vm)
+    seen = (prop, expected, key, want, detail, judge.reads, judge.spec, _read(judge, vm.current),
+            _read(judge, vm.next) if pending else None, pending)
+    verdict = memo.get(seen)
+    if verdict is None:
+        verdict = memo[seen] = _verdict(vm, judge.judge, pending)
+    status, actual, when, got, where = verdict
+    # From a dict: pydantic-core validates it in about half the time of keyword arguments.
+    return CheckItem.model_validate({
+        "target": "vm", "vmid": vm.vmid, "node": vm.node, "property": prop, "status": status,
+        "expected": expected, "actual": actual, "when": when, "detail": detail, "key": key,
+        "want": want, "got": got, "where": where})
+
+
+def _verdict(vm: ObservedVm, judge: Callable[[Mapping[str, str]], tuple[bool, str, str | None]],
+             pending: bool) -> Verdict:
     ok_now, now, got_now = judge(vm.current)
     # Without [PENDING] (most VMs) the config after it is the config now: judged once.
-    ok_next, after, got_next = (
-        (ok_now, now, got_now) if not _pending(vm) else judge(vm.next))
+    ok_next, after, got_next = (ok_now, now, got_now) if not pending else judge(vm.next)
     # The structured `got`: where it fails first (the config, then [PENDING]).
     where, got = ("pending", got_next) if ok_now and not ok_next else ("config", got_now)
     actual = now if now == after else f"{now} (pending: {after})"
@@ -89,9 +124,7 @@ def _vm_item(vm: ObservedVm, prop: str, expected: str, judge: Judge, *, key: str
             when = f"only in [PENDING]: {AT_COLD_START}"
         elif ok_now:
             when = f"[PENDING] undoes it: {AT_COLD_START}"
-    return CheckItem(target="vm", vmid=vm.vmid, node=vm.node, property=prop, status=status,
-                     expected=expected, actual=actual, when=when, detail=detail,
-                     key=key, want=want, got=got, where=where)
+    return status, actual, when, got, where
 
 
 def _pending(vm: ObservedVm) -> bool:
@@ -118,32 +151,41 @@ def _machine_judge(rule: MachineRule) -> Judge:
             ok = machine.family == rule.family
         return ok, f"{_machine_text(value)} [{machine.family}]", value
 
-    return judge
+    return Judge("machine", ("machine", rule.family, rule.exact), judge)
 
 
-def _running_machine(vm: ObservedVm, rule: MachineRule) -> CheckItem:
+def _running_machine(vm: ObservedVm, rule: MachineRule, memo: Memo) -> CheckItem:
     wanted = rule.exact or rule.wanted_family
-    base = CheckItem(target="vm", vmid=vm.vmid, node=vm.node, property="machine (running)",
-                     status="ok", expected=wanted, key="machine", want=wanted,
-                     got=vm.running_machine, where="running")
+    seen = ("machine (running)", rule.family, rule.exact, vm.running_machine,
+            vm.next.get("machine"))
+    verdict = memo.get(seen)
+    if verdict is None:
+        verdict = memo[seen] = _running_verdict(vm, rule)
+    status, actual, when, detail, _ = verdict
+    return CheckItem.model_validate({
+        "target": "vm", "vmid": vm.vmid, "node": vm.node, "property": "machine (running)",
+        "status": status, "expected": wanted, "actual": actual, "when": when,
+        "detail": detail or "", "key": "machine", "want": wanted, "got": vm.running_machine,
+        "where": "running"})
+
+
+def _running_verdict(vm: ObservedVm, rule: MachineRule) -> Verdict:
+    """(status, actual, when, detail, "") of the running machine: what it reads of `vm` is its
+    running machine and the machine of its next start."""
     if vm.running_machine is None:
-        return base.model_copy(update={
-            "status": "skipped", "detail": "the running machine was not reported"})
+        return "skipped", "", None, "the running machine was not reported", ""
     try:
         running = _machine(vm.running_machine)
     except PvefixError:
-        return base.model_copy(update={"status": "drift", "actual": vm.running_machine})
+        return "drift", vm.running_machine, None, None, ""
     ok = running.family == rule.wanted_family
     if ok and rule.exact is not None:
         pinned = _machine(rule.exact)
         ok = pinned.version is None or pinned.version == running.version
-    configured_ok = _machine_judge(rule)(vm.next)[0]
-    return base.model_copy(update={
-        "status": "ok" if ok else "drift",
-        "actual": f"{vm.running_machine} [{running.family}]",
-        "when": None if ok or not configured_ok else
-        f"the running QEMU still uses the old machine: {AT_COLD_START}",
-    })
+    configured_ok = _machine_judge(rule).judge(vm.next)[0]
+    return ("ok" if ok else "drift", f"{vm.running_machine} [{running.family}]",
+            None if ok or not configured_ok else
+            f"the running QEMU still uses the old machine: {AT_COLD_START}", None, "")
 
 
 # -- hostpci ----------------------------------------------------------------------------------
@@ -177,17 +219,17 @@ def _hostpci_judge(name: str, option: str, want: str) -> Judge:
         flag = entry.pcie if option == "pcie" else entry.x_vga
         return flag == (want == "1"), f"{option}={int(flag)}", str(int(flag))
 
-    return judge
+    return Judge(name, ("hostpci", option, want), judge)
 
 
-def _hostpci_items(vm: ObservedVm, name: str, rule: HostPciRule) -> list[CheckItem]:
+def _hostpci_items(vm: ObservedVm, name: str, rule: HostPciRule, memo: Memo) -> list[CheckItem]:
     fields = rule.fields() or [("present", "")]
     items = []
     for option, want in fields:
         prop = name if option == "present" else f"{name}.{option}"
         expected = f"{name} present" if option == "present" else f"{option}={want}"
         items.append(_vm_item(vm, prop, expected, _hostpci_judge(name, option, want), key=prop,
-                              want=PRESENT if option == "present" else want))
+                              want=PRESENT if option == "present" else want, memo=memo))
     return items
 
 
@@ -203,7 +245,7 @@ def _key_judge(key: str, want: str | None) -> Judge:
             return False, "(absent)", None
         return same_value(value, want), value, value
 
-    return judge
+    return Judge(key, ("key", want), judge)
 
 
 def _clique_judge(device: str, clique: int) -> Judge:
@@ -215,7 +257,7 @@ def _clique_judge(device: str, clique: int) -> Judge:
         text = "(none)" if have is None else str(have)
         return have == clique, text, None if have is None else text
 
-    return judge
+    return Judge("args", ("clique", device, clique), judge)
 
 
 def _unexpected_judge(rule: VmDesired) -> Judge:
@@ -224,7 +266,10 @@ def _unexpected_judge(rule: VmDesired) -> Judge:
             k for k in config if k not in NOT_CONFIG and k not in TRANSIENT))
         return not extra, ", ".join(extra) if extra else "(none)", ",".join(extra) or None
 
-    return judge
+    # What `uncovered` reads of the rule: every other field leaves the answer alone.
+    spec = ("unexpected", tuple(rule.keys), tuple(rule.hostpci), rule.absent,
+            rule.machine is not None, rule.free)
+    return Judge(None, spec, judge)
 
 
 # -- cmdlines ---------------------------------------------------------------------------------
@@ -297,32 +342,35 @@ def _cmdline_items(
 # -- whole VMs and nodes ------------------------------------------------------------------------
 
 
-def compare_vm(rule: VmDesired, vm: ObservedVm) -> list[CheckItem]:
-    """Every property `rule` names, judged on `vm` (in the order the file lists them)."""
+def compare_vm(rule: VmDesired, vm: ObservedVm, memo: Memo | None = None) -> list[CheckItem]:
+    """Every property `rule` names, judged on `vm` (in the order the file lists them); `memo`
+    keeps the judgements for the next VM (build_report passes one for the whole fleet)."""
+    memo = {} if memo is None else memo
     items: list[CheckItem] = []
     if rule.machine is not None:
         expected = rule.machine.exact or f"family {rule.machine.family}"
         items.append(_vm_item(vm, "machine", expected, _machine_judge(rule.machine),
-                              key="machine", want=rule.machine.exact or rule.machine.family))
+                              key="machine", want=rule.machine.exact or rule.machine.family,
+                              memo=memo))
         if vm.status == "running":
-            items.append(_running_machine(vm, rule.machine))
+            items.append(_running_machine(vm, rule.machine, memo))
     for name in sorted(rule.hostpci, key=lambda k: int(k[len("hostpci"):])):
-        items.extend(_hostpci_items(vm, name, rule.hostpci[name]))
+        items.extend(_hostpci_items(vm, name, rule.hostpci[name], memo))
     for key in sorted(rule.keys):
         items.append(_vm_item(vm, key, rule.keys[key], _key_judge(key, rule.keys[key]),
-                              key=key, want=rule.keys[key]))
+                              key=key, want=rule.keys[key], memo=memo))
     for device, clique in sorted(clique_map(rule.keys.get("args")).items()):
         items.append(_vm_item(vm, f"P2P clique of {device}", str(clique),
                               _clique_judge(device, clique), key=f"args:{device}",
-                              want=str(clique), detail="x-nv-gpudirect-clique in args "
-                              "(docs/p2p.md): without it the guest driver reports P2P as NS "
-                              "again"))
+                              want=str(clique), memo=memo, detail="x-nv-gpudirect-clique in "
+                              "args (docs/p2p.md): without it the guest driver reports P2P as "
+                              "NS again"))
     for key in rule.absent:
         items.append(_vm_item(vm, f"{key} (absent)", "(absent)", _key_judge(key, None),
-                              key=key, want=None))
+                              key=key, want=None, memo=memo))
     if rule.closed:
         items.append(_vm_item(vm, "unexpected keys", "(none)", _unexpected_judge(rule),
-                              key="*", want=None,
+                              key="*", want=None, memo=memo,
                               detail="closed = true: keys not pinned, absent or free"))
     items = _not_established(items, vm)
     if rule.guest_cmdline is not None:
@@ -434,6 +482,7 @@ def build_report(
         rule = desired.nodes.get(name)
         if rule is not None:
             items.extend(compare_node(rule, nodes[name]))
+    memo: Memo = {}  # a fleet's identical judgements, made once
     for vmid in sorted(vms):
         observed = vms[vmid]
         vm_rule = desired.vms.get(vmid)
@@ -447,5 +496,5 @@ def build_report(
             items.append(CheckItem(target="vm", vmid=vmid, node=node, property=NO_DESIRED,
                                    status="unknown", detail=NO_DESIRED_DETAIL))
         else:
-            items.extend(compare_vm(vm_rule, observed))
+            items.extend(compare_vm(vm_rule, observed, memo))
     return CheckReport(items=items, notes=list(notes or []), source=source, read_path=read_path)

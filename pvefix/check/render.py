@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from pydantic_core import PydanticSerializationError
 
 from pvefix.check.compare import NO_DESIRED
-from pvefix.check.report import CheckItem, CheckReport
+from pvefix.check.report import CheckItem, CheckReport, exit_code_of
 from pvefix.render.inert import inert_json, inert_text
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ def render_text(report: CheckReport, *, verbose: bool = False,
     """The terminal view: a headline, then each VM or node with a problem and its diffs;
     with `term`, its prose filled to the terminal's width (values stay whole)."""
     fill: Callable[[str], str] = (lambda line: line) if term is None else term.fit
-    counts = {s: report.count(s) for s in ("drift", "unknown", "ok", "skipped")}
+    counts = report.counts()
     lines = [
         f"pvefix check ({report.source}): {counts['drift']} drifted, {counts['unknown']} "
         f"unknown, {counts['ok']} ok, {counts['skipped']} skipped"
@@ -91,8 +91,9 @@ def render_text(report: CheckReport, *, verbose: bool = False,
     for note in report.notes:
         lines.append(fill(f"note: {note}"))
     verdict = {0: "no drift", 1: "check incomplete (see UNKNOWN)", 2: "drift found"}
+    code = exit_code_of(counts)
     lines.append("")
-    lines.append(f"result: {verdict[report.exit_code]} (exit {report.exit_code})")
+    lines.append(f"result: {verdict[code]} (exit {code})")
     return inert_text("\n".join(lines) + "\n")
 
 

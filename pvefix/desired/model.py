@@ -19,7 +19,14 @@ from collections.abc import Callable, Iterable
 from typing import Literal
 
 import pydantic
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidatorFunctionWrapHandler,
+    field_validator,
+    model_validator,
+)
 
 from pvefix.cmdline.tokens import WHITESPACE, Token
 from pvefix.errors import PvefixError
@@ -282,8 +289,15 @@ class VmDesired(_Strict):
         _check_patterns(value)
         return value
 
-    @model_validator(mode="after")
-    def _no_overlap(self) -> VmDesired:
+    @model_validator(mode="wrap")
+    @classmethod
+    def _no_overlap(cls, data: object, handler: ValidatorFunctionWrapHandler) -> VmDesired:
+        """Pinned, absent and free keys do not overlap. Checked where a rule is validated: an
+        instance is taken as it is (as pydantic takes its fields), so a fleet's shared rule
+        (DesiredState._from_file) is checked once, not once per VM."""
+        if isinstance(data, VmDesired):
+            return data
+        self: VmDesired = handler(data)
         pinned = set(self.keys) | set(self.hostpci) | ({"machine"} if self.machine else set())
         both = sorted(set(self.absent) & pinned)
         if both:
@@ -332,11 +346,22 @@ class DesiredState(_Strict):
 
     @model_validator(mode="before")
     @classmethod
-    def _defaults(cls, data: object) -> object:
+    def _from_file(cls, data: object) -> object:
+        """A file's tables: `[defaults]` applied, and each distinct VM table validated once
+        (a fleet's file repeats a few rules for thousands of VMs)."""
+        if not isinstance(data, dict):
+            return data
+        if "defaults" in data:
+            data = cls._defaults(data)
+        vms = data.get("vms")
+        if isinstance(vms, dict) and len(vms) > 1:
+            data = {**data, "vms": _shared_rules(vms)}
+        return data
+
+    @classmethod
+    def _defaults(cls, data: dict[str, object]) -> dict[str, object]:
         """Apply `[defaults]` to the VM tables read from a file (then drop it: each VM holds
         its own effective list, so the state means the same however it was written)."""
-        if not isinstance(data, dict) or "defaults" not in data:
-            return data
         data = dict(data)
         raw = data.pop("defaults")
         try:
@@ -382,6 +407,32 @@ class DesiredState(_Strict):
             else:
                 nodes[name] = node
         return DesiredState(nodes=nodes, vms={**self.vms, **other.vms})
+
+
+def _shared_rules(vms: dict[object, object]) -> dict[object, object]:
+    """Each VM table that validates, replaced by one frozen VmDesired per distinct table (the
+    model takes an instance as it is); one that does not stays as it was, so the error is
+    reported where the file has it, as before.
+
+    Tables are told apart by their repr, exact for what TOML yields (`1`, `1.0`, `true` and
+    `"1"` differ; order kept), and a hit must also be equal to the table validated."""
+    rules: dict[str, tuple[object, VmDesired | None]] = {}
+    out: dict[object, object] = {}
+    for vmid, table in vms.items():
+        out[vmid] = table
+        if not isinstance(table, dict):
+            continue
+        key = repr(table)
+        seen = rules.get(key)
+        if seen is None or seen[0] != table:
+            try:
+                seen = (table, VmDesired.model_validate(table))
+            except pydantic.ValidationError:
+                seen = (table, None)
+            rules[key] = seen
+        if seen[1] is not None:
+            out[vmid] = seen[1]
+    return out
 
 
 def _union(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[str, ...]:

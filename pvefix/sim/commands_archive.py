@@ -10,8 +10,12 @@ tree with only etc/pve/qemu-server shows it as nodes/<node>/qemu-server, as pmxc
 from __future__ import annotations
 
 import fnmatch
+import os
 import posixpath
+import stat
 import tarfile
+import time
+from collections.abc import Hashable
 from pathlib import Path
 
 from pvefix.errors import PvefixError
@@ -115,6 +119,55 @@ def _tar(sh: Shell, argv: list[str]) -> Result:
     else:
         return Result(stderr="tar: the pvefix simulator runs only `tar -c -f - PATH...`\n",
                       code=2)
+    key = (sh.cwd, tuple(operands))
+    stamps = _stamps(sh, operands)
+    kept = sh.state.archives.get(key)
+    if stamps is not None and kept is not None and kept[0] == stamps:
+        return Result(kept[1].stdout, kept[1].stderr, kept[1].code)
+    result = _archive(sh, operands)
+    if stamps is None:
+        sh.state.archives.pop(key, None)
+    else:
+        sh.state.archives[key] = (stamps, Result(result.stdout, result.stderr, result.code))
+    return result
+
+
+# A file changed less than this before it is stamped is not trusted to its stamps: file
+# times come from a coarse clock, so two writes in one tick (same size, same inode) can
+# leave every stamp as it was.
+SETTLED_NS = 1_000_000_000
+
+
+def _stamps(sh: Shell, operands: list[str]) -> Hashable | None:
+    """What the stream of `operands` is made of: each path the operands name, with its
+    file's inode, size, modification and change times. None when one is anything but a
+    settled regular file at its own place in the tree (missing, a link, a pmxcfs alias, a
+    hidden path): that stream is built afresh every time.
+
+    Equal stamps, equal stream: a write changes a file's change time, and an added, removed
+    or renamed file changes the paths or the inodes (`NodeState.archives` keeps the last stream)."""
+    root = str(sh.state.tree.root).rstrip("/")
+    settled = time.time_ns() - SETTLED_NS
+    stamps: list[tuple[str, int, int, int, int]] = []
+    for operand in operands:
+        paths = expand(sh, operand) if set(operand) & _GLOB else [sh.host(operand)]
+        if not paths:  # an unmatched glob: tar's error
+            return None
+        for path in paths:
+            if path.split("/")[1] in HIDDEN:
+                return None
+            try:
+                st = os.lstat(root + path)
+            except OSError:
+                return None
+            if not stat.S_ISREG(st.st_mode) or st.st_ctime_ns > settled:
+                return None
+            stamps.append((path, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
+    return tuple(stamps)
+
+
+def _archive(sh: Shell, operands: list[str]) -> Result:
+    """The tar stream of `operands` (errors as GNU tar words them), built from the files."""
     chunks: list[bytes] = []
     errors: list[str] = []
     folders: dict[Path, bool] = {}

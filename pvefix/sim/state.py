@@ -10,10 +10,10 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pvefix.digest import sha1_text
 from pvefix.errors import PvefixError
@@ -29,6 +29,9 @@ from pvefix.sim.tasks import TaskRegistry
 from pvefix.sim.tls import SimKeys
 from pvefix.sim.vmview import set_description
 from pvefix.vmconfig.config import VMConfig
+
+if TYPE_CHECKING:
+    from pvefix.sim.commands import Result
 
 STATUS_LAG_S = 10.0  # pvestatd's update interval
 
@@ -76,6 +79,10 @@ class NodeState:
         self._cache: dict[int, tuple[tuple[int, int, int], LoadedConfig]] = {}
         self._started_at: dict[int, float] = {}
         self._view_cache: dict[tuple[int, str, str], dict[str, object]] = {}
+        # The last `tar` stream of each operand list, with the stamps of the files it holds
+        # (pvefix.sim.commands_archive): a cluster's 10,000 configs are read again only when
+        # one of them changed.
+        self.archives: dict[Hashable, tuple[Hashable, Result]] = {}
         self.status_lag = status_lag
         self.access = AccessControl()  # the Simulator sets the cluster's
         self._status_log: dict[int, list[tuple[float, str]]] = {}  # vmid -> (when, status)

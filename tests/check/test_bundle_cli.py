@@ -92,3 +92,31 @@ def test_record_puts_it_where_check_finds_it_and_pending_still_counts(
 
 def test_check_needs_vms_or_all(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["check", "--bundle", "x"]) == 1
+
+
+def test_the_cycle_collector_is_off_while_checking_and_on_again_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    import gc
+
+    import pvefix.check.run as run
+
+    materialize_scenario("kpro6", tmp_path / "tree")
+    out = tmp_path / "vm100.toml"
+    assert main(["desired", "100", "--bundle", str(tmp_path / "tree"), "--from", "current",
+                 "-o", str(out)]) == 0
+    seen: list[bool] = []
+    real = run.check_bundle
+
+    def watched(*args: object, **kwargs: object) -> object:
+        seen.append(gc.isenabled())
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(run, "check_bundle", watched)
+    assert gc.isenabled()
+    assert main(["check", "100", "--bundle", str(tmp_path / "tree"), "--desired", str(out)]) == 0
+    assert seen == [False] and gc.isenabled()
+    # ... also when the check fails.
+    assert main(["check", "100", "--bundle", str(tmp_path / "none"), "--desired", str(out)]) == 1
+    assert gc.isenabled()
+    capsys.readouterr()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import shlex
 import tarfile
+import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -84,3 +85,113 @@ def test_each_header_is_the_one_tarinfo_writes(name: str, size: int, mtime: int)
 
     assert _header(name, size, mtime) == _info(name, size, mtime).tobuf(
         tarfile.GNU_FORMAT, "utf-8", "surrogateescape")
+
+
+# -- the stream kept between requests ----------------------------------------------------------
+
+
+@pytest.fixture
+def fresh(tmp_path: Path) -> HostTree:
+    """A small cluster of its own: these tests change its configs."""
+    root = tmp_path / "tree"
+    materialize_scenario("large", root, vms=12)
+    return load_tree(root)
+
+
+@pytest.fixture
+def builds(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """Each stream built from the files (not the kept one), by its operands."""
+    from pvefix.sim import commands_archive
+
+    built: list[list[str]] = []
+    real = commands_archive._archive
+
+    def counting(sh: Shell, operands: list[str]) -> Any:
+        built.append(operands)
+        return real(sh, operands)
+
+    monkeypatch.setattr(commands_archive, "_archive", counting)
+    return built
+
+
+def _settled_now(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every file counts as settled (a test cannot wait for the window)."""
+    monkeypatch.setattr("pvefix.sim.commands_archive.SETTLED_NS", -10 ** 12)
+
+
+def _rewrite(path: Path, text: str) -> None:
+    """Write in place, a tick of the file clock after the last stamp (so it can be seen)."""
+    before = path.stat().st_ctime_ns
+    while True:
+        time.sleep(0.02)
+        with path.open("r+", encoding="utf-8") as f:
+            f.truncate(0)
+            f.write(text)
+        if path.stat().st_ctime_ns != before:
+            return
+
+
+def test_unchanged_configs_give_the_kept_stream(fresh: HostTree, tmp_path: Path,
+                                                builds: list[list[str]],
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    _settled_now(monkeypatch)
+    sh = _shell(fresh, tmp_path)
+    first, second = _run(sh, BULK_COMMAND), _run(sh, BULK_COMMAND)
+    assert len(builds) == 1
+    assert (second.stdout, second.stderr, second.exit_code) == (
+        first.stdout, first.stderr, first.exit_code)
+
+
+def test_a_config_changed_in_place_to_the_same_size_is_read_again(
+    fresh: HostTree, tmp_path: Path, builds: list[list[str]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _settled_now(monkeypatch)
+    sh = _shell(fresh, tmp_path)
+    vmid, node = next(iter(fresh.vms().items()))
+    path = fresh.root / f"etc/pve/nodes/{node}/qemu-server/{vmid}.conf"
+    old = path.read_text(encoding="utf-8")
+    _run(sh, BULK_COMMAND)
+    changed = old.replace("memory: ", "memorx: ", 1) if "memory: " in old else "x" + old[1:]
+    assert len(changed) == len(old) and changed != old
+    _rewrite(path, changed)
+    got = parse_bulk(_run(sh, BULK_COMMAND))
+    assert got[vmid].text == changed
+    assert len(builds) == 2
+
+
+def test_an_added_and_a_removed_config_are_seen(fresh: HostTree, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    _settled_now(monkeypatch)
+    sh = _shell(fresh, tmp_path)
+    vmid, node = next(iter(fresh.vms().items()))
+    folder = fresh.root / f"etc/pve/nodes/{node}/qemu-server"
+    assert vmid in parse_bulk(_run(sh, BULK_COMMAND))
+    (folder / "4242.conf").write_text("memory: 512\n", encoding="utf-8")
+    (folder / f"{vmid}.conf").unlink()
+    got = parse_bulk(_run(sh, BULK_COMMAND))
+    assert got[4242].text == "memory: 512\n" and vmid not in got
+
+
+def test_a_config_changed_within_the_window_is_never_kept(
+    fresh: HostTree, tmp_path: Path, builds: list[list[str]],
+) -> None:
+    # The tree was just written: its files are too new to trust to their stamps.
+    sh = _shell(fresh, tmp_path)
+    _run(sh, BULK_COMMAND)
+    _run(sh, BULK_COMMAND)
+    assert len(builds) == 2
+
+
+def test_a_link_among_the_configs_is_never_kept(fresh: HostTree, tmp_path: Path,
+                                               builds: list[list[str]],
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    _settled_now(monkeypatch)
+    target = tmp_path / "elsewhere.conf"
+    target.write_text("memory: 1\n", encoding="utf-8")
+    node = next(iter(fresh.vms().values()))
+    (fresh.root / f"etc/pve/nodes/{node}/qemu-server/999999.conf").symlink_to(target)
+    sh = _shell(fresh, tmp_path)
+    first, second = _run(sh, BULK_COMMAND), _run(sh, BULK_COMMAND)
+    assert len(builds) == 2 and first.stderr == second.stderr
+    assert "999999.conf: Cannot stat" in second.stderr
