@@ -272,11 +272,6 @@ class Cmdline:
         return len(self._tokens)
 
     @property
-    def has_init_separator(self) -> bool:
-        """True when the line has a bare `--`."""
-        return bool(self._tail)
-
-    @property
     def init_args(self) -> tuple[str, ...]:
         """What init receives after `--` (quotes stripped as the kernel does)."""
         if not self._tail:

@@ -19,8 +19,6 @@ from dataclasses import dataclass, field
 
 from pvefix.errors import RefusedError
 
-NEVER_STOP_LOCKS = frozenset({"backup", "migrate"})
-
 
 @dataclass(frozen=True)
 class NodeVm:

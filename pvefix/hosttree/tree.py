@@ -204,13 +204,6 @@ class HostTree:
             return None
         return PciMappingFile.parse(text, source=str(self.host_path(MAPPING_FILE)))
 
-    def kernel_modules(self) -> list[str]:
-        """Loaded modules, from the directories under `sys/module/` (empty when not captured)."""
-        directory = self.root / "sys" / "module"
-        if not directory.is_dir():
-            return []
-        return sorted(entry.name for entry in os.scandir(directory) if entry.is_dir())
-
     # -- checks -----------------------------------------------------------------------------
 
     def validate(self) -> None:

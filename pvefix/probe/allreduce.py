@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from pvefix.probe._model import ValidationError as PydanticValidationError
-from pvefix.probe.report import AllReduceRow, AllReduceRun, AllReduceSection, not_measured
+from pvefix.probe.report import AllReduceRow, AllReduceRun, AllReduceSection
 from pvefix.probe.sizes import Plan
 
 WORKER = Path(__file__).with_name("_allreduce_worker.py")
@@ -168,8 +168,3 @@ def measure_allreduce(
             reason="no sweep finished: " + "; ".join(f"{r.label}: {r.reason}" for r in runs),
         )
     return AllReduceSection(world_size=world, runs=tuple(runs))
-
-
-def not_measured_allreduce(reason: str) -> AllReduceSection:
-    """Shorthand for a skipped section."""
-    return not_measured(AllReduceSection, reason)

@@ -13,7 +13,7 @@ import hashlib
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -349,9 +349,6 @@ def _node_away(exc: BaseException) -> bool:
 
 def _host_for_url(host: str) -> str:
     return f"[{host}]" if ":" in host and not host.startswith("[") else host
-
-
-ApiGetter = Callable[[str, Mapping[str, str] | None], Any]
 
 
 def count_waves(records: list[RequestRecord]) -> int:

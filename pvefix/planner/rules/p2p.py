@@ -243,11 +243,6 @@ def useful(a: Assessment) -> dict[str, int]:
     return {k: c for k, c in a.cliques.items() if sizes[c] >= 2}
 
 
-def args_line(cliques: dict[str, int]) -> str | None:
-    """The args text that sets these cliques on a VM that has no args yet (None: nothing)."""
-    return merge_cliques(None, cliques) if cliques else None
-
-
 def _free_keys(a: Assessment, taken: set[str]) -> list[str]:
     used = {k for k, v in a.values.items() if v is not None} | taken
     return [f"hostpci{i}" for i in range(MAX_HOSTPCI) if f"hostpci{i}" not in used]
