@@ -13,6 +13,8 @@ import typing
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
+import typer
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 # field of the group's value -> (CLI parameter name, annotation, typer.Option)
@@ -29,6 +31,12 @@ REHEARSAL = "Rehearsal"
 # Panel title -> a line `-h` shows at the top of the panel: what its options share (where
 # their environment variables come from), said once instead of in each option's help.
 PANEL_NOTES: dict[str, str] = {}
+
+
+def unset(flag: str, help: str, **more: Any) -> Any:
+    """A group's option: None unless given (the group's value says what None means), so
+    `--help` shows no default."""
+    return typer.Option(None, flag, help=help, show_default=False, **more)
 
 
 def option_group(target: str, build: Callable[..., Any], options: OptionTable,
