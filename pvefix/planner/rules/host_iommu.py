@@ -87,7 +87,7 @@ from pvefix.cmdline.iommu import (
     passthrough_token,
 )
 from pvefix.cmdline.lint import CpuVendor
-from pvefix.cmdline.tokens import Cmdline, normalize_name
+from pvefix.cmdline.tokens import Cmdline, Token, normalize_name
 from pvefix.errors import PvefixError
 from pvefix.facts.node import UNSAFE_INTERRUPTS
 from pvefix.paths import GRUB_DEFAULT, KERNEL_CMDLINE, PROC_CMDLINE
@@ -152,7 +152,6 @@ def rule(ctx: Context) -> RuleResult:
         return RuleResult(rule=NAME, noop=f"{path} cannot be read safely: {exc}")
     if grub is not None and grub.unknown:
         return _grub_not_evaluable(grub)
-    dups = duplicates(configured)
     vendor = _vendor(ctx)
     findings += _line_findings(state, grub, path, where, configured, editor, vendor)
     not_known, blocking = host_world.unmodelled(NAME, configured, ", ".join(where) or path)
@@ -162,31 +161,41 @@ def rule(ctx: Context) -> RuleResult:
         return RuleResult(rule=NAME, findings=findings, noop=(
             f"not established: {' '.join(blocking)} on the host cmdline; pvefix does not model"
             " what it does to the IOMMU, so no host edit is planned (see findings)"))
+    try:
+        changes, pt_noop = _edits(state, grub, (path, refresh), editor, configured, vendor,
+                                  where, findings)
+    except _Refused as refused:
+        return RuleResult(rule=NAME, noop=refused.noop, findings=[*findings, *refused.findings])
+    findings += _not_booted(path, configured, running_line, grub is not None)
+    findings += _running_iommu_off(running_line, vendor, state.node.kernel_version,
+                                   state.node.kernel_config)
+    return _result(state, path, refresh, editor, configured, running_line, changes, findings,
+                   pt_noop)
+
+
+def _edits(state: HostState, grub: GrubConfig | None, file: tuple[str, list[str]],
+           editor: KernelCmdlineFile | GrubDefaultFile, configured: Cmdline,
+           vendor: CpuVendor | None, where: list[str],
+           findings: list[Finding]) -> tuple[list[Change], str | None]:
+    """The host edits, in order: amd_iommu=on removed, the IOMMU left on, iommu=pt added (the
+    repeated parameters removed with it), and why iommu=pt is not added (None: it is).
+    `findings` gains the one that says a configured iommu=pt is turned back. Raises _Refused
+    where pvefix will not plan them."""
+    path, refresh = file
     changes: list[Change] = []
     line_before = " ".join(t.raw for t in configured.tokens)
-    common = {
-        "rule": NAME,
-        "disruption": "host-reboot",
-        "file": path,
-        "refresh_command": refresh,
-    }
+    common = {"rule": NAME, "disruption": "host-reboot", "file": path, "refresh_command": refresh}
     in_other_files = (
-        [str(x) for x in grub.where("amd_iommu", "on") if x.path != path] if grub else []
-    )
+        [str(x) for x in grub.where("amd_iommu", "on") if x.path != path] if grub else [])
     if vendor == "amd" and configured.has("amd_iommu", "on") and not in_other_files:
         try:
             editor.remove("amd_iommu", "on")
         except PvefixError as exc:
-            return RuleResult(rule=NAME, noop=str(exc), findings=findings)
+            raise _Refused(str(exc)) from None
         line_after = _effective_after(grub, path, editor)
         changes.append(_amd_iommu_on_change(path, refresh, line_before, line_after, common))
         line_before = line_after
-    try:
-        iommu_on = _enable_iommu(
-            state, grub, (path, refresh), editor, configured, vendor, line_before
-        )
-    except _Refused as refused:
-        return RuleResult(rule=NAME, noop=refused.noop, findings=[*findings, refused.finding])
+    iommu_on = _enable_iommu(state, grub, file, editor, configured, vendor, line_before)
     changes += iommu_on
     if iommu_on:
         line_before = iommu_on[-1].after or line_before
@@ -194,20 +203,17 @@ def rule(ctx: Context) -> RuleResult:
     if configured.has("iommu", "pt") and passthrough_token(configured) is None:
         findings.append(_pt_overridden(configured, where or [path]))
     if pt_noop is None:
+        dups = duplicates(configured)
         try:
             if dups:
                 editor.dedupe()
             editor.ensure("iommu", "pt")
         except PvefixError as exc:
-            return RuleResult(rule=NAME, noop=str(exc), findings=findings)
+            raise _Refused(str(exc)) from None
         line_after = _effective_after(grub, path, editor)
         changes.append(_iommu_pt_change(state, path, refresh, line_before, line_after, where,
                                         dups, common))
-    findings += _not_booted(path, configured, running_line, grub is not None)
-    findings += _running_iommu_off(running_line, vendor, state.node.kernel_version,
-                                   state.node.kernel_config)
-    return _result(state, path, refresh, editor, configured, running_line, changes, findings,
-                   pt_noop)
+    return changes, pt_noop
 
 
 def _line_findings(state: HostState, grub: GrubConfig | None, path: str, where: list[str],
@@ -217,37 +223,23 @@ def _line_findings(state: HostState, grub: GrubConfig | None, path: str, where: 
     parameters, and the cmdline linter's IOMMU findings."""
     findings: list[Finding] = []
     if grub is not None and grub.dropins:
-        findings.append(
-            Finding(
-                id="host.cmdline.grub-dropins",
-                rule=NAME,
-                severity="info",
-                title="GRUB drop-ins read",
-                detail=(
-                    "update-grub sources /etc/default/grub.d/*.cfg after /etc/default/grub;"
-                    f" the effective line is built from: {', '.join(where) or 'no assignment'}."
-                    f" An edit goes to {path}, where GRUB_CMDLINE_LINUX_DEFAULT is set last"
-                    " without building on the earlier value."
-                ),
-                evidence=[f"{p}" for p in grub.dropins],
-            )
-        )
+        findings.append(Finding(
+            id="host.cmdline.grub-dropins", rule=NAME, severity="info",
+            title="GRUB drop-ins read",
+            detail="update-grub sources /etc/default/grub.d/*.cfg after /etc/default/grub;"
+            f" the effective line is built from: {', '.join(where) or 'no assignment'}."
+            f" An edit goes to {path}, where GRUB_CMDLINE_LINUX_DEFAULT is set last"
+            " without building on the earlier value.",
+            evidence=[f"{p}" for p in grub.dropins]))
     dups = duplicates(configured)
     if dups:
-        findings.append(
-            Finding(
-                id="host.cmdline.duplicate-tokens",
-                rule=NAME,
-                severity="info",
-                title="Host cmdline repeats parameters",
-                detail=(
-                    f"{', '.join(dups)} appear more than once; the kernel applies each"
-                    " occurrence in turn, so the repeats are noise. pvefix removes them when it"
-                    " edits the line anyway."
-                ),
-                evidence=where,
-            )
-        )
+        findings.append(Finding(
+            id="host.cmdline.duplicate-tokens", rule=NAME, severity="info",
+            title="Host cmdline repeats parameters",
+            detail=f"{', '.join(dups)} appear more than once; the kernel applies each"
+            " occurrence in turn, so the repeats are noise. pvefix removes them when it"
+            " edits the line anyway.",
+            evidence=where))
     default_on = intel_default_on(state.node.kernel_config)
     # the linter judges the Intel default by Proxmox's kernel versions; where the booted
     # kernel's build config was read, that decides instead (a custom or Debian build)
@@ -257,16 +249,10 @@ def _line_findings(state: HostState, grub: GrubConfig | None, path: str, where: 
         if f.code == contradicted:
             continue
         if f.code.startswith("amd-iommu") or f.severity == "error" or "intel" in f.code:
-            findings.append(
-                Finding(
-                    id=f"host.cmdline.{f.code}",
-                    rule=NAME,
-                    severity=f.severity,
-                    title=f"Host cmdline: {f.code}",
-                    detail=f.message,
-                    evidence=[f"{f.source or path}:{f.line or 1}: {f.token or ''}".rstrip(": ")],
-                )
-            )
+            findings.append(Finding(
+                id=f"host.cmdline.{f.code}", rule=NAME, severity=f.severity,
+                title=f"Host cmdline: {f.code}", detail=f.message,
+                evidence=[f"{f.source or path}:{f.line or 1}: {f.token or ''}".rstrip(": ")]))
     return findings
 
 
@@ -274,14 +260,9 @@ def _amd_iommu_on_change(path: str, refresh: list[str], line_before: str, line_a
                          common: dict[str, Any]) -> HostCmdlineChange:
     """amd_iommu=on is no valid value: the change that removes the noise."""
     return HostCmdlineChange(
-        id="host.cmdline.amd_iommu",
-        key="amd_iommu",
-        before=line_before,
-        after=line_after,
-        reason=(
-            'amd_iommu=on is not a valid value (the kernel logs "AMD-Vi: Unknown option'
-            " - 'on'\"); the AMD IOMMU is on by default. Removing it removes noise."
-        ),
+        id="host.cmdline.amd_iommu", key="amd_iommu", before=line_before, after=line_after,
+        reason='amd_iommu=on is not a valid value (the kernel logs "AMD-Vi: Unknown option'
+        " - 'on'\"); the AMD IOMMU is on by default. Removing it removes noise.",
         risk=Risk(level="low", text="None: the kernel ignores the value today."),
         evidence=[f"{path}: {line_before}"],
         inverse=f"add amd_iommu=on back to {path} and run {' '.join(refresh)}",
@@ -433,22 +414,11 @@ def _iommu_pt_change(state: HostState, path: str, refresh: list[str], line_befor
     """The change that adds iommu=pt, with why, what it does not do and how to undo it."""
     loader = state.boot_tool.loader
     return HostCmdlineChange(
-        id="host.cmdline.iommu_pt",
-        key="iommu",
-        before=line_before,
-        after=line_after,
-        reason=(
-            "iommu=pt puts host-owned devices in an identity DMA domain, lowering IOMMU"
-            " overhead for the host's own I/O; commonly recommended for passthrough"
-            " hosts."
-        ),
-        risk=Risk(
-            level="low",
-            text=(
-                "Needs a host reboot (every VM on the node stops). The boot loader must"
-                " be refreshed or the edit has no effect."
-            ),
-        ),
+        id="host.cmdline.iommu_pt", key="iommu", before=line_before, after=line_after,
+        reason="iommu=pt puts host-owned devices in an identity DMA domain, lowering IOMMU"
+        " overhead for the host's own I/O; commonly recommended for passthrough hosts.",
+        risk=Risk(level="low", text="Needs a host reboot (every VM on the node stops). The boot"
+                  " loader must be refreshed or the edit has no effect."),
         evidence=[
             f"boot loader: {loader} (proxmox-boot-tool exit {state.boot_tool.exit_code})",
             *([host_world.intel_default_basis(state.node)]
@@ -458,11 +428,9 @@ def _iommu_pt_change(state: HostState, path: str, refresh: list[str], line_befor
             *([f"duplicates removed: {', '.join(dups)}"] if dups else []),
         ],
         inverse=f"remove iommu=pt from {path} and run {' '.join(refresh)}, then reboot",
-        effect=(
-            "Does NOT change GPU peer-to-peer or DMA latency inside the VM: VFIO-assigned"
-            " GPUs always get their own translated IOMMU domain. Expect no tok/s change"
-            " from this alone."
-        ),
+        effect="Does NOT change GPU peer-to-peer or DMA latency inside the VM: VFIO-assigned"
+        " GPUs always get their own translated IOMMU domain. Expect no tok/s change from this"
+        " alone.",
         **common,
     )
 
@@ -510,26 +478,21 @@ _NOT_PRESENT = (
 
 
 class _Refused(Exception):
-    """A host edit pvefix will not plan: why (the rule's noop) and the finding that says it."""
+    """A host edit pvefix will not plan: why (the rule's noop) and the finding that says it
+    (none where the editor refused the edit: its message is the noop)."""
 
-    def __init__(self, noop: str, finding: Finding) -> None:
+    def __init__(self, noop: str, finding: Finding | None = None) -> None:
         super().__init__(noop)
         self.noop = noop
-        self.finding = finding
+        self.findings = [] if finding is None else [finding]
 
 
 def _refuse_off(what: str, detail: str, evidence: list[str]) -> _Refused:
     return _Refused(
         f"{what}: no host reboot is planned, the IOMMU would stay off after it (see findings)",
-        Finding(
-            id="host.cmdline.iommu-off",
-            rule=NAME,
-            severity="error",
-            title="The configured host cmdline turns the IOMMU off",
-            detail=f"{detail} After a reboot with it, {_NOT_PRESENT}.",
-            evidence=evidence,
-        ),
-    )
+        Finding(id="host.cmdline.iommu-off", rule=NAME, severity="error",
+                title="The configured host cmdline turns the IOMMU off",
+                detail=f"{detail} After a reboot with it, {_NOT_PRESENT}.", evidence=evidence))
 
 
 def _enable_iommu(
@@ -547,39 +510,11 @@ def _enable_iommu(
     make them."""
     path = where[0]
     kver, config = state.node.kernel_version, state.node.kernel_config
-    off = off_tokens(configured, vendor)
     changes: list[HostCmdlineChange] = []
-    for token in off:
-        name = normalize_name(token.name)  # amd-iommu=off is amd_iommu=off to the kernel
-        holders = grub.where(token.name, token.value) if grub else []
-        elsewhere = [str(x) for x in holders if x.path != path]
-        if token.value != "off" or elsewhere:
-            raise _refuse_off(
-                f"{token.raw} turns the IOMMU off",
-                f"{token.raw} {_OFF_WHAT[name]}"
-                f" ({_KERNEL_SOURCE[name]}). pvefix removes it only where it is the"
-                " parameter's whole value and in the file it edits: remove `off` by hand.",
-                [f"{path}: {line_before}", *elsewhere],
-            )
-        try:
-            editor.remove(token.name, token.value)
-        except PvefixError as exc:
-            raise _refuse_off(
-                f"{token.raw} turns the IOMMU off", f"{token.raw} {_OFF_WHAT[name]}"
-                f" ({_KERNEL_SOURCE[name]}), and pvefix"
-                f" cannot edit the file: {exc}.", [f"{path}: {line_before}"],
-            ) from None
-        after = _effective_after(grub, path, editor)
-        changes.append(_iommu_change(
-            where, f"host.cmdline.{name}_off", name, line_before, after,
-            f"{token.raw} {_OFF_WHAT[name]}"
-            f" ({_KERNEL_SOURCE[name]}): after the reboot {_NOT_PRESENT}. Removing it"
-            " leaves the IOMMU on" + (" (the Intel IOMMU then needs intel_iommu=on on this"
-                                      " kernel, planned below)." if name == "intel_iommu"
-                                      and intel_needs_on(kver, config) else "."),
-            f"add {token.raw} back to {path}",
-        ))
-        line_before = after
+    for token in off_tokens(configured, vendor):
+        change = _off_removed(state, token, grub, where, editor, line_before)
+        changes.append(change)
+        line_before = change.after if change.after is not None else line_before
     if host_world.rests_on_intel_default(Cmdline.parse(line_before), vendor) and config is None:
         raise _Refused("not established: the Intel IOMMU's build default decides and it was"
                        " not read (see findings)", host_world.intel_default_unknown(
@@ -611,6 +546,44 @@ def _enable_iommu(
             " IOMMU on (another file overrides it).", [f"after the edit: {line_before}"],
         )
     return changes
+
+
+def _off_removed(state: HostState, token: Token, grub: GrubConfig | None,
+                 where: tuple[str, list[str]], editor: KernelCmdlineFile | GrubDefaultFile,
+                 line_before: str) -> HostCmdlineChange:
+    """The change that removes `token`, a parameter that turns the IOMMU off; raises _Refused
+    where `off` is not its whole value, it is set in another file too, or the edit fails."""
+    path = where[0]
+    name = normalize_name(token.name)  # amd-iommu=off is amd_iommu=off to the kernel
+    holders = grub.where(token.name, token.value) if grub else []
+    elsewhere = [str(x) for x in holders if x.path != path]
+    if token.value != "off" or elsewhere:
+        raise _refuse_off(
+            f"{token.raw} turns the IOMMU off",
+            f"{token.raw} {_OFF_WHAT[name]}"
+            f" ({_KERNEL_SOURCE[name]}). pvefix removes it only where it is the"
+            " parameter's whole value and in the file it edits: remove `off` by hand.",
+            [f"{path}: {line_before}", *elsewhere],
+        )
+    try:
+        editor.remove(token.name, token.value)
+    except PvefixError as exc:
+        raise _refuse_off(
+            f"{token.raw} turns the IOMMU off", f"{token.raw} {_OFF_WHAT[name]}"
+            f" ({_KERNEL_SOURCE[name]}), and pvefix"
+            f" cannot edit the file: {exc}.", [f"{path}: {line_before}"],
+        ) from None
+    intel_on = name == "intel_iommu" and intel_needs_on(state.node.kernel_version,
+                                                        state.node.kernel_config)
+    return _iommu_change(
+        where, f"host.cmdline.{name}_off", name, line_before,
+        _effective_after(grub, path, editor),
+        f"{token.raw} {_OFF_WHAT[name]}"
+        f" ({_KERNEL_SOURCE[name]}): after the reboot {_NOT_PRESENT}. Removing it"
+        " leaves the IOMMU on" + (" (the Intel IOMMU then needs intel_iommu=on on this"
+                                  " kernel, planned below)." if intel_on else "."),
+        f"add {token.raw} back to {path}",
+    )
 
 
 _OFF_WHAT = {
