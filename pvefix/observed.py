@@ -73,9 +73,7 @@ def _observed(vmid: int, node: str, ns: NextStart, status: Literal["running", "s
     return ObservedVm(
         vmid=vmid, node=node, status=status,
         running_machine=running_machine if status == "running" else None,
-        current=dict(ns.current), next=ns.values, guest_cmdline=guest_cmdline,
-        digest=ns.digest,
-    )
+        current=dict(ns.current), next=ns.values, guest_cmdline=guest_cmdline, digest=ns.digest)
 
 
 def vm_from_config(
@@ -91,8 +89,7 @@ def vm_from_state(state: HostState) -> ObservedVm:
     vm = state.vm
     return vm_from_config(
         vm.vmid, vm.node, vm.config_text, vm.status, vm.running_machine,
-        state.guest.cmdline if state.guest is not None else None,
-    )
+        state.guest.cmdline if state.guest is not None else None)
 
 
 def vm_from_api(
@@ -122,15 +119,13 @@ def node_from_files(
         return ObservedNode(
             name=name, running=running,
             problem="boot loader unknown (`proxmox-boot-tool status` gave no usable answer): "
-            "pvefix cannot tell which file holds the configured cmdline",
-        )
+            "pvefix cannot tell which file holds the configured cmdline")
     path = KERNEL_CMDLINE if loader == "systemd-boot" else GRUB_DEFAULT
     text = files.get(path)
     if text is None:
         return ObservedNode(
             name=name, loader=loader, running=running, configured_source=path,
-            problem=f"{path} is absent on the node",
-        )
+            problem=f"{path} is absent on the node")
     if path == KERNEL_CMDLINE:
         configured = KernelCmdlineFile.parse(text, path).cmdline.render().strip()
         return ObservedNode(name=name, loader=loader, configured=configured,
@@ -152,7 +147,6 @@ def node_from_state(state: HostState) -> ObservedNode:
     if not state.host_files_read:
         return node_from_files(
             state.node.name, state.boot_tool, {},
-            unreadable="no SSH access: the host cmdline has no API (pass SSH settings)",
-        )
+            unreadable="no SSH access: the host cmdline has no API (pass SSH settings)")
     files = {path: fact.text for path, fact in state.files.items()}
     return node_from_files(state.node.name, state.boot_tool, files)

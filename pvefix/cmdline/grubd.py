@@ -114,8 +114,7 @@ class GrubConfig:
         text is exactly the text given, so evaluating an edited file does not read it again."""
         main = files.get(GRUB_DEFAULT)
         self.paths = ([GRUB_DEFAULT] if main is not None else []) + dropin_order(
-            list(files)
-        )
+            list(files))
         self.texts = {p: files[p] for p in self.paths}
         known = parsed or {}
         self.files = {

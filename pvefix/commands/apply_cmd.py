@@ -36,8 +36,7 @@ def state_dir_option() -> Any:
     return typer.Option(
         None, "--state-dir",
         help="Where snapshots live (env PVEFIX_STATE_DIR; default $XDG_STATE_HOME/pvefix).",
-        show_default=False,
-    )
+        show_default=False)
 
 
 @in_panel(SAFETY, "yes", "replan", "restart", "force_stop", "reboot_host", "stop_others", "start",
@@ -121,14 +120,11 @@ def apply_command(
         restart=restart, force_stop=force_stop, reboot_host=reboot_host,
         stop_others=stop_others, start=start,
         auto_rollback=auto_rollback, pve_snapshot=pve_snapshot, qm_set=qm_set,
-        shutdown_timeout=shutdown_timeout, task_timeout=task_timeout,
-        reboot_timeout=reboot_timeout,
+        shutdown_timeout=shutdown_timeout, task_timeout=task_timeout, reboot_timeout=reboot_timeout,
         # From a plan file, the next phase's apply names the same reviewed file.
         context=hint_context(opts, state_dir, guest)._replace(
             plan_file=None if plan is None else target),
-        verify=verify, verify_quick=not full_probe, guest_wait=guest_wait,
-        plan_options=asked,
-    )
+        verify=verify, verify_quick=not full_probe, guest_wait=guest_wait, plan_options=asked)
     console = Console()
     try:
         result = apply_phase(conn, vmid, options, console, plan=plan, guest=access,

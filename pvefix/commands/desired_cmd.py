@@ -105,8 +105,7 @@ def desired_command(
             "Desired state of several VMs, written by `pvefix desired`:",
             *(textwrap.fill(f"VM {state.vm.vmid} (node {state.vm.node}): {what}", 96)
               for state, what, _ in wanted),
-            f"Check with: pvefix check --desired THIS_FILE {listed}",
-        ])
+            f"Check with: pvefix check --desired THIS_FILE {listed}"])
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(dumps_desired(desired, header=header), encoding="utf-8")

@@ -116,8 +116,7 @@ def build_report(
                 "line": a.line,
                 "value": a.word.value,
                 "style": a.word.style,
-                "expansions": list(a.word.expansions),
-            }
+                "expansions": list(a.word.expansions)}
         rendered = gfile.render()
     elif kind == "proc":
         pfile = ProcCmdline.parse(text, source=source)
@@ -128,8 +127,7 @@ def build_report(
         cmdline = config = Cmdline.parse(text, source=source)
         findings = [
             f.model_copy(update={"source": source})
-            for f in lint(cmdline, kernel_version=kernel_version)
-        ]
+            for f in lint(cmdline, kernel_version=kernel_version)]
         rendered = text
     return {
         "schema": SCHEMA,
@@ -144,8 +142,7 @@ def build_report(
         "has_root": has_root,
         "grub": grub,
         "bootloader_tokens": bootloader,
-        "_render": rendered,
-    }
+        "_render": rendered}
 
 
 def render_text(report: dict[str, Any]) -> str:

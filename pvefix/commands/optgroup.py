@@ -61,8 +61,7 @@ def option_group(target: str, build: Callable[..., Any], options: OptionTable,
         added = [
             inspect.Parameter(param, inspect.Parameter.KEYWORD_ONLY, default=option,
                               annotation=annotation)
-            for param, annotation, option in options.values()
-        ]
+            for param, annotation, option in options.values()]
 
         @functools.wraps(func)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -73,8 +72,7 @@ def option_group(target: str, build: Callable[..., Any], options: OptionTable,
         annotations.update({param: annotation for param, annotation, _ in options.values()})
         wrapper.__annotations__ = annotations
         wrapper.__signature__ = signature.replace(  # type: ignore[attr-defined]
-            parameters=[*kept, *added]
-        )
+            parameters=[*kept, *added])
         del wrapper.__wrapped__  # typer must see the new signature
         return wrapper  # type: ignore[return-value]
 

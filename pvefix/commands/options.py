@@ -141,8 +141,7 @@ def resolve_connection_options(opts: ConnectionOptions) -> Connection:
 
     return resolve_connection(
         flags=opts.flags(), config=opts.config, profile=opts.profile,
-        connection_file=opts.connection,
-    )
+        connection_file=opts.connection)
 
 
 def resolve_states(opts: ConnectionOptions, vmids: list[int]) -> list[HostState]:

@@ -71,14 +71,12 @@ def plan_command(
         "--format",
         "-f",
         help="text: terminal view with diffs; json: {schema: pvefix.plans/v1, plans: [plan"
-        " file, ...]} for one VM or several; markdown: for change tickets.",
-    ),
+        " file, ...]} for one VM or several; markdown: for change tickets."),
     out: str | None = typer.Option(
         None,
         "--out",
         help="Save the plan file (JSON, whatever --format shows) here; a bare name goes into "
-        "plans/.",
-    ),
+        "plans/."),
     state_dir: Path | None = typer.Option(
         None, "--state-dir", help="Where recorded desired states are read (a VM's may ask for"
         " the P2P phase) (env PVEFIX_STATE_DIR; default $XDG_STATE_HOME/pvefix).",

@@ -52,8 +52,7 @@ def _vm(dest: Path, node: str, vmid: int, keys: dict[str, str]) -> None:
         "boot": "order=scsi0", "cores": "8", "memory": "16384", "name": f"vm{vmid}",
         "net0": f"virtio=BC:24:11:3A:{vmid // 100:02X}:{vmid % 100:02X},bridge=vmbr0",
         "ostype": "l26", "scsi0": f"local-zfs:vm-{vmid}-disk-0,size=64G",
-        "scsihw": "virtio-scsi-single", "meta": "creation-qemu=10.1.2,ctime=1760000000",
-    }
+        "scsihw": "virtio-scsi-single", "meta": "creation-qemu=10.1.2,ctime=1760000000"}
     base.update(keys)
     write_text(dest / "etc" / "pve" / "nodes" / node / "qemu-server" / f"{vmid}.conf",
                render_vm_config(base))
@@ -108,14 +107,11 @@ def _meta() -> HostMeta:
                         "sockets": 2, "cores": 64, "threads": 128},
                 "proxmox_boot_tool": {
                     "exit_code": 2, "output": "",
-                    "stderr": "E: /etc/kernel/proxmox-boot-uuids does not exist.\n"},
-            },
+                    "stderr": "E: /etc/kernel/proxmox-boot-uuids does not exist.\n"}},
             "cygnus": {
                 "memory_bytes": 1099511627776,
                 "proxmox_boot_tool": {"exit_code": 0,
-                                      "output": systemd_boot_status("7C1D-42AA")},
-            },
-        },
+                                      "output": systemd_boot_status("7C1D-42AA")}}},
         "versions": VERSIONS,
         "cpu": EPYC,
         "memory_bytes": 549755813888,
@@ -124,12 +120,10 @@ def _meta() -> HostMeta:
         "vms": {
             "310": running,
             "311": running,
-            "312": {**running, "ha_state": "started"},
-        },
+            "312": {**running, "ha_state": "started"}},
         "users": ["root@pam"],
         "tokens": [{"id": "root@pam!pvefix", "privsep": False}],
-        "reboot_seconds": 1,
-    })
+        "reboot_seconds": 1})
 
 
 def generate_cluster3(dest: Path, seed: int = 0) -> None:

@@ -71,8 +71,7 @@ def _vm(rng: random.Random, vmid: int) -> tuple[dict[str, str], str, bool]:
         "scsihw": "virtio-scsi-single",
         "smbios1": f"uuid={rng.getrandbits(128):032x}",
         "vmgenid": f"{rng.getrandbits(128):032x}",
-        "meta": f"creation-qemu=9.0.2,ctime={1700000000 + vmid * 97}",
-    }
+        "meta": f"creation-qemu=9.0.2,ctime={1700000000 + vmid * 97}"}
     for key in ("smbios1", "vmgenid"):
         raw = cfg[key].removeprefix("uuid=")
         dashed = f"{raw[:8]}-{raw[8:12]}-{raw[12:16]}-{raw[16:20]}-{raw[20:]}"
@@ -136,8 +135,7 @@ def _vm_files(dest: Path, rng: random.Random, vms: int) -> dict[str, dict[str, o
                 "status": "running",
                 "running_machine": _running_machine(cfg.get("machine")),
                 "uptime": rng.randrange(60, 90 * 86400),
-                "qmpstatus": "running",
-            }
+                "qmpstatus": "running"}
     return states
 
 
@@ -159,6 +157,5 @@ def generate_large(dest: Path, seed: int = SEED, vms: int = VM_COUNT) -> None:
         "proxmox_boot_tool": {"exit_code": 0, "output": systemd_boot_status("2C41-7E0B")},
         "vms": _vm_files(dest, rng, vms),
         "users": ["root@pam"],
-        "tokens": [{"id": "root@pam!pvefix", "privsep": False}],
-    })
+        "tokens": [{"id": "root@pam!pvefix", "privsep": False}]})
     (dest / META_FILE).write_text(meta.to_json(), encoding="utf-8")

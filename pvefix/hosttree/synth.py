@@ -86,8 +86,7 @@ def write_function(root: Path, function: Function) -> Path:
         "device": f"0x{function.device:04x}",
         "class": f"0x{function.class_code:06x}",
         "numa_node": str(function.numa_node),
-        "resource": resource_text(function.regions, 17 if function.bridge else 13),
-    }
+        "resource": resource_text(function.regions, 17 if function.bridge else 13)}
     if function.subsystem_vendor is not None and function.subsystem_device is not None:
         files["subsystem_vendor"] = f"0x{function.subsystem_vendor:04x}"
         files["subsystem_device"] = f"0x{function.subsystem_device:04x}"

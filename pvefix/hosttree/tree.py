@@ -97,8 +97,7 @@ class HostTree:
                     raise ParseError(
                         f"VM {vmid} is configured twice (also in {other}); "
                         "a VM lives in exactly one place",
-                        source=str(path),
-                    )
+                        source=str(path))
                 found[vmid] = (node, path)
         self._vm_index = found
         return found
@@ -213,13 +212,11 @@ class HostTree:
             if node not in self.meta.cluster_nodes:
                 raise ParseError(
                     f"VM {vmid} is on node '{node}', which is not in cluster_nodes",
-                    source=str(path),
-                )
+                    source=str(path))
         for key in self.meta.vms:
             if int(key) not in vms:
                 raise ParseError(
-                    f"vms.{key}: no config file for VM {key}", source=str(self.root / META_FILE)
-                )
+                    f"vms.{key}: no config file for VM {key}", source=str(self.root / META_FILE))
         self._scan_at_load = self.pci_devices()
         self.pci_mappings()
 

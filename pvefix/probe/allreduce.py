@@ -93,8 +93,7 @@ def run_sweep(
     if timeout <= 5:
         return AllReduceRun(
             label=label, env=recorded, status="not_measured",
-            reason="timeout: no time left in the probe's budget",
-        )
+            reason="timeout: no time left in the probe's budget")
     port = free_port()
     sizes = ",".join(str(s) for s in plan.allreduce_sizes)
     procs: list[subprocess.Popen[str]] = []
@@ -102,15 +101,12 @@ def run_sweep(
         for rank in range(world):
             argv = [
                 python, str(WORKER), f"--rank={rank}", f"--world={world}", f"--port={port}",
-                f"--sizes={sizes}", f"--iters={plan.allreduce_iterations}",
-            ]
+                f"--sizes={sizes}", f"--iters={plan.allreduce_iterations}"]
             procs.append(
                 subprocess.Popen(
                     argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                     stdin=subprocess.DEVNULL, env=env, text=True, errors="replace",
-                    start_new_session=True,
-                )
-            )
+                    start_new_session=True))
         deadline = time.monotonic() + timeout
         outputs: list[tuple[str, str]] = []
         for proc in procs:
@@ -120,8 +116,7 @@ def run_sweep(
                 _stop(procs)
                 return AllReduceRun(
                     label=label, env=recorded, status="not_measured",
-                    reason=f"timeout: all-reduce ran past {timeout:.0f} s",
-                )
+                    reason=f"timeout: all-reduce ran past {timeout:.0f} s")
     except OSError as exc:
         _stop(procs)
         return AllReduceRun(label=label, env=recorded, status="not_measured", reason=str(exc))
@@ -131,14 +126,12 @@ def run_sweep(
         tail = outputs[rank][1].strip().splitlines()[-1:] or [""]
         return AllReduceRun(
             label=label, env=recorded, status="not_measured",
-            reason=f"rank {rank} exited with {code}: {tail[0][:300]}",
-        )
+            reason=f"rank {rank} exited with {code}: {tail[0][:300]}")
     rows = parse_rank0_output(outputs[0][0])
     if rows is None:
         return AllReduceRun(
             label=label, env=recorded, status="not_measured",
-            reason="rank 0 printed no result line",
-        )
+            reason="rank 0 printed no result line")
     return AllReduceRun(label=label, env=recorded, rows=rows)
 
 
@@ -150,8 +143,7 @@ def measure_allreduce(
     if world < 2:
         return AllReduceSection(
             status="not_measured", world_size=world,
-            reason=f"{world} GPU(s) visible: all-reduce needs at least 2",
-        )
+            reason=f"{world} GPU(s) visible: all-reduce needs at least 2")
     if python is None:
         return AllReduceSection(
             status="not_measured", world_size=world, reason="PyTorch is not importable"
@@ -165,6 +157,5 @@ def measure_allreduce(
     if not any(r.measured for r in runs):
         return AllReduceSection(
             status="not_measured", world_size=world, runs=tuple(runs),
-            reason="no sweep finished: " + "; ".join(f"{r.label}: {r.reason}" for r in runs),
-        )
+            reason="no sweep finished: " + "; ".join(f"{r.label}: {r.reason}" for r in runs))
     return AllReduceSection(world_size=world, runs=tuple(runs))

@@ -17,8 +17,7 @@ BAR_ERROR_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("bar_no_space", re.compile(r"\bno space for\b")),
     (
         "nvrm_invalid_region",
-        re.compile(r"NVRM: This PCI I/O region assigned to your NVIDIA device is invalid"),
-    ),
+        re.compile(r"NVRM: This PCI I/O region assigned to your NVIDIA device is invalid")),
 )
 
 

@@ -64,8 +64,7 @@ def measure_p2p(
         f"--latency-bytes={plan.latency_bytes}",
         f"--bandwidth-bytes={plan.bandwidth_bytes}",
         f"--check-bytes={plan.check_bytes}",
-        f"--iters={plan.iterations}",
-    ]
+        f"--iters={plan.iterations}"]
     result = run(argv, timeout)
     if result.timed_out:
         return not_measured(P2PMeasuredSection, f"timeout: P2P check ran past {timeout:.0f} s")

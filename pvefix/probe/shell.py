@@ -54,12 +54,8 @@ def run_command(
     try:
         proc = subprocess.Popen(
             argv,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            stdin=subprocess.DEVNULL,
-            env=dict(env) if env is not None else None,
-            text=True,
-            errors="replace",
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+            env=dict(env) if env is not None else None, text=True, errors="replace",
             start_new_session=True,  # so a timeout can end the children it started too
         )
     except (FileNotFoundError, PermissionError, NotADirectoryError):

@@ -287,8 +287,7 @@ def _running_machines(
     missing = [
         v for v in todo
         if v not in found
-        or (found[v].get("status") == "running" and not found[v].get("running-machine"))
-    ]
+        or (found[v].get("status") == "running" and not found[v].get("running-machine"))]
     asked = {pool.submit(api.get, *VM_STATUS.at(where[v][0], v)): v
              for v in missing}
     for future, vmid in asked.items():

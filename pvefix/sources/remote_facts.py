@@ -57,19 +57,13 @@ def sysfs_device(
     group = group_link.rsplit("/", 1)[-1]
     driver_link = links.get("driver", "")
     return PciDevice(
-        address=address,
-        vendor=value("vendor") or "",
-        device=value("device") or "",
-        class_=value("class") or "",
-        subsystem_vendor=value("subsystem_vendor"),
+        address=address, vendor=value("vendor") or "", device=value("device") or "",
+        class_=value("class") or "", subsystem_vendor=value("subsystem_vendor"),
         subsystem_device=value("subsystem_device"),
         iommu_group=int(group) if "/iommu_groups/" in group_link and group.isdigit() else None,
         numa_node=None if numa_node is None or numa_node < 0 else numa_node,
-        driver=driver_link.rsplit("/", 1)[-1] if "/drivers/" in driver_link else None,
-        bars=bars,
-        rom=rom,
-        parent_path=path,
-    )
+        driver=driver_link.rsplit("/", 1)[-1] if "/drivers/" in driver_link else None, bars=bars,
+        rom=rom, parent_path=path)
 
 
 def api_device(item: Mapping[str, Any], path: list[str]) -> PciDevice | None:
@@ -80,15 +74,11 @@ def api_device(item: Mapping[str, Any], path: list[str]) -> PciDevice | None:
     group = item.get("iommugroup")
     sub_vendor, sub_device = item.get("subsystem_vendor"), item.get("subsystem_device")
     return PciDevice(
-        address=address,
-        vendor=str(item.get("vendor", "")).lower(),
-        device=str(item.get("device", "")).lower(),
-        class_=str(item.get("class", "")).lower(),
+        address=address, vendor=str(item.get("vendor", "")).lower(),
+        device=str(item.get("device", "")).lower(), class_=str(item.get("class", "")).lower(),
         subsystem_vendor=None if sub_vendor is None else str(sub_vendor).lower(),
         subsystem_device=None if sub_device is None else str(sub_device).lower(),
-        iommu_group=int(group) if isinstance(group, int) and group >= 0 else None,
-        parent_path=path,
-    )
+        iommu_group=int(group) if isinstance(group, int) and group >= 0 else None, parent_path=path)
 
 
 # -- API answers ------------------------------------------------------------------------------
@@ -107,17 +97,13 @@ def node_facts(
         kernel = words[1] if len(words) > 1 else None
     memory = (status.get("memory") or {}).get("total")
     return NodeFacts(
-        name=name,
-        pve_version=pve_version(status.get("pveversion")),
-        kernel_version=kernel,
-        qemu_version=running_qemu,
-        cpu_vendor=cpu_vendor(cpu.get("model")),
+        name=name, pve_version=pve_version(status.get("pveversion")), kernel_version=kernel,
+        qemu_version=running_qemu, cpu_vendor=cpu_vendor(cpu.get("model")),
         cpu_model=cpu.get("model"),
         cpu_flags=frozenset(cpu["flags"].split()) if isinstance(cpu.get("flags"), str) else None,
         boot_mode=mode if mode in ("efi", "legacy-bios") else None,
         secureboot=bool(boot.get("secureboot")) if mode == "efi" else None,
-        memory_bytes=int(memory) if isinstance(memory, int) else None,
-    )
+        memory_bytes=int(memory) if isinstance(memory, int) else None)
 
 
 
@@ -132,14 +118,10 @@ def mappings_from_api(items: Iterable[Mapping[str, Any]]) -> list[PciMapping]:
         mdev, migrate = item.get("mdev"), item.get("live-migration-capable")
         out.append(
             PciMapping(
-                id=str(item["id"]),
-                description=item.get("description"),
+                id=str(item["id"]), description=item.get("description"),
                 mdev=None if mdev is None else bool(int(mdev)),
                 live_migration_capable=None if migrate is None else bool(int(migrate)),
-                maps=[parse_map_entry(str(m), source, 0) for m in maps],
-                line=0,
-            )
-        )
+                maps=[parse_map_entry(str(m), source, 0) for m in maps], line=0))
     return sorted(out, key=lambda m: m.id)
 
 
@@ -154,8 +136,5 @@ def rebuild_config(
     pending = {k: v for k, v in ns.pending.items() if k != "description"}
     return VMConfig.from_dicts(
         main,
-        description=None if description is None else as_text(description),
-        pending=pending or None,
-        pending_deletes=ns.delete_list() or None,
-        source="rebuilt from the API",
-    )
+        description=None if description is None else as_text(description), pending=pending or None,
+        pending_deletes=ns.delete_list() or None, source="rebuilt from the API")

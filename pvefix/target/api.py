@@ -110,8 +110,7 @@ class _RecordingSession(ProxmoxHttpSession):  # type: ignore[misc]
                 path = url.split("/api2/json", 1)[-1]
                 with self._records_lock:
                     self.records.append(
-                        RequestRecord(method, path, start, time.perf_counter(), status)
-                    )
+                        RequestRecord(method, path, start, time.perf_counter(), status))
 
 
 class _NoAuth(requests.auth.AuthBase):
@@ -138,8 +137,7 @@ class _SessionTicketAuth(ProxmoxHTTPAuth):  # type: ignore[misc]
         data = {"username": self.username, "password": password or ticket}
         response = self._session.request(
             "POST", self.base_url + "/access/ticket", data=data, auth=_NoAuth(),
-            verify=self.verify_ssl, timeout=self.timeout,
-        )
+            verify=self.verify_ssl, timeout=self.timeout)
         if response.status_code != 200:
             raise AuthenticationError(
                 f"authentication failed for {self.username} (HTTP {response.status_code})"
@@ -170,9 +168,7 @@ def warn_insecure(where: str, stream: Any = None) -> None:
         f"WARNING: TLS certificate checking is OFF for {where} (--insecure). Anyone on the "
         "path can read the credentials and change what pvefix reads. Use --ca-cert or "
         "--fingerprint instead.",
-        file=out,
-        flush=True,
-    )
+        file=out, flush=True)
 
 
 class ApiClient:
@@ -216,14 +212,12 @@ class ApiClient:
                 assert conn.token_secret is not None
                 session.auth = ProxmoxHTTPApiTokenAuth(
                     conn.token_user, conn.token_name, conn.token_secret.get_secret_value(),
-                    **common,
-                )
+                    **common)
             else:
                 assert conn.password is not None and conn.user is not None
                 session.auth = _SessionTicketAuth(
                     session, conn.user, conn.password.get_secret_value(),
-                    base_url=self.base_url, **common,
-                )
+                    base_url=self.base_url, **common)
         except AuthenticationError as exc:
             raise ApiError(f"password refused: {exc}", status=401, source=self.base_url) from None
         except requests.exceptions.RequestException as exc:
@@ -232,8 +226,7 @@ class ApiClient:
             raise PvefixError(f"cannot log in: {type(exc).__name__}",
                               source=self.base_url) from None
         self.root = ProxmoxResource(
-            base_url=self.base_url, session=session, serializer=JsonSerializer()
-        )
+            base_url=self.base_url, session=session, serializer=JsonSerializer())
 
     @property
     def api_user(self) -> str | None:
@@ -321,8 +314,7 @@ class ApiClient:
             return PvefixError(
                 f"no complete answer within {self.conn.timeout:g} s (--timeout; raise it if "
                 "the node is only slow)",
-                source=self.base_url,
-            )
+                source=self.base_url)
         cause = os_error_in(exc)
         reason = unreachable_hint(cause, f"{self.conn.host} port {self.conn.port}")
         return PvefixError(f"cannot reach the API: {reason}", source=self.base_url)

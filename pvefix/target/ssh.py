@@ -181,8 +181,7 @@ class _Refuse(paramiko.RejectPolicy):
             f"once with --accept-new-host-key (it is then saved to {self.known_hosts}), or "
             "add it yourself: "
             + _keyscan(self.host, self.port, self.known_hosts, key.get_name()),
-            source=str(self.known_hosts),
-        )
+            source=str(self.known_hosts))
 
 
 class _TrustOnFirstUse(paramiko.MissingHostKeyPolicy):
@@ -202,9 +201,7 @@ class _TrustOnFirstUse(paramiko.MissingHostKeyPolicy):
         print(
             f"pvefix: trusting new SSH host key of {hostname} ({key.get_name()} "
             f"{openssh_fingerprint(key)}), saved to {self.known_hosts}",
-            file=sys.stderr,
-            flush=True,
-        )
+            file=sys.stderr, flush=True)
 
 
 class _OtherKnownKey(Exception):
@@ -300,8 +297,7 @@ class SshShell:
             client.get_host_keys().add(name, keytype, key)
         policy: paramiko.MissingHostKeyPolicy = (
             _TrustOnFirstUse(known, revoked) if conn.accept_new_host_key
-            else _Refuse(known, revoked, host, conn.ssh_port)
-        )
+            else _Refuse(known, revoked, host, conn.ssh_port))
         client.set_missing_host_key_policy(policy)
         try:
             # Our own socket, to set TCP_NODELAY as OpenSSH does: small command round trips
@@ -310,17 +306,11 @@ class SshShell:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             client.connect(
                 host,
-                port=conn.ssh_port,
-                username=conn.ssh_user,
+                port=conn.ssh_port, username=conn.ssh_user,
                 password=conn.ssh_password.get_secret_value() if conn.ssh_password else None,
                 key_filename=str(conn.expanded(conn.ssh_key)) if conn.ssh_key else None,
-                allow_agent=conn.ssh_agent,
-                look_for_keys=False,
-                timeout=conn.timeout,
-                banner_timeout=conn.timeout,
-                auth_timeout=conn.timeout,
-                sock=sock,
-            )
+                allow_agent=conn.ssh_agent, look_for_keys=False, timeout=conn.timeout,
+                banner_timeout=conn.timeout, auth_timeout=conn.timeout, sock=sock)
         except paramiko.BadHostKeyException as exc:
             client.close()
             _bad_host_key(exc, (host, conn.ssh_port), known, revoked, keys, first)

@@ -224,8 +224,7 @@ def _line_findings(state: HostState, grub: GrubConfig | None, path: str, where: 
     findings: list[Finding] = []
     if grub is not None and grub.dropins:
         findings.append(Finding(
-            id="host.cmdline.grub-dropins", rule=NAME, severity="info",
-            title="GRUB drop-ins read",
+            id="host.cmdline.grub-dropins", rule=NAME, severity="info", title="GRUB drop-ins read",
             detail="update-grub sources /etc/default/grub.d/*.cfg after /etc/default/grub;"
             f" the effective line is built from: {', '.join(where) or 'no assignment'}."
             f" An edit goes to {path}, where GRUB_CMDLINE_LINUX_DEFAULT is set last"
@@ -267,8 +266,7 @@ def _amd_iommu_on_change(path: str, refresh: list[str], line_before: str, line_a
         evidence=[f"{path}: {line_before}"],
         inverse=f"add amd_iommu=on back to {path} and run {' '.join(refresh)}",
         effect="No functional change; the boot log loses its 'Unknown option' line.",
-        **common,
-    )
+        **common)
 
 
 def _result(state: HostState, path: str, refresh: list[str],
@@ -292,13 +290,11 @@ def _result(state: HostState, path: str, refresh: list[str],
             rule=NAME,
             noop="proxmox-boot-tool refresh would abort on this host: no host edit is planned"
             " (see findings)",
-            findings=findings,
-        )
+            findings=findings)
     if blocker is not None:
         changes = [c.model_copy(update={"evidence": [*c.evidence, blocker]}) for c in changes]
     return RuleResult(
-        rule=NAME, changes=changes, findings=findings, files_after={path: editor.render()}
-    )
+        rule=NAME, changes=changes, findings=findings, files_after={path: editor.render()})
 
 
 def _pt_already(grub: GrubConfig | None, path: str, where: list[str],
@@ -372,30 +368,20 @@ def _file_missing(ctx: Context, path: str, refresh: list[str], loader: str,
                                     state.node.kernel_config),
         changes=[
             ManualChange(
-                id="host.cmdline.create",
-                rule=NAME,
-                key="iommu",
-                before=None,
+                id="host.cmdline.create", rule=NAME, key="iommu", before=None,
                 after=f"{base} iommu=pt".strip(),
                 reason=f"{path} is missing but the boot loader ({loader}) reads it."
                 + "".join(f" {note}" for note in fixed),
                 risk=Risk(
                     level="high",
-                    text="A wrong root= makes the host unbootable; pvefix will not guess it.",
-                ),
+                    text="A wrong root= makes the host unbootable; pvefix will not guess it."),
                 evidence=[f"{path}: absent", f"boot loader: {loader}"],
-                inverse=f"rm {path} && {' '.join(refresh)}",
-                disruption="host-reboot",
-                file=path,
+                inverse=f"rm {path} && {' '.join(refresh)}", disruption="host-reboot", file=path,
                 refresh_command=refresh,
                 commands=[
                     f"echo '{base} iommu=pt' > {path}   # check root= first",
                     " ".join(refresh),
-                    "reboot",
-                ],
-            )
-        ],
-    )
+                    "reboot"])])
 
 
 def _grub_not_evaluable(grub: GrubConfig) -> RuleResult:
@@ -425,14 +411,12 @@ def _iommu_pt_change(state: HostState, path: str, refresh: list[str], line_befor
               if state.node.kernel_config is not None and "intel" in (
                   state.node.cpu_vendor or "").lower() else []),
             f"configured ({', '.join(where) or path}): {line_before}",
-            *([f"duplicates removed: {', '.join(dups)}"] if dups else []),
-        ],
+            *([f"duplicates removed: {', '.join(dups)}"] if dups else [])],
         inverse=f"remove iommu=pt from {path} and run {' '.join(refresh)}, then reboot",
         effect="Does NOT change GPU peer-to-peer or DMA latency inside the VM: VFIO-assigned"
         " GPUs always get their own translated IOMMU domain. Expect no tok/s change from this"
         " alone.",
-        **common,
-    )
+        **common)
 
 
 def _not_booted(path: str, configured: Cmdline, running_line: Cmdline | None,
@@ -446,16 +430,11 @@ def _not_booted(path: str, configured: Cmdline, running_line: Cmdline | None,
     if same:
         return []
     return [Finding(
-        id="host.cmdline.not-booted",
-        rule=NAME,
-        severity="info",
+        id="host.cmdline.not-booted", rule=NAME, severity="info",
         title="Configured and running host cmdline differ",
-        detail=(
-            f"{path} is not what the running kernel was booted with: a host reboot"
-            " (after a boot loader refresh) is already pending."
-        ),
-        evidence=[f"configured: {configured_now}", f"running: {running_now}"],
-    )]
+        detail=f"{path} is not what the running kernel was booted with: a host reboot"
+        " (after a boot loader refresh) is already pending.",
+        evidence=[f"configured: {configured_now}", f"running: {running_now}"])]
 
 
 def _effective_after(
@@ -537,14 +516,12 @@ def _enable_iommu(
             f" intel_iommu=on ({host_world.intel_default_basis(state.node)}; pve-docs"
             f" qm-pci-passthrough.adoc: Proxmox kernels before 6.8), and without it"
             f" {_NOT_PRESENT}.",
-            f"remove intel_iommu=on from {path}",
-        ))
+            f"remove intel_iommu=on from {path}"))
         line_before = after
     if not iommu_enabled(Cmdline.parse(line_before), vendor, kver, config):
         raise _refuse_off(
             "the IOMMU would stay off", "pvefix's edit of the command line would not turn the"
-            " IOMMU on (another file overrides it).", [f"after the edit: {line_before}"],
-        )
+            " IOMMU on (another file overrides it).", [f"after the edit: {line_before}"])
     return changes
 
 
@@ -563,8 +540,7 @@ def _off_removed(state: HostState, token: Token, grub: GrubConfig | None,
             f"{token.raw} {_OFF_WHAT[name]}"
             f" ({_KERNEL_SOURCE[name]}). pvefix removes it only where it is the"
             " parameter's whole value and in the file it edits: remove `off` by hand.",
-            [f"{path}: {line_before}", *elsewhere],
-        )
+            [f"{path}: {line_before}", *elsewhere])
     try:
         editor.remove(token.name, token.value)
     except PvefixError as exc:
@@ -582,8 +558,7 @@ def _off_removed(state: HostState, token: Token, grub: GrubConfig | None,
         f" ({_KERNEL_SOURCE[name]}): after the reboot {_NOT_PRESENT}. Removing it"
         " leaves the IOMMU on" + (" (the Intel IOMMU then needs intel_iommu=on on this"
                                   " kernel, planned below)." if intel_on else "."),
-        f"add {token.raw} back to {path}",
-    )
+        f"add {token.raw} back to {path}")
 
 
 _OFF_WHAT = {
@@ -605,42 +580,28 @@ def _iommu_change(
 ) -> HostCmdlineChange:
     path, refresh = where
     return HostCmdlineChange(
-        id=change_id,
-        rule=NAME,
-        key=key,
-        before=before,
-        after=after,
-        reason=reason,
+        id=change_id, rule=NAME, key=key, before=before, after=after, reason=reason,
         risk=Risk(
             level="low",
             text="Needs a host reboot (every VM on the node stops). The boot loader must be"
-            " refreshed or the edit has no effect.",
-        ),
+            " refreshed or the edit has no effect."),
         evidence=[f"configured ({path}): {before}"],
-        inverse=f"{inverse}, run {' '.join(refresh)} and reboot",
-        disruption="host-reboot",
-        file=path,
-        refresh_command=refresh,
+        inverse=f"{inverse}, run {' '.join(refresh)} and reboot", disruption="host-reboot",
+        file=path, refresh_command=refresh,
         effect="After the host reboot the IOMMU is on and Proxmox can start VMs with"
-        " passed-through devices (when the firmware has VT-d / AMD-Vi enabled).",
-    )
+        " passed-through devices (when the firmware has VT-d / AMD-Vi enabled).")
 
 
 def _pt_overridden(configured: Cmdline, where: list[str]) -> Finding:
     return Finding(
-        id="host.cmdline.iommu-pt-overridden",
-        rule=NAME,
-        severity="info",
+        id="host.cmdline.iommu-pt-overridden", rule=NAME, severity="info",
         title="iommu=pt is turned back later on the line",
-        detail=(
-            "iommu=pt, iommu=nopt and iommu.passthrough= all set the default DMA domain, and the"
-            " last one on the command line wins (drivers/iommu/iommu.c, arch/x86/kernel/"
-            "pci-dma.c): here a later one makes it translated again. pvefix does not reorder"
-            " the line."
-        ),
+        detail="iommu=pt, iommu=nopt and iommu.passthrough= all set the default DMA domain, and the"
+        " last one on the command line wins (drivers/iommu/iommu.c, arch/x86/kernel/"
+        "pci-dma.c): here a later one makes it translated again. pvefix does not reorder"
+        " the line.",
         evidence=[*where, " ".join(t.raw for t in configured.tokens
-                                    if t.name in ("iommu", "iommu.passthrough"))],
-    )
+                                    if t.name in ("iommu", "iommu.passthrough"))])
 
 
 def _base_with_iommu_on(
@@ -681,17 +642,11 @@ def _running_iommu_off(
     ]
     return [
         Finding(
-            id="host.iommu.off-running",
-            rule=NAME,
-            severity="warning",
+            id="host.iommu.off-running", rule=NAME, severity="warning",
             title="The running host kernel has no IOMMU",
-            detail=(
-                f"The host booted with {', '.join(culprits)}: until it boots with the IOMMU on,"
-                f" {_NOT_PRESENT}."
-            ),
-            evidence=[f"/proc/cmdline: {running.render()}"],
-        )
-    ]
+            detail=f"The host booted with {', '.join(culprits)}: until it boots with the IOMMU on,"
+            f" {_NOT_PRESENT}.",
+            evidence=[f"/proc/cmdline: {running.render()}"])]
 
 
 def _esp_refresh_blocker(state: HostState) -> Finding | str | None:
@@ -712,19 +667,14 @@ def _esp_refresh_blocker(state: HostState) -> Finding | str | None:
         return None
     first = fact.text.split("\n", 1)[0]
     return Finding(
-        id="host.boot-tool.kernel-cmdline-no-root",
-        rule=NAME,
-        severity="error",
+        id="host.boot-tool.kernel-cmdline-no-root", rule=NAME, severity="error",
         title="proxmox-boot-tool refresh would abort",
-        detail=(
-            f"GRUB boots from the ESPs here, yet on every refresh (a kernel update runs one too)"
-            f" proxmox-boot-tool reads"
-            f" {KERNEL_CMDLINE} when it exists and stops with \"{KERNEL_CMDLINE_NO_ROOT}\" (exit"
-            " 1) when its first line lacks root= (proxmox-kernel-helper zz-proxmox-boot"
-            " update_esps, commit 86c7015). GRUB does not use that file, so pvefix plans no host"
-            f" edit: move it aside (`mv {KERNEL_CMDLINE} /root/kernel-cmdline.unused`) or put the"
-            " host's root= in its first line, then plan again."
-        ),
+        detail=f"GRUB boots from the ESPs here, yet on every refresh (a kernel update runs one too)"
+        f" proxmox-boot-tool reads"
+        f" {KERNEL_CMDLINE} when it exists and stops with \"{KERNEL_CMDLINE_NO_ROOT}\" (exit"
+        " 1) when its first line lacks root= (proxmox-kernel-helper zz-proxmox-boot"
+        " update_esps, commit 86c7015). GRUB does not use that file, so pvefix plans no host"
+        f" edit: move it aside (`mv {KERNEL_CMDLINE} /root/kernel-cmdline.unused`) or put the"
+        " host's root= in its first line, then plan again.",
         evidence=[f"{KERNEL_CMDLINE}:1: {first}",
-                  f"boot loader: grub-esp ({state.boot_tool.output.strip()})"],
-    )
+                  f"boot loader: grub-esp ({state.boot_tool.output.strip()})"])

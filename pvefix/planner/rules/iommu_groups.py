@@ -95,38 +95,28 @@ def _unknown_devices(ctx: Context, passed: list[Passed]) -> Finding:
 def _groups_absent(ctx: Context) -> Finding:
     """No device of the host in any IOMMU group: the running kernel has no IOMMU."""
     return Finding(
-        id="iommu.groups-absent",
-        rule=NAME,
-        severity="error",
+        id="iommu.groups-absent", rule=NAME, severity="error",
         title="The host has no IOMMU groups: its IOMMU is off",
-        detail=(
-            f"None of the {len(ctx.state.pci_devices)} PCI devices read on"
-            f" {ctx.state.node.name} is in an IOMMU group, so the running kernel has no IOMMU"
-            " (turned off on the kernel command line, not enabled there on an Intel host with"
-            " a kernel before 6.8, or disabled in the firmware: VT-d / AMD-Vi). Proxmox refuses"
-            f' every passthrough start until the host boots with it: "{IOMMU_NOT_PRESENT}"'
-            f" ({IOMMU_NOT_PRESENT_SOURCE}), and a mapped entry fails first with"
-            f' "{MAPPING_WITHOUT_GROUP}" (its map line names a group the device no longer has).'
-            f' This VM\'s start fails with "{_start_refusal(ctx)}".'
-            " The groups of the passed devices cannot be judged before then."
-        ),
+        detail=f"None of the {len(ctx.state.pci_devices)} PCI devices read on"
+        f" {ctx.state.node.name} is in an IOMMU group, so the running kernel has no IOMMU"
+        " (turned off on the kernel command line, not enabled there on an Intel host with"
+        " a kernel before 6.8, or disabled in the firmware: VT-d / AMD-Vi). Proxmox refuses"
+        f' every passthrough start until the host boots with it: "{IOMMU_NOT_PRESENT}"'
+        f" ({IOMMU_NOT_PRESENT_SOURCE}), and a mapped entry fails first with"
+        f' "{MAPPING_WITHOUT_GROUP}" (its map line names a group the device no longer has).'
+        f' This VM\'s start fails with "{_start_refusal(ctx)}".'
+        " The groups of the passed devices cannot be judged before then.",
         evidence=[f"{p.key}: {', '.join(d.address for d in p.devices) or p.entry.raw}"
-                  for p in ctx.passed],
-    )
+                  for p in ctx.passed])
 
 
 def _no_group(address: str, key: str) -> Finding:
     return Finding(
-        id=f"iommu.no-group.{address}",
-        rule=NAME,
-        severity="warning",
+        id=f"iommu.no-group.{address}", rule=NAME, severity="warning",
         title=f"{address} is in no IOMMU group",
-        detail=(
-            f"{address} ({key}) has no iommu_group in sysfs while other devices have one: the"
-            " IOMMU does not cover it, and VFIO cannot take a device without a group."
-        ),
-        evidence=[f"{address}: no iommu_group"],
-    )
+        detail=f"{address} ({key}) has no iommu_group in sysfs while other devices have one: the"
+        " IOMMU does not cover it, and VFIO cannot take a device without a group.",
+        evidence=[f"{address}: no iommu_group"])
 
 
 def _start_refusal(ctx: Context) -> str:

@@ -68,8 +68,7 @@ def resolve_guest_access(
     """
     environ = os.environ if env is None else env
     values: dict[str, Any] = {
-        field: environ[var] for var, field in GUEST_ENV_VARS.items() if environ.get(var)
-    }
+        field: environ[var] for var, field in GUEST_ENV_VARS.items() if environ.get(var)}
     values.update({k: v for k, v in (flags or {}).items() if v is not None})
     for name in _BOOLS & set(values):
         values[name] = parse_bool(name, values[name], "guest settings")
