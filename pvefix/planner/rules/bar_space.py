@@ -249,22 +249,27 @@ def _rule(ctx: Context) -> RuleResult:
     changes += realloc_changes
     findings += realloc_findings
     if not changes:
-        if above is not None:
-            reason = f"no BAR verdict: {above.title}"
-        elif any(f.id == "bar.window-unverified" for f in findings):
-            reason = "whether the GPU BARs fit is not known until measured (see findings)"
-        elif any(f.id == "bar.guest-unknown" for f in findings):
-            reason = "the MMIO window is large enough; the guest's cmdline is out of reach"
-        elif any(f.severity == "error" for f in findings):
-            reason = "no VM config change can make the BARs fit (see findings)"
-        elif now is not None and now.verdict.outcome != "fits":
-            reason = (f"the GPU BARs do not fit as configured ({now.describe()}); the way out"
-                      " is args, which pvefix does not write (see findings)")
-        else:
-            reason = f"GPU BARs fit: {'; '.join(evidence)}"
-        return RuleResult(rule=NAME, noop=reason, findings=findings)
+        return RuleResult(rule=NAME, noop=_noop(above, now, findings, evidence),
+                          findings=findings)
     return RuleResult(rule=NAME, changes=changes, findings=findings,
                       guest_files_after=_guest_files_after(ctx, changes))
+
+
+def _noop(above: Finding | None, now: Judged | None, findings: list[Finding],
+          evidence: list[str]) -> str:
+    """Why no change is planned, from what the rule found."""
+    if above is not None:
+        return f"no BAR verdict: {above.title}"
+    if any(f.id == "bar.window-unverified" for f in findings):
+        return "whether the GPU BARs fit is not known until measured (see findings)"
+    if any(f.id == "bar.guest-unknown" for f in findings):
+        return "the MMIO window is large enough; the guest's cmdline is out of reach"
+    if any(f.severity == "error" for f in findings):
+        return "no VM config change can make the BARs fit (see findings)"
+    if now is not None and now.verdict.outcome != "fits":
+        return (f"the GPU BARs do not fit as configured ({now.describe()}); the way out"
+                " is args, which pvefix does not write (see findings)")
+    return f"GPU BARs fit: {'; '.join(evidence)}"
 
 
 def window_inputs(ctx: Context) -> tuple[Vm, mmio.CpuLine, int | None]:
@@ -632,6 +637,13 @@ def _guest_side(
                 evidence=evidence)]
     if realloc == "on":
         return [], []
+    return [_realloc_change(ctx, evidence, bar_errors, guest_line, realloc)], []
+
+
+def _realloc_change(ctx: Context, evidence: list[str], bar_errors: list[str],
+                    guest_line: str | None, realloc: str | None) -> Change:
+    """pci=realloc added to the guest's command line: by pvefix where it has a way into the
+    guest, else as the steps to do there."""
     ev = list(evidence)
     ev += [f"guest kernel: {e}" for e in bar_errors[:5]]
     if guest_line is not None:
@@ -656,28 +668,23 @@ def _guest_side(
         effect="Lets the guest re-place BARs inside the MMIO window; it cannot grow the window"
         " itself (that is the VM-side phys-bits fix).")
     if ctx.state.access.guest is not None:
-        return [
-            GuestCmdlineChange(
-                id="guest.cmdline.pci_realloc", after=after_line or "pci=realloc",
-                inverse="remove pci=realloc from the guest's GRUB_CMDLINE_LINUX_DEFAULT and"
-                " run update-grub",
-                file=GRUB_DEFAULT, refresh_command=["update-grub"],
-                **common)
-        ], []
-    return [
-        ManualChange(
-            id="guest.cmdline.pci_realloc", after=after_line or "... pci=realloc",
-            inverse="remove pci=realloc again and run update-grub in the guest",
-            commands=[
-                "# inside the guest, as root (Debian/Ubuntu):",
-                "sed -n 's/^GRUB_CMDLINE_LINUX_DEFAULT=//p' /etc/default/grub",
-                "# add pci=realloc inside those quotes (replace pci=realloc=off if"
-                " present), e.g. with: editor /etc/default/grub",
-                "update-grub",
-                "# RHEL/Fedora/Rocky instead:",
-                "grubby --update-kernel=ALL --args=pci=realloc",
-                "# after the next boot, check:",
-                "cat /proc/cmdline",
-                'dmesg | grep -iE "BAR .*(no space|failed to assign)|NVRM: .*invalid"'],
-            **common)
-    ], []
+        return GuestCmdlineChange(
+            id="guest.cmdline.pci_realloc", after=after_line or "pci=realloc",
+            inverse="remove pci=realloc from the guest's GRUB_CMDLINE_LINUX_DEFAULT and"
+            " run update-grub",
+            file=GRUB_DEFAULT, refresh_command=["update-grub"], **common)
+    return ManualChange(
+        id="guest.cmdline.pci_realloc", after=after_line or "... pci=realloc",
+        inverse="remove pci=realloc again and run update-grub in the guest",
+        commands=[
+            "# inside the guest, as root (Debian/Ubuntu):",
+            "sed -n 's/^GRUB_CMDLINE_LINUX_DEFAULT=//p' /etc/default/grub",
+            "# add pci=realloc inside those quotes (replace pci=realloc=off if"
+            " present), e.g. with: editor /etc/default/grub",
+            "update-grub",
+            "# RHEL/Fedora/Rocky instead:",
+            "grubby --update-kernel=ALL --args=pci=realloc",
+            "# after the next boot, check:",
+            "cat /proc/cmdline",
+            'dmesg | grep -iE "BAR .*(no space|failed to assign)|NVRM: .*invalid"'],
+        **common)

@@ -131,26 +131,7 @@ def _clique_finding(ctx: Context, entries: list[Passed]) -> Finding:
         evidence.append(
             "cliques already in args: " + ", ".join(f"{k}={v}" for k, v in sorted(have.items())))
     if hidden:
-        return Finding(
-            id="topology.clique-blocked", rule=NAME, severity="warning",
-            title="No GPU can get a P2P clique while KVM is hidden from the guest",
-            detail=(
-                f"{'; '.join(hidden)}: KVM is hidden (kvm=off on -cpu) for the whole VM"
-                " (PCI.pm print_hostpci_devices, CPUConfig.pm get_cpu_options), and the NVIDIA"
-                " driver does not honour x-nv-gpudirect-clique without the hypervisor visible."
-                " Lifting it: "
-                + "; ".join(
-                    ("remove x-vga=1 from " + h.split()[0]) if "x-vga" in h
-                    else "remove kvm=off from the -cpu in args (pvefix does not edit it)"
-                    if h.startswith("args")
-                    else "set hidden=0 on the VM's cpu line (it overrides the model's)"
-                    if "cpu-models.conf" in h else "remove hidden=1 from cpu"
-                    for h in hidden
-                )
-                + " (keep x-vga=1 only on a GPU that drives the VM's display). `pvefix plan"
-                " --p2p` plans these guards with their risks (docs/p2p.md)."
-            ),
-            evidence=evidence)
+        return _kvm_hidden(hidden, evidence)
     if not single:
         return Finding(
             id="topology.clique-blocked", rule=NAME, severity="warning",
@@ -186,6 +167,30 @@ def _clique_finding(ctx: Context, entries: list[Passed]) -> Finding:
         " all-reduce on more than 2 PCIe GPUs. Ask for it with `pvefix plan --p2p` (phase"
         " 3, proven with apply --verify; docs/p2p.md).",
         evidence=[*evidence, f"eligible: {', '.join(p.key for p in missing)}"])
+
+
+def _kvm_hidden(hidden: list[str], evidence: list[str]) -> Finding:
+    """KVM hidden from the guest (`hidden`: by what) blocks every clique."""
+    return Finding(
+        id="topology.clique-blocked", rule=NAME, severity="warning",
+        title="No GPU can get a P2P clique while KVM is hidden from the guest",
+        detail=(
+            f"{'; '.join(hidden)}: KVM is hidden (kvm=off on -cpu) for the whole VM"
+            " (PCI.pm print_hostpci_devices, CPUConfig.pm get_cpu_options), and the NVIDIA"
+            " driver does not honour x-nv-gpudirect-clique without the hypervisor visible."
+            " Lifting it: "
+            + "; ".join(
+                ("remove x-vga=1 from " + h.split()[0]) if "x-vga" in h
+                else "remove kvm=off from the -cpu in args (pvefix does not edit it)"
+                if h.startswith("args")
+                else "set hidden=0 on the VM's cpu line (it overrides the model's)"
+                if "cpu-models.conf" in h else "remove hidden=1 from cpu"
+                for h in hidden
+            )
+            + " (keep x-vga=1 only on a GPU that drives the VM's display). `pvefix plan"
+            " --p2p` plans these guards with their risks (docs/p2p.md)."
+        ),
+        evidence=evidence)
 
 
 def _not_nvidia(entries: list[Passed]) -> str:
