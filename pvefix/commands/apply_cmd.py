@@ -7,7 +7,7 @@ terminal's answer, or --yes). Exit 0 applied, 1 failed (and undone), 3 refused f
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -19,6 +19,10 @@ from pvefix.commands.rehearse_options import RehearseAsk, rehearse_options
 from pvefix.commands.vmid import not_a_vmid
 from pvefix.errors import EXIT_ERROR, EXIT_OK, PvefixError, ValidationError
 from pvefix.paths import is_vmid
+
+if TYPE_CHECKING:
+    from pvefix.executor.console import Console
+    from pvefix.flow.apply import ApplyResult
 
 
 def stop_others_option() -> Any:
@@ -137,6 +141,12 @@ def apply_command(
             console.progress("interrupted (Ctrl-C) after the changes were written: they stay"
                              f" in place; to undo: {console.undo}")
         raise
+    return _report(console, result)
+
+
+def _report(console: Console, result: ApplyResult) -> int:
+    """What the apply did, what is left to do, and how to undo it; exit 1 where VMs that ran
+    before a host reboot are not running again."""
     console.say(f"applied phase {result.phase} to VM {result.vmid} (snapshot "
                 f"{result.snapshot_id})")
     for line in result.activated:

@@ -31,6 +31,7 @@ from pvefix.render.inert import inert_json, inert_text
 if TYPE_CHECKING:
     from pvefix.hints import Context
     from pvefix.planner.model import Plan
+    from pvefix.rehearse.flow import Settings
 
 
 class PlanFormat(StrEnum):
@@ -114,22 +115,8 @@ def plan_command(
         raise PvefixError("--rehearse boots the firmware on the VM's node: one VM, read live "
                           "(not --bundle); or run `pvefix rehearse VMID` for each")
     if len(vmids) == 1:
-        vmid = vmids[0]
-        options = plan_options(p2p, opts, vmid, state_dir)
-        state = resolve_state(opts, vmid, optional_guest(guest))
-        for note in state.notes:
-            say_err(inert_text(f"note: {note}"))
-        made = make_plan(state, options)
-        context = hint_context(opts, state_dir, guest)
-        if out:  # the Next line applies the file reviewed, as `terraform apply FILE` does
-            from pvefix.flow.planfile import plan_file_path
-
-            context = context._replace(plan_file=str(plan_file_path(out)))
-        code = emit_plan(made, fmt, out, color, context, verbose)
-        if settings is not None:
-            _rehearse(opts, state, made, settings, fmt)
-        return code
-
+        return _plan_one(vmids[0], opts, guest, p2p, settings, state_dir, fmt, out, color,
+                         verbose)
     if out:
         raise PvefixError("--out saves one plan file, for one VM (apply takes one plan): run "
                           f"`pvefix plan VMID --out FILE` for each of {_listed(vmids)}")
@@ -143,8 +130,29 @@ def plan_command(
         for note in state.notes:
             say_err(inert_text(f"note: VM {state.vm.vmid}: {note}"))
         plans.append(make_plan(state, plan_options(p2p, opts, state.vm.vmid, state_dir)))
-    return emit_plans(plans, fmt, color, hint_context(opts, state_dir),
-                      verbose=verbose)
+    return emit_plans(plans, fmt, color, hint_context(opts, state_dir), verbose=verbose)
+
+
+def _plan_one(vmid: int, opts: ConnectionOptions, guest: GuestOptions, p2p: P2PAsk,
+              settings: Settings | None, state_dir: Path | None, fmt: PlanFormat,
+              out: str | None, color: ColorChoice, verbose: bool) -> int:
+    """One VM's plan, shown (and saved with --out), then its rehearsal where asked."""
+    from pvefix.planner import plan as make_plan
+
+    options = plan_options(p2p, opts, vmid, state_dir)
+    state = resolve_state(opts, vmid, optional_guest(guest))
+    for note in state.notes:
+        say_err(inert_text(f"note: {note}"))
+    made = make_plan(state, options)
+    context = hint_context(opts, state_dir, guest)
+    if out:  # the Next line applies the file reviewed, as `terraform apply FILE` does
+        from pvefix.flow.planfile import plan_file_path
+
+        context = context._replace(plan_file=str(plan_file_path(out)))
+    code = emit_plan(made, fmt, out, color, context, verbose)
+    if settings is not None:
+        _rehearse(opts, state, made, settings, fmt)
+    return code
 
 
 def _listed(vmids: list[int]) -> str:
