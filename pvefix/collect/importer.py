@@ -173,12 +173,8 @@ def summarize(tree: HostTree, dest: Path) -> ImportSummary:
         if state.running_machine:
             text += f" ({state.running_machine})"
         vms[vmid] = text
-    gpus = [
-        GpuSummary(
-            address=d.address, ids=f"{d.vendor[2:]}:{d.device[2:]}",
-            iommu_group=d.iommu_group, driver=d.driver)
-        for d in tree.pci_devices()
-        if d.class_.startswith("0x03")]
+    gpus = [GpuSummary(address=d.address, ids=d.id_pair, iommu_group=d.iommu_group,
+                       driver=d.driver) for d in tree.pci_devices() if d.is_display]
     return ImportSummary(
         dest=str(dest), node=meta.node, pve=meta.versions.pve, kernel=meta.versions.kernel,
         vms=vms, gpus=gpus)
