@@ -76,10 +76,8 @@ def _observed(vmid: int, node: str, ns: NextStart, status: Literal["running", "s
         current=dict(ns.current), next=ns.values, guest_cmdline=guest_cmdline, digest=ns.digest)
 
 
-def vm_from_config(
-    vmid: int, node: str, text: str, status: Literal["running", "stopped"],
-    running_machine: str | None, guest_cmdline: str | None = None,
-) -> ObservedVm:
+def vm_from_config(vmid: int, node: str, text: str, status: Literal["running", "stopped"],
+                   running_machine: str | None, guest_cmdline: str | None = None) -> ObservedVm:
     """A VM from its raw config file (all sections)."""
     ns = NextStart.from_config(VMConfig.parse(text, f"{vmid}.conf"), sha1_text(text))
     return _observed(vmid, node, ns, status, running_machine, guest_cmdline)
@@ -92,9 +90,8 @@ def vm_from_state(state: HostState) -> ObservedVm:
         state.guest.cmdline if state.guest is not None else None)
 
 
-def vm_from_api(
-    vmid: int, node: str, pending_rows: Iterable[Mapping[str, Any]], status: Mapping[str, Any],
-) -> ObservedVm:
+def vm_from_api(vmid: int, node: str, pending_rows: Iterable[Mapping[str, Any]],
+                status: Mapping[str, Any]) -> ObservedVm:
     """A VM from GET .../pending (current and pending value of every key) and
     GET .../status/current."""
     ns = NextStart.from_rows(pending_rows)
@@ -104,10 +101,8 @@ def vm_from_api(
     return _observed(vmid, node, ns, run, str(machine) if machine else None)
 
 
-def node_from_files(
-    name: str, boot_tool: BootToolFacts, files: Mapping[str, str | None], *,
-    unreadable: str | None = None,
-) -> ObservedNode:
+def node_from_files(name: str, boot_tool: BootToolFacts, files: Mapping[str, str | None], *,
+                    unreadable: str | None = None) -> ObservedNode:
     """A node from its boot loader facts and host files (None: absent or not read), GRUB's
     drop-ins (/etc/default/grub.d/*.cfg) among them."""
     proc = files.get(PROC_CMDLINE)

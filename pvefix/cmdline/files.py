@@ -86,9 +86,8 @@ class KernelCmdlineFile:
         """True when line 1 has a `root=` with a value."""
         return _has_root(self._cmdline)
 
-    def findings(
-        self, *, kernel_version: str | None = None, cpu_vendor: CpuVendor | None = None
-    ) -> list[Finding]:
+    def findings(self, *, kernel_version: str | None = None,
+                 cpu_vendor: CpuVendor | None = None) -> list[Finding]:
         """Lint findings for line 1, plus the file's own problems."""
         found = [
             f.model_copy(update={"source": self.source, "line": 1})
@@ -430,9 +429,8 @@ class GrubDefaultFile:
             return one
         return Cmdline.parse(" ".join(p for p in parts if p), source=self.source)
 
-    def findings(
-        self, *, kernel_version: str | None = None, cpu_vendor: CpuVendor | None = None
-    ) -> list[Finding]:
+    def findings(self, *, kernel_version: str | None = None,
+                 cpu_vendor: CpuVendor | None = None) -> list[Finding]:
         """Lint findings for the effective command line, plus the file's own problems."""
         lines = self._token_lines()
         found = [
@@ -466,9 +464,7 @@ class GrubDefaultFile:
                 f" which wins (overridden: line{'s' if len(numbers) > 1 else ''} {shown})"))
         return found
 
-    def _finding(
-        self, code: str, severity: Severity, a: GrubAssignment, message: str
-    ) -> Finding:
+    def _finding(self, code: str, severity: Severity, a: GrubAssignment, message: str) -> Finding:
         return Finding(
             code=code, severity=severity, message=message, source=self.source, line=a.line
         )
@@ -654,9 +650,8 @@ class ProcCmdline:
         """The command line without the boot loader's tokens: what was configured."""
         return self._cmdline.without(BOOTLOADER_PARAMS)
 
-    def findings(
-        self, *, kernel_version: str | None = None, cpu_vendor: CpuVendor | None = None
-    ) -> list[Finding]:
+    def findings(self, *, kernel_version: str | None = None,
+                 cpu_vendor: CpuVendor | None = None) -> list[Finding]:
         """Lint findings for the configured part of the running command line."""
         return [
             f.model_copy(update={"source": self.source, "line": 1})

@@ -107,9 +107,8 @@ class Source:
 class GrubConfig:
     """The main file and its drop-ins, in the order update-grub sources them."""
 
-    def __init__(
-        self, files: dict[str, str], parsed: Mapping[str, GrubDefaultFile] | None = None
-    ) -> None:
+    def __init__(self, files: dict[str, str],
+                 parsed: Mapping[str, GrubDefaultFile] | None = None) -> None:
         """`parsed`: files already read (say, an editor after its edit), reused where their
         text is exactly the text given, so evaluating an edited file does not read it again."""
         main = files.get(GRUB_DEFAULT)

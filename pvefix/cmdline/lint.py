@@ -83,12 +83,8 @@ def parse_kernel_version(version: str) -> tuple[tuple[int, int], bool]:
     return (int(match.group(1)), int(match.group(2))), version.strip().endswith("-pve")
 
 
-def lint(
-    cmdline: Cmdline,
-    *,
-    kernel_version: str | None = None,
-    cpu_vendor: CpuVendor | None = None,
-) -> list[Finding]:
+def lint(cmdline: Cmdline, *, kernel_version: str | None = None,
+         cpu_vendor: CpuVendor | None = None) -> list[Finding]:
     """All findings about `cmdline`, in command line order within each check.
 
     `kernel_version` (`uname -r`, e.g. "6.8.12-4-pve") lets the linter judge `intel_iommu=on`;
@@ -195,9 +191,8 @@ def _check_intel_iommu(token: Token, kernel_version: str | None) -> list[Finding
             token=token.raw)]
 
 
-def _check_intel_missing(
-    cmdline: Cmdline, kernel_version: str | None, cpu_vendor: CpuVendor | None
-) -> list[Finding]:
+def _check_intel_missing(cmdline: Cmdline, kernel_version: str | None,
+                         cpu_vendor: CpuVendor | None) -> list[Finding]:
     if cpu_vendor != "intel" or kernel_version is None:
         return []
     version, is_pve = parse_kernel_version(kernel_version)

@@ -205,9 +205,8 @@ class Cmdline:
             line=line)
 
     @classmethod
-    def _parse_unquoted(
-        cls, text: str, pos: int, *, source: str | None, line: int | None
-    ) -> Cmdline:
+    def _parse_unquoted(cls, text: str, pos: int, *, source: str | None,
+                        line: int | None) -> Cmdline:
         # Without a quote a token is a run of non-space characters whose name ends at the first
         # `=` after its first character; the regex engine splits all of them in one call.
         body = text[pos:]

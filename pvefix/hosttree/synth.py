@@ -127,11 +127,8 @@ def write_text(path: Path, text: str) -> None:
     path.write_text(text, encoding="utf-8")
 
 
-def render_vm_config(
-    main: Mapping[str, str],
-    description: str = "",
-    pending: Mapping[str, str] | None = None,
-) -> str:
+def render_vm_config(main: Mapping[str, str], description: str = "",
+                     pending: Mapping[str, str] | None = None) -> str:
     """A VM config as Proxmox writes one: description lines, then keys in string order."""
     lines = [f"#{line}" for line in description.splitlines()]
     lines += [f"{key}: {main[key]}" for key in sorted(main)]

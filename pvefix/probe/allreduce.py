@@ -85,9 +85,8 @@ def _stop(procs: list[subprocess.Popen[str]]) -> None:
         proc.wait()
 
 
-def run_sweep(
-    python: str, world: int, plan: Plan, label: str, env: dict[str, str], timeout: float
-) -> AllReduceRun:
+def run_sweep(python: str, world: int, plan: Plan, label: str, env: dict[str, str],
+              timeout: float) -> AllReduceRun:
     """One sweep: start `world` ranks, wait up to `timeout`, read rank 0's rows."""
     recorded = recorded_env(env)
     if timeout <= 5:
@@ -135,10 +134,8 @@ def run_sweep(
     return AllReduceRun(label=label, env=recorded, rows=rows)
 
 
-def measure_allreduce(
-    python: str | None, world: int, plan: Plan, budget: float,
-    base_env: Mapping[str, str] | None = None,
-) -> AllReduceSection:
+def measure_allreduce(python: str | None, world: int, plan: Plan, budget: float,
+                      base_env: Mapping[str, str] | None = None) -> AllReduceSection:
     """Both sweeps, or a section saying why none ran (one GPU, no PyTorch, no time)."""
     if world < 2:
         return AllReduceSection(

@@ -72,10 +72,8 @@ def _read_kmsg(path: Path, limit: int = 200_000) -> list[str]:
     return lines
 
 
-def read_kernel_log(
-    run: CommandRunner, kmsg: Path = Path("/dev/kmsg"), *, reader: Callable[[Path], list[str]]
-    | None = None
-) -> KernelLogSection:
+def read_kernel_log(run: CommandRunner, kmsg: Path = Path("/dev/kmsg"), *,
+                    reader: Callable[[Path], list[str]] | None = None) -> KernelLogSection:
     """Scan the kernel log: `dmesg`, else `journalctl -k`, else /dev/kmsg, whichever works."""
     tried: list[str] = []
     for argv in (["dmesg"], ["journalctl", "-k", "-b", "--no-pager", "-q"]):

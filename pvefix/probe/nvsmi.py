@@ -84,9 +84,8 @@ def _optional_int(value: str, *, field: str, source: str, line: int) -> int | No
         raise ParseError(f"{field}: not a number: {value!r}", source=source, line=line) from None
 
 
-def parse_query_csv(
-    text: str, fields: tuple[str, ...] = QUERY_FIELDS, *, source: str = "nvidia-smi --query-gpu"
-) -> tuple[SmiGpu, ...]:
+def parse_query_csv(text: str, fields: tuple[str, ...] = QUERY_FIELDS, *,
+                    source: str = "nvidia-smi --query-gpu") -> tuple[SmiGpu, ...]:
     """Parse `nvidia-smi --query-gpu=<fields> --format=csv[,noheader][,nounits]`.
 
     A header line, if present, must name the same fields (units in brackets are ignored).

@@ -47,9 +47,8 @@ class CommandRunner(Protocol):
     ) -> CommandResult: ...
 
 
-def run_command(
-    argv: list[str], timeout: float, env: Mapping[str, str] | None = None
-) -> CommandResult:
+def run_command(argv: list[str], timeout: float,
+                env: Mapping[str, str] | None = None) -> CommandResult:
     """Run `argv` with a timeout; its whole process group is killed when the time is up."""
     try:
         proc = subprocess.Popen(

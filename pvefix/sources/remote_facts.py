@@ -33,9 +33,8 @@ def parent_path(physical: str) -> list[str]:
     return parts[2:-1]
 
 
-def sysfs_device(
-    address: str, files: Mapping[str, str], links: Mapping[str, str], path: list[str]
-) -> PciDevice | None:
+def sysfs_device(address: str, files: Mapping[str, str], links: Mapping[str, str],
+                 path: list[str]) -> PciDevice | None:
     """A PciDevice from its sysfs files (`files`: name -> text) and links (iommu_group,
     driver: canonical targets); None when the id files are missing."""
     where = f"{SYSFS_PCI}/{address}"
@@ -84,9 +83,8 @@ def api_device(item: Mapping[str, Any], path: list[str]) -> PciDevice | None:
 # -- API answers ------------------------------------------------------------------------------
 
 
-def node_facts(
-    name: str, status: Mapping[str, Any], uname_r: str | None, running_qemu: str | None
-) -> NodeFacts:
+def node_facts(name: str, status: Mapping[str, Any], uname_r: str | None,
+               running_qemu: str | None) -> NodeFacts:
     """NodeFacts from GET /nodes/{node}/status (and `uname -r` when SSH gave it)."""
     boot = status.get("boot-info") or {}
     mode = boot.get("mode")
@@ -125,9 +123,8 @@ def mappings_from_api(items: Iterable[Mapping[str, Any]]) -> list[PciMapping]:
     return sorted(out, key=lambda m: m.id)
 
 
-def rebuild_config(
-    current: Mapping[str, Any], pending_rows: Iterable[Mapping[str, Any]]
-) -> VMConfig:
+def rebuild_config(current: Mapping[str, Any],
+                   pending_rows: Iterable[Mapping[str, Any]]) -> VMConfig:
     """The config file as Proxmox's writer would store these API values (no snapshots)."""
     main = {k: as_text(v) for k, v in current.items() if k not in ("digest", "description")}
     description = current.get("description")

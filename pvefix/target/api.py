@@ -72,9 +72,8 @@ class PinnedAdapter(HTTPAdapter):
         self._fingerprint = fingerprint
         super().__init__(**kwargs)
 
-    def init_poolmanager(
-        self, connections: int, maxsize: int, block: bool = False, **pool_kwargs: Any
-    ) -> None:
+    def init_poolmanager(self, connections: int, maxsize: int, block: bool = False,
+                         **pool_kwargs: Any) -> None:
         pool_kwargs["assert_fingerprint"] = self._fingerprint
         super().init_poolmanager(connections, maxsize, block, **pool_kwargs)
 

@@ -328,9 +328,8 @@ def _profile_table(path: Path, profile: str | None, *,
     return table, str(name)
 
 
-def profile_layer(
-    path: Path, profile: str | None, env: Mapping[str, str], *, required: bool
-) -> tuple[dict[str, Any], str | None]:
+def profile_layer(path: Path, profile: str | None, env: Mapping[str, str], *,
+                  required: bool) -> tuple[dict[str, Any], str | None]:
     """The settings of one profile of a TOML config file, and the profile's name."""
     source = str(path)
     table, name = _profile_table(path, profile, required=required)

@@ -458,9 +458,8 @@ def _cpu_candidate(ctx: Context, vm: Vm, now: Judged) -> tuple[str, bool] | None
     return after, add_1g
 
 
-def _window_change(
-    ctx: Context, vm: Vm, now: Judged, mmio64_mb: int | None, evidence: list[str]
-) -> tuple[Change | None, list[Finding]]:
+def _window_change(ctx: Context, vm: Vm, now: Judged, mmio64_mb: int | None,
+                   evidence: list[str]) -> tuple[Change | None, list[Finding]]:
     """The cpu-line change that makes RAM and BARs fit, or findings saying what does."""
     node = ctx.state.node
     findings = [f for f in [_now_finding(ctx, now, evidence)] if f is not None]
@@ -604,9 +603,8 @@ def _mmio64_offer(ctx: Context, title: str, detail: str) -> Finding:
                    detail=detail, evidence=[f"args: {ctx.value('args') or '(none)'}"])
 
 
-def _guest_side(
-    ctx: Context, evidence: list[str], bar_errors: list[str], largest: int
-) -> tuple[list[Change], list[Finding]]:
+def _guest_side(ctx: Context, evidence: list[str], bar_errors: list[str],
+                largest: int) -> tuple[list[Change], list[Finding]]:
     """pci=realloc in a Linux guest; a finding for a guest whose OS pvefix does not know."""
     guest = ctx.state.guest
     q35_planned = ctx.machine.family != "q35"

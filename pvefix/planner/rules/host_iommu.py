@@ -437,9 +437,8 @@ def _not_booted(path: str, configured: Cmdline, running_line: Cmdline | None,
         evidence=[f"configured: {configured_now}", f"running: {running_now}"])]
 
 
-def _effective_after(
-    grub: GrubConfig | None, path: str, editor: KernelCmdlineFile | GrubDefaultFile
-) -> str:
+def _effective_after(grub: GrubConfig | None, path: str,
+                     editor: KernelCmdlineFile | GrubDefaultFile) -> str:
     """The whole effective command line once `editor`'s file is written."""
     if grub is None:
         return " ".join(t.raw for t in editor.cmdline.tokens)
@@ -574,10 +573,8 @@ _KERNEL_SOURCE = {
 }
 
 
-def _iommu_change(
-    where: tuple[str, list[str]], change_id: str, key: str, before: str, after: str,
-    reason: str, inverse: str,
-) -> HostCmdlineChange:
+def _iommu_change(where: tuple[str, list[str]], change_id: str, key: str, before: str, after: str,
+                  reason: str, inverse: str) -> HostCmdlineChange:
     path, refresh = where
     return HostCmdlineChange(
         id=change_id, rule=NAME, key=key, before=before, after=after, reason=reason,
@@ -604,10 +601,9 @@ def _pt_overridden(configured: Cmdline, where: list[str]) -> Finding:
                                     if t.name in ("iommu", "iommu.passthrough"))])
 
 
-def _base_with_iommu_on(
-    running: Cmdline | None, vendor: CpuVendor | None, kernel_version: str | None,
-    kernel_config: dict[str, str] | None = None,
-) -> tuple[str, list[str]]:
+def _base_with_iommu_on(running: Cmdline | None, vendor: CpuVendor | None,
+                        kernel_version: str | None,
+                        kernel_config: dict[str, str] | None = None) -> tuple[str, list[str]]:
     """The running line as the base of a new cmdline file, with the IOMMU left on: exact
     `amd_iommu=off`/`intel_iommu=off` dropped, `intel_iommu=on` added before 6.8; and what was
     changed, said plainly."""
@@ -630,10 +626,9 @@ def _base_with_iommu_on(
     return " ".join(t.raw for t in line.tokens), notes
 
 
-def _running_iommu_off(
-    running: Cmdline | None, vendor: CpuVendor | None, kernel_version: str | None,
-    kernel_config: dict[str, str] | None = None,
-) -> list[Finding]:
+def _running_iommu_off(running: Cmdline | None, vendor: CpuVendor | None,
+                       kernel_version: str | None,
+                       kernel_config: dict[str, str] | None = None) -> list[Finding]:
     """The running kernel booted with the IOMMU off: passthrough is refused until a reboot."""
     if running is None or iommu_enabled(running, vendor, kernel_version, kernel_config):
         return []

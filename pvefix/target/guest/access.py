@@ -58,10 +58,9 @@ class GuestAccess(BaseModel):
         return f"SSH {self.ssh_user}@{self.ssh_host}:{self.ssh_port}"
 
 
-def resolve_guest_access(
-    flags: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None,
-    *, connect_timeout: float | None = None,
-) -> GuestAccess:
+def resolve_guest_access(flags: Mapping[str, Any] | None = None,
+                         env: Mapping[str, str] | None = None, *,
+                         connect_timeout: float | None = None) -> GuestAccess:
     """Merge the environment and the flags (flags win; None = not given) into GuestAccess.
 
     `agent` true selects the guest agent; otherwise a guest SSH host is required.
