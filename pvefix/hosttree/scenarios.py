@@ -29,7 +29,6 @@ README = "README.md"
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 
 
-
 def _generate_large(dest: Path, *args: Any, **kwargs: Any) -> None:
     from pvefix.hosttree.large import generate_large
 

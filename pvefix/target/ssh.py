@@ -44,6 +44,16 @@ READ_LIMIT = 256 * 1024 * 1024
 MAX_CHANNELS = 8
 
 
+def run_each(run: Callable[[Sequence[str]], CommandResult],
+             commands: Sequence[Sequence[str]]) -> list[CommandResult]:
+    """Independent commands at once (at most MAX_CHANNELS at a time), each by `run` on its own
+    channel or process; results in order."""
+    if not commands:
+        return []
+    with ThreadPoolExecutor(max_workers=min(MAX_CHANNELS, len(commands))) as pool:
+        return list(pool.map(run, commands))
+
+
 class HostKeyUnknown(RefusedError):
     """The SSH host is not in known_hosts (and trust on first use was not asked for)."""
 
@@ -409,10 +419,7 @@ class SshShell:
 
     def run_many(self, commands: Sequence[Sequence[str]]) -> list[CommandResult]:
         """Run independent commands at once, each on its own channel; results in order."""
-        if not commands:
-            return []
-        with ThreadPoolExecutor(max_workers=min(MAX_CHANNELS, len(commands))) as pool:
-            return list(pool.map(self.run, commands))
+        return run_each(self.run, commands)
 
     def run_batch(self, commands: Sequence[Sequence[str]]) -> list[CommandResult]:
         """Short, read-only commands one after another on one channel (pvefix.target.framed),
