@@ -38,7 +38,7 @@ class CheckFormat(StrEnum):
 
 
 def _desired(desired: Path | None, state_dir: Path | None, vmids: list[int],
-             cluster: str | None = None) -> object:
+             cluster: str | None = None) -> DesiredState:
     if desired is not None:
         from pvefix.desired.parse import load_desired
 
@@ -131,8 +131,6 @@ def check_command(
     reboot; with --rehearse, a failing rehearsal), 1 error or something that could not be
     checked (a rehearsal that could not run).
     """
-    from pvefix.desired.model import DesiredState
-
     ids = list(vmids or [])
     if not ids and not all_vms:
         raise typer.BadParameter("name the VMs to check (VMID ...) or pass --all")
@@ -145,7 +143,6 @@ def check_command(
     cluster = None if desired is not None else _cluster(opts)
     loaded = _desired(desired, state_dir, ids if not all_vms and not only_desired else [],
                       cluster)
-    assert isinstance(loaded, DesiredState)
     if only_desired and ids:
         ids = _with_desired(ids, loaded)
     report = _checked(opts, loaded, ids, all_vms, desired is not None or only_desired, workers,

@@ -25,7 +25,7 @@ from pvefix.commands.p2p_options import P2PAsk, p2p_options, plan_options
 from pvefix.commands.rehearse_options import RehearseAsk, rehearse_options
 from pvefix.commands.vmid import parse_vmid
 from pvefix.console.terminal import ColorChoice, on_tty, say_err, terminal
-from pvefix.errors import EXIT_CHANGES, EXIT_ERROR, EXIT_OK
+from pvefix.errors import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, PvefixError
 from pvefix.render.inert import inert_json, inert_text
 
 if TYPE_CHECKING:
@@ -106,9 +106,6 @@ def plan_command(
     lands. Exit codes: 0 nothing to do, 2 changes planned, 1 error or nothing planned while
     some claim is not established (the findings say which).
     """
-    from pvefix.errors import PvefixError
-    from pvefix.planner import plan as make_plan
-
     vmids = list(dict.fromkeys(vmids))  # a VMID named twice is planned once
     settings = rehearsal.settings()
     if settings is not None and (opts.bundle is not None or len(vmids) > 1):
@@ -123,6 +120,14 @@ def plan_command(
     if optional_guest(guest) is not None:
         raise PvefixError("guest access (--guest-agent, --guest-ssh-host) reaches one guest: "
                           "plan one VM at a time with it")
+    return _plan_many(vmids, opts, p2p, state_dir, fmt, color, verbose)
+
+
+def _plan_many(vmids: list[int], opts: ConnectionOptions, p2p: P2PAsk, state_dir: Path | None,
+               fmt: PlanFormat, color: ColorChoice, verbose: bool) -> int:
+    """Several VMs' plans, their nodes read once, shown together."""
+    from pvefix.planner import plan as make_plan
+
     plans = []
     states = resolve_states(opts, vmids)
     say_err(inert_text(f"note: {read_path_note(states)}"))
@@ -202,7 +207,6 @@ def _rehearse(opts: ConnectionOptions, state: object, plan: object, settings: ob
     """plan --rehearse: the rehearsal of the plan's end (the next start when the plan changes
     no VM key), after the plan; a rehearsal that cannot run is a note, not the plan's error."""
     from pvefix.commands.options import resolve_connection_options
-    from pvefix.errors import PvefixError
     from pvefix.flow.rehearsal import rehearse_live
     from pvefix.planner.model import Plan
     from pvefix.rehearse.flow import Settings
