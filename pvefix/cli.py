@@ -41,8 +41,7 @@ _SETTINGS: dict[str, Any] = {"pretty_exceptions_enable": False, "rich_markup_mod
 app = typer.Typer(
     name="pvefix",
     help="Plan, apply, roll back and drift-check multi-GPU passthrough fixes on Proxmox VE.",
-    no_args_is_help=True,
-    add_completion=True,
+    no_args_is_help=True, add_completion=True,
     context_settings={"help_option_names": HELP_OPTION_NAMES},
     **_SETTINGS,
 )
@@ -115,7 +114,6 @@ def _version(value: bool) -> None:
 def _root(
     version: bool = typer.Option(
         False, "--version", help="Print pvefix's version and exit.", callback=_version,
-        is_eager=True,
-    ),
+        is_eager=True),
 ) -> None:
     """pvefix: make multi-GPU passthrough on Proxmox VE right, safely (dry run by default)."""

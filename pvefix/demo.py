@@ -37,8 +37,7 @@ def main(argv: list[str] | None = None) -> int:
         code = pvefix(["plan", str(args.vmid), "--connection", str(ready)])
         print(
             f"\n== pvefix plan exited {code}"
-            + {0: " (nothing to do)", 2: " (changes planned; nothing was changed)"}.get(code, "")
-        )
+            + {0: " (nothing to do)", 2: " (changes planned; nothing was changed)"}.get(code, ""))
     for line in try_lines(args.scenario, root, ready, args.vmid):
         print(line)
     return 0 if code in (0, 2) else code
@@ -56,8 +55,7 @@ def try_lines(scenario: str, root: Path, ready: Path, vmid: int) -> list[str]:
         f"   {bin_} sim serve --scenario {scenario} --root {root} --ready-file {ready} &",
         f"   {bin_} plan {vmid} --connection {ready} --format markdown"
         "   # once the line above says it is ready",
-        "   kill %1   # stop the simulator again",
-    ]
+        "   kill %1   # stop the simulator again"]
 
 
 def _show_node(info: object) -> None:

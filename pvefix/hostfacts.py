@@ -87,8 +87,7 @@ def file_fact(path: str, result: CommandResult | None) -> FileFact:
         return FileFact(path=path)
     raise PvefixError(
         f"cannot read on the node: {result.stderr.strip() or f'exit {result.exit_code}'}",
-        source=path,
-    )
+        source=path)
 
 
 def boot_tool_facts(result: CommandResult | None) -> BootToolFacts:

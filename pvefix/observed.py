@@ -73,15 +73,11 @@ def _observed(vmid: int, node: str, ns: NextStart, status: Literal["running", "s
     return ObservedVm(
         vmid=vmid, node=node, status=status,
         running_machine=running_machine if status == "running" else None,
-        current=dict(ns.current), next=ns.values, guest_cmdline=guest_cmdline,
-        digest=ns.digest,
-    )
+        current=dict(ns.current), next=ns.values, guest_cmdline=guest_cmdline, digest=ns.digest)
 
 
-def vm_from_config(
-    vmid: int, node: str, text: str, status: Literal["running", "stopped"],
-    running_machine: str | None, guest_cmdline: str | None = None,
-) -> ObservedVm:
+def vm_from_config(vmid: int, node: str, text: str, status: Literal["running", "stopped"],
+                   running_machine: str | None, guest_cmdline: str | None = None) -> ObservedVm:
     """A VM from its raw config file (all sections)."""
     ns = NextStart.from_config(VMConfig.parse(text, f"{vmid}.conf"), sha1_text(text))
     return _observed(vmid, node, ns, status, running_machine, guest_cmdline)
@@ -91,13 +87,11 @@ def vm_from_state(state: HostState) -> ObservedVm:
     vm = state.vm
     return vm_from_config(
         vm.vmid, vm.node, vm.config_text, vm.status, vm.running_machine,
-        state.guest.cmdline if state.guest is not None else None,
-    )
+        state.guest.cmdline if state.guest is not None else None)
 
 
-def vm_from_api(
-    vmid: int, node: str, pending_rows: Iterable[Mapping[str, Any]], status: Mapping[str, Any],
-) -> ObservedVm:
+def vm_from_api(vmid: int, node: str, pending_rows: Iterable[Mapping[str, Any]],
+                status: Mapping[str, Any]) -> ObservedVm:
     """A VM from GET .../pending (current and pending value of every key) and
     GET .../status/current."""
     ns = NextStart.from_rows(pending_rows)
@@ -107,10 +101,8 @@ def vm_from_api(
     return _observed(vmid, node, ns, run, str(machine) if machine else None)
 
 
-def node_from_files(
-    name: str, boot_tool: BootToolFacts, files: Mapping[str, str | None], *,
-    unreadable: str | None = None,
-) -> ObservedNode:
+def node_from_files(name: str, boot_tool: BootToolFacts, files: Mapping[str, str | None], *,
+                    unreadable: str | None = None) -> ObservedNode:
     """A node from its boot loader facts and host files (None: absent or not read), GRUB's
     drop-ins (/etc/default/grub.d/*.cfg) among them."""
     proc = files.get(PROC_CMDLINE)
@@ -122,15 +114,13 @@ def node_from_files(
         return ObservedNode(
             name=name, running=running,
             problem="boot loader unknown (`proxmox-boot-tool status` gave no usable answer): "
-            "pvefix cannot tell which file holds the configured cmdline",
-        )
+            "pvefix cannot tell which file holds the configured cmdline")
     path = KERNEL_CMDLINE if loader == "systemd-boot" else GRUB_DEFAULT
     text = files.get(path)
     if text is None:
         return ObservedNode(
             name=name, loader=loader, running=running, configured_source=path,
-            problem=f"{path} is absent on the node",
-        )
+            problem=f"{path} is absent on the node")
     if path == KERNEL_CMDLINE:
         configured = KernelCmdlineFile.parse(text, path).cmdline.render().strip()
         return ObservedNode(name=name, loader=loader, configured=configured,
@@ -152,7 +142,6 @@ def node_from_state(state: HostState) -> ObservedNode:
     if not state.host_files_read:
         return node_from_files(
             state.node.name, state.boot_tool, {},
-            unreadable="no SSH access: the host cmdline has no API (pass SSH settings)",
-        )
+            unreadable="no SSH access: the host cmdline has no API (pass SSH settings)")
     files = {path: fact.text for path, fact in state.files.items()}
     return node_from_files(state.node.name, state.boot_tool, files)

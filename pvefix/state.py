@@ -71,8 +71,7 @@ class VmFacts(_Frozen):
     ha_state: str | None = Field(
         default=None,
         description="the HA resource's state (started, stopped, ignored, ...) when the VM is an"
-        " HA resource; None when HA does not manage it",
-    )
+        " HA resource; None when HA does not manage it")
 
 
 class AccessFacts(_Frozen):
@@ -116,8 +115,7 @@ class HostState(_Frozen):
     guest: GuestFacts | None = None
     notes: list[str] = Field(
         default_factory=list,
-        description="what the source could not read or had to infer, said plainly",
-    )
+        description="what the source could not read or had to infer, said plainly")
 
     @property
     def host_files_read(self) -> bool:

@@ -152,8 +152,7 @@ HOSTPCI_OPTIONS: tuple[Input, ...] = tuple(
         ("sub-vendor-id", "inert", (), "the presented subsystem vendor: no claim reads it"),
         ("sub-device-id", "inert", (), "the presented subsystem id: no claim reads it"),
         ("driver", "unmodelled", ("start", "iommu-groups"),
-         "driver=keep: Proxmox leaves the host driver bound; pvefix assumes vfio-pci"),
-    )
+         "driver=keep: Proxmox leaves the host driver bound; pvefix assumes vfio-pci"))
 )
 
 INPUTS: tuple[Input, ...] = (*INPUTS_MODELLED, *INPUTS_INERT, *HOSTPCI_OPTIONS)

@@ -188,8 +188,7 @@ _OTHER = (
         ("video", "a host framebuffer (efifb, vesafb, simplefb) on the passed GPU holds its BAR"
          " and can make the start fail; pvefix does not model which framebuffer holds what."),
         ("initcall_blacklist", "skips kernel init calls (sysfb_init: the boot framebuffer that"
-         " can hold a passed GPU's BAR); not modelled."),
-    )),
+         " can hold a passed GPU's BAR); not modelled."))),
     *(_p(n, "inert", (), "keeps host drivers off devices; Proxmox unbinds whatever driver holds"
          " a passed device at start (qemu-server PCI.pm), so no claim rests on it.", _DOC)
       for n in ("nomodeset", "nofb", "modprobe.blacklist", "module_blacklist",

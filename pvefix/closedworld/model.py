@@ -58,10 +58,7 @@ def not_established(rule: str, item: Input, claim: Claim, detail: str,
                     evidence: list[str] | None = None) -> Finding:
     """The finding a claim becomes where an unmodelled (or not yet read) input touches it."""
     return Finding(
-        id=f"not-established.{claim}.{item.kind}.{item.name}",
-        rule=rule,
-        severity="warning",
+        id=f"not-established.{claim}.{item.kind}.{item.name}", rule=rule, severity="warning",
         title=f"not established: {claim} ({item.kind} {item.name})",
         detail=f"{detail} {item.why}".strip(),
-        evidence=list(evidence or []) + ([f"source: {item.source}"] if item.source else []),
-    )
+        evidence=list(evidence or []) + ([f"source: {item.source}"] if item.source else []))

@@ -86,35 +86,25 @@ class KernelCmdlineFile:
         """True when line 1 has a `root=` with a value."""
         return _has_root(self._cmdline)
 
-    def findings(
-        self, *, kernel_version: str | None = None, cpu_vendor: CpuVendor | None = None
-    ) -> list[Finding]:
+    def findings(self, *, kernel_version: str | None = None,
+                 cpu_vendor: CpuVendor | None = None) -> list[Finding]:
         """Lint findings for line 1, plus the file's own problems."""
         found = [
             f.model_copy(update={"source": self.source, "line": 1})
-            for f in lint(self._cmdline, kernel_version=kernel_version, cpu_vendor=cpu_vendor)
-        ]
+            for f in lint(self._cmdline, kernel_version=kernel_version, cpu_vendor=cpu_vendor)]
         if not self.has_root:
             found.append(
                 Finding(
-                    code="kernel-cmdline-no-root",
-                    severity="error",
+                    code="kernel-cmdline-no-root", severity="error",
                     message="no root= parameter: proxmox-boot-tool refresh stops with 'No root= "
                     "parameter in /etc/kernel/cmdline found!'",
-                    source=self.source,
-                    line=1,
-                )
-            )
+                    source=self.source, line=1))
         if self._rest.strip():
             found.append(
                 Finding(
-                    code="kernel-cmdline-extra-lines",
-                    severity="info",
+                    code="kernel-cmdline-extra-lines", severity="info",
                     message="only line 1 is the command line; proxmox-boot-tool ignores the rest",
-                    source=self.source,
-                    line=2,
-                )
-            )
+                    source=self.source, line=2))
         return found
 
     def ensure(self, name: str, value: str | None = None) -> bool:
@@ -141,16 +131,12 @@ class KernelCmdlineFile:
             raise RefusedError(
                 "has no root= parameter; proxmox-boot-tool refresh would fail on it, so pvefix "
                 "will not edit it: add root= by hand first",
-                source=self.source,
-                line=1,
-            )
+                source=self.source, line=1)
         if not _has_root(new):
             raise RefusedError(
                 "this edit would remove root=, and the host could not boot from the entries "
                 "proxmox-boot-tool writes",
-                source=self.source,
-                line=1,
-            )
+                source=self.source, line=1)
         self._cmdline = new
         return True
 
@@ -299,13 +285,10 @@ class GrubDefaultFile:
                 raise ParseError(
                     f"{match.group(1)}: pvefix does not understand {suffix.strip()!r} after "
                     "the value",
-                    source=self.source,
-                    line=last,
-                )
+                    source=self.source, line=last)
             variable = match.group(1)
             append((variable, line_no, GrubAssignment(
-                variable, line_no, last, text[begin:prefix_end], word, suffix, self.source,
-            )))
+                variable, line_no, last, text[begin:prefix_end], word, suffix, self.source)))
             resume = eol + 1
         return found
 
@@ -331,12 +314,10 @@ class GrubDefaultFile:
         quoted, inner, bare = held.group(2, 3, 4)
         word = (
             Word(quoted, inner, "double") if quoted is not None
-            else Word(bare, bare, "bare" if bare else "empty")
-        )
+            else Word(bare, bare, "bare" if bare else "empty"))
         built = GrubAssignment(
             variable, line, line, held.string[held.start() : held.end(1) + 1], word,
-            held.group(5), self.source,
-        )
+            held.group(5), self.source)
         self._rows[k] = (variable, line, built)
         return built
 
@@ -382,13 +363,11 @@ class GrubDefaultFile:
                 last_plain[variable] = k
         start = min(
             (last_plain.get(variable, 0) for variable in {row[0] for row in self._rows}),
-            default=0,
-        )
+            default=0)
         early = [
             held for _, _, held in self._rows[:start]
             if isinstance(held, GrubAssignment)
-            and (held.word.expansions or held.word.literal_specials)
-        ]
+            and (held.word.expansions or held.word.literal_specials)]
         return early, [self._at(k) for k in range(start, len(self._rows))]
 
     def holding(self, name: str) -> list[GrubAssignment]:
@@ -400,8 +379,7 @@ class GrubDefaultFile:
         value = self._value
         return [
             self._at(k) for k, row in enumerate(self._rows)
-            if wanted in normalize_name(value(row))
-        ]
+            if wanted in normalize_name(value(row))]
 
     @property
     def assignments(self) -> tuple[GrubAssignment, ...]:
@@ -451,15 +429,13 @@ class GrubDefaultFile:
             return one
         return Cmdline.parse(" ".join(p for p in parts if p), source=self.source)
 
-    def findings(
-        self, *, kernel_version: str | None = None, cpu_vendor: CpuVendor | None = None
-    ) -> list[Finding]:
+    def findings(self, *, kernel_version: str | None = None,
+                 cpu_vendor: CpuVendor | None = None) -> list[Finding]:
         """Lint findings for the effective command line, plus the file's own problems."""
         lines = self._token_lines()
         found = [
             f.model_copy(update={"source": self.source, "line": lines.get(f.token or "")})
-            for f in lint(self.cmdline, kernel_version=kernel_version, cpu_vendor=cpu_vendor)
-        ]
+            for f in lint(self.cmdline, kernel_version=kernel_version, cpu_vendor=cpu_vendor)]
         overridden: dict[str, list[int]] = {}
         winners = self._winners
         for k, (variable, line, _) in enumerate(self._rows):
@@ -471,13 +447,11 @@ class GrubDefaultFile:
                 found.append(self._finding(
                     "grub-variable-expansion", "warning", a,
                     f"{a.variable} uses {', '.join(a.word.expansions)}: pvefix keeps it "
-                    "verbatim and does not expand it, so the real command line may differ",
-                ))
+                    "verbatim and does not expand it, so the real command line may differ"))
             if a.variable == GRUB_LINUX_DEFAULT and a.edit_refusal():
                 found.append(self._finding(
                     "grub-value-not-editable", "info", a,
-                    f"pvefix will not rewrite {a.variable}: {a.edit_refusal()}",
-                ))
+                    f"pvefix will not rewrite {a.variable}: {a.edit_refusal()}"))
         # One finding per variable, at its first overridden line (a file may hold 100k).
         for variable, numbers in overridden.items():
             shown = ", ".join(str(n) for n in numbers[:5])
@@ -487,13 +461,10 @@ class GrubDefaultFile:
                 code="grub-overridden-assignment", severity="info", source=self.source,
                 line=numbers[0],
                 message=f"{variable} is assigned again on line {self._rows[winners[variable]][1]},"
-                f" which wins (overridden: line{'s' if len(numbers) > 1 else ''} {shown})",
-            ))
+                f" which wins (overridden: line{'s' if len(numbers) > 1 else ''} {shown})"))
         return found
 
-    def _finding(
-        self, code: str, severity: Severity, a: GrubAssignment, message: str
-    ) -> Finding:
+    def _finding(self, code: str, severity: Severity, a: GrubAssignment, message: str) -> Finding:
         return Finding(
             code=code, severity=severity, message=message, source=self.source, line=a.line
         )
@@ -526,9 +497,7 @@ class GrubDefaultFile:
                 raise ParseError(
                     f"{variable} has an unterminated '\"'; the kernel would swallow any "
                     "parameter added after it, so pvefix will not edit it",
-                    source=self.source,
-                    line=a.line,
-                )
+                    source=self.source, line=a.line)
 
     def dedupe(self) -> bool:
         """Drop repeated tokens inside each variable's value (the first one stays)."""
@@ -549,8 +518,7 @@ class GrubDefaultFile:
         done = (
             pci_realloc_state(effective) == "on"
             if option == "realloc"
-            else option in pci_options(effective)
-        )
+            else option in pci_options(effective))
         if done:
             self._commit(edits)
             return bool(edits)
@@ -619,8 +587,7 @@ class GrubDefaultFile:
         if {row[1]: self._value(row, lines) for row in rescanned} != expected:
             raise RefusedError(
                 "the edited file would not read back as intended; edit it by hand",
-                source=self.source,
-            )
+                source=self.source)
         self._rows = keep + rescanned
         self._index_winners()
         self._cmdline = None
@@ -638,8 +605,7 @@ class GrubDefaultFile:
         if raw is None:
             raise RefusedError(
                 f"cannot write {value!r} in {a.variable}'s {a.word.style}-quoted value",
-                source=self.source, line=a.line,
-            )
+                source=self.source, line=a.line)
         check, end = parse_word(raw)
         if end != len(raw) or check.value != value:  # never write what would read back wrong
             raise RefusedError(f"cannot quote {value!r} safely for {a.variable}",
@@ -677,30 +643,26 @@ class ProcCmdline:
     def bootloader_tokens(self) -> tuple[str, ...]:
         """Raw text of the boot loader's own tokens (BOOT_IMAGE=, initrd=)."""
         return tuple(
-            t.raw for t in self._cmdline if any(t.matches(n) for n in BOOTLOADER_PARAMS)
-        )
+            t.raw for t in self._cmdline if any(t.matches(n) for n in BOOTLOADER_PARAMS))
 
     @property
     def config_cmdline(self) -> Cmdline:
         """The command line without the boot loader's tokens: what was configured."""
         return self._cmdline.without(BOOTLOADER_PARAMS)
 
-    def findings(
-        self, *, kernel_version: str | None = None, cpu_vendor: CpuVendor | None = None
-    ) -> list[Finding]:
+    def findings(self, *, kernel_version: str | None = None,
+                 cpu_vendor: CpuVendor | None = None) -> list[Finding]:
         """Lint findings for the configured part of the running command line."""
         return [
             f.model_copy(update={"source": self.source, "line": 1})
             for f in lint(self.config_cmdline, kernel_version=kernel_version,
-                          cpu_vendor=cpu_vendor)
-        ]
+                          cpu_vendor=cpu_vendor)]
 
     def _read_only(self) -> RefusedError:
         return RefusedError(
             "is read only: it shows what the running kernel booted with; edit "
             f"{KERNEL_CMDLINE} or {GRUB_DEFAULT} instead",
-            source=self.source,
-        )
+            source=self.source)
 
     def ensure(self, name: str, value: str | None = None) -> bool:
         """Always refused: /proc/cmdline cannot be written."""

@@ -107,15 +107,13 @@ class Source:
 class GrubConfig:
     """The main file and its drop-ins, in the order update-grub sources them."""
 
-    def __init__(
-        self, files: dict[str, str], parsed: Mapping[str, GrubDefaultFile] | None = None
-    ) -> None:
+    def __init__(self, files: dict[str, str],
+                 parsed: Mapping[str, GrubDefaultFile] | None = None) -> None:
         """`parsed`: files already read (say, an editor after its edit), reused where their
         text is exactly the text given, so evaluating an edited file does not read it again."""
         main = files.get(GRUB_DEFAULT)
         self.paths = ([GRUB_DEFAULT] if main is not None else []) + dropin_order(
-            list(files)
-        )
+            list(files))
         self.texts = {p: files[p] for p in self.paths}
         known = parsed or {}
         self.files = {
@@ -140,37 +138,16 @@ class GrubConfig:
             if beyond is not None:
                 self.unknown.append(beyond)
             early, rest = self.files[path].evaluation_order()
-            for a in early:  # replaced later by a plain value: only what pvefix cannot read
-                others = [e for e in a.word.expansions if not _SELF_REF.fullmatch(e)]
-                if others:
-                    self.unknown.append(
-                        f"{path}:{a.line}: {a.variable} uses {', '.join(others)}, which pvefix"
-                        " does not evaluate"
-                    )
-                elif a.word.literal_specials or (a.word.expansions and "'" in a.word.raw):
-                    self.unknown.append(
-                        f"{path}:{a.line}: {a.variable} mixes a literal `$` with expansions, "
-                        "which pvefix does not evaluate"
-                    )
+            # `early`: replaced later by a plain value, so only what pvefix cannot read counts.
+            self.unknown += [why for a in early if (why := _not_evaluated(path, a))]
             for a in rest:
                 if not a.word.expansions and not a.word.literal_specials:
                     # The common case, kept cheap: a plain value replaces the variable.
                     values[a.variable] = a.word.value
                     chains[a.variable] = [(path, a.line)]
                     continue
-                others = [e for e in a.word.expansions if not _SELF_REF.fullmatch(e)]
-                if others:
-                    self.unknown.append(
-                        f"{path}:{a.line}: {a.variable} uses {', '.join(others)}, which pvefix"
-                        " does not evaluate"
-                    )
-                elif a.word.literal_specials or (a.word.expansions and "'" in a.word.raw):
-                    # `\$X` or `'$X'` is a literal `$`, which the value no longer tells apart
-                    # from an expansion.
-                    self.unknown.append(
-                        f"{path}:{a.line}: {a.variable} mixes a literal `$` with expansions, "
-                        "which pvefix does not evaluate"
-                    )
+                if why := _not_evaluated(path, a):
+                    self.unknown.append(why)
                 values[a.variable] = _expand(a.word.value, a.word.expansions, values)
                 if not any(_SELF_REF.fullmatch(e) for e in a.word.expansions):
                     chains[a.variable] = []
@@ -232,6 +209,20 @@ def _expand(value: str, expansions: list[str], values: dict[str, str]) -> str:
         pos = at + len(expansion)
     out.append(value[pos:])
     return "".join(out)
+
+
+def _not_evaluated(path: str, a: GrubAssignment) -> str | None:
+    """Why pvefix cannot give the value of assignment `a` (None: it can): an expansion other
+    than the variable itself, or a literal `$` (`\\$X`, `'$X'`) beside expansions, which the
+    value no longer tells apart from an expansion."""
+    others = [e for e in a.word.expansions if not _SELF_REF.fullmatch(e)]
+    if others:
+        return (f"{path}:{a.line}: {a.variable} uses {', '.join(others)}, which pvefix does"
+                " not evaluate")
+    if a.word.literal_specials or (a.word.expansions and "'" in a.word.raw):
+        return (f"{path}:{a.line}: {a.variable} mixes a literal `$` with expansions, which"
+                " pvefix does not evaluate")
+    return None
 
 
 def duplicates(line: Cmdline) -> list[str]:

@@ -66,8 +66,7 @@ ACCUMULATING = frozenset(
         "ip",
         "modprobe.blacklist",
         "systemd.setenv",
-        "rd.luks.uuid",
-    }
+        "rd.luks.uuid"}
 )
 
 # Proxmox kernels enable the Intel IOMMU by default from this version on.
@@ -84,12 +83,8 @@ def parse_kernel_version(version: str) -> tuple[tuple[int, int], bool]:
     return (int(match.group(1)), int(match.group(2))), version.strip().endswith("-pve")
 
 
-def lint(
-    cmdline: Cmdline,
-    *,
-    kernel_version: str | None = None,
-    cpu_vendor: CpuVendor | None = None,
-) -> list[Finding]:
+def lint(cmdline: Cmdline, *, kernel_version: str | None = None,
+         cpu_vendor: CpuVendor | None = None) -> list[Finding]:
     """All findings about `cmdline`, in command line order within each check.
 
     `kernel_version` (`uname -r`, e.g. "6.8.12-4-pve") lets the linter judge `intel_iommu=on`;
@@ -102,14 +97,10 @@ def lint(
     if cmdline.unterminated_quote:
         findings.append(
             Finding(
-                code="unterminated-quote",
-                severity="error",
+                code="unterminated-quote", severity="error",
                 message="a '\"' is never closed: the kernel reads the rest of the line as one "
                 "value, so later parameters are lost",
-                token=cmdline.tokens[-1].raw if cmdline.tokens else None,
-                source=src,
-            )
-        )
+                token=cmdline.tokens[-1].raw if cmdline.tokens else None, source=src))
     names = cmdline.names()
     for token, name in zip(cmdline.tokens, names, strict=True):
         if name in _CHECKED:
@@ -119,13 +110,10 @@ def lint(
     if pci_realloc_state(cmdline) == "off":
         findings.append(
             Finding(
-                code="pci-realloc-off",
-                severity="info",
+                code="pci-realloc-off", severity="info",
                 message="pci=realloc=off: the kernel will not resize bridge windows; in a guest "
                 "with large-BAR GPUs this can leave BARs unassigned ('can't assign; no space')",
-                token=_last_realloc_off(cmdline),
-            )
-        )
+                token=_last_realloc_off(cmdline)))
     where = {"source": src, "line": cmdline.line}
     return [f.model_copy(update=where) if src and not f.source else f for f in findings]
 
@@ -142,25 +130,19 @@ def _check_token(token: Token, name: str, kernel_version: str | None) -> list[Fi
     if name == "iommu" and token.value is not None and "pt" in token.value.split(","):
         return [
             Finding(
-                code="iommu-pt",
-                severity="info",
+                code="iommu-pt", severity="info",
                 message="iommu=pt gives host-owned devices an identity (passthrough) DMA "
                 "domain; GPUs assigned to a VM through VFIO always get their own translated "
                 "domain, so it changes neither guest P2P nor guest DMA latency. Harmless.",
-                token=token.raw,
-            )
-        ]
+                token=token.raw)]
     if name == "pcie_acs_override":
         return [
             Finding(
-                code="pcie-acs-override",
-                severity="warning",
+                code="pcie-acs-override", severity="warning",
                 message="pcie_acs_override pretends PCIe ports isolate devices that they may "
                 "not isolate: it splits IOMMU groups (it never merges them) and weakens the "
                 "isolation between devices that can still talk to each other",
-                token=token.raw,
-            )
-        ]
+                token=token.raw)]
     return []
 
 
@@ -181,23 +163,17 @@ def _check_amd_iommu(token: Token) -> list[Finding]:
         if option == "on":
             findings.append(
                 Finding(
-                    code="amd-iommu-on",
-                    severity="error",
+                    code="amd-iommu-on", severity="error",
                     message="amd_iommu=on is not a valid value: the kernel logs "
                     f"`{log}` and ignores it. The AMD IOMMU is on by default; remove it.",
-                    token=token.raw,
-                )
-            )
+                    token=token.raw))
         else:
             findings.append(
                 Finding(
-                    code="amd-iommu-unknown-option",
-                    severity="error",
+                    code="amd-iommu-unknown-option", severity="error",
                     message=f"amd_iommu option {option!r} is unknown: the kernel logs `{log}` "
                     f"and ignores it. Valid options: {', '.join(AMD_IOMMU_OPTIONS)}.",
-                    token=token.raw,
-                )
-            )
+                    token=token.raw))
     return findings
 
 
@@ -209,36 +185,28 @@ def _check_intel_iommu(token: Token, kernel_version: str | None) -> list[Finding
         return []  # on older Proxmox kernels (and unknown builds) it may be needed
     return [
         Finding(
-            code="intel-iommu-on-noop",
-            severity="info",
+            code="intel-iommu-on-noop", severity="info",
             message=f"intel_iommu=on is a no-op on Proxmox kernel {kernel_version.strip()}: "
             "Proxmox kernels enable the Intel IOMMU by default from 6.8 on",
-            token=token.raw,
-        )
-    ]
+            token=token.raw)]
 
 
-def _check_intel_missing(
-    cmdline: Cmdline, kernel_version: str | None, cpu_vendor: CpuVendor | None
-) -> list[Finding]:
+def _check_intel_missing(cmdline: Cmdline, kernel_version: str | None,
+                         cpu_vendor: CpuVendor | None) -> list[Finding]:
     if cpu_vendor != "intel" or kernel_version is None:
         return []
     version, is_pve = parse_kernel_version(kernel_version)
     if not is_pve or version >= INTEL_IOMMU_DEFAULT_ON:
         return []
     enabled = any(
-        opt.startswith("on") for t in cmdline.named("intel_iommu") for opt in _options(t)
-    )
+        opt.startswith("on") for t in cmdline.named("intel_iommu") for opt in _options(t))
     if enabled:
         return []
     return [
         Finding(
-            code="intel-iommu-missing",
-            severity="warning",
+            code="intel-iommu-missing", severity="warning",
             message=f"Proxmox kernel {kernel_version.strip()} is older than 6.8: the Intel "
-            "IOMMU stays off unless the command line has intel_iommu=on",
-        )
-    ]
+            "IOMMU stays off unless the command line has intel_iommu=on")]
 
 
 def _check_repeats(cmdline: Cmdline) -> list[Finding]:
@@ -265,24 +233,17 @@ def _check_repeats(cmdline: Cmdline) -> list[Finding]:
             repeats = "twice; the repeat is" if n == 2 else f"{n} times; the repeats are"
             findings.append(
                 Finding(
-                    code="duplicate-parameter",
-                    severity="info",
-                    message=f"{_show(token)} appears {repeats} redundant",
-                    token=token.raw,
-                )
-            )
+                    code="duplicate-parameter", severity="info",
+                    message=f"{_show(token)} appears {repeats} redundant", token=token.raw))
         if len(seen) > 1 and name not in ACCUMULATING:
             last = tokens[-1]
             values = ", ".join(_show(t) for t in tokens)
             findings.append(
                 Finding(
-                    code="conflicting-parameter",
-                    severity="warning",
+                    code="conflicting-parameter", severity="warning",
                     message=f"{last.name} is set with different values ({values}); the kernel "
                     f"applies them in order, so the last one wins: {_show(last)}",
-                    token=last.raw,
-                )
-            )
+                    token=last.raw))
     return findings
 
 
@@ -294,6 +255,5 @@ def _last_realloc_off(cmdline: Cmdline) -> str | None:
     raws = [
         t.raw
         for t in cmdline.named("pci")
-        if any(realloc_option_state(o) == "off" for o in _options(t))
-    ]
+        if any(realloc_option_state(o) == "off" for o in _options(t))]
     return raws[-1] if raws else None

@@ -65,7 +65,7 @@ def parse_word(text: str, pos: int = 0) -> tuple[Word, int]:
         return Word(simple.group(0), simple.group(0), "bare"), simple.end()
     start = pos
     out: list[str] = []
-    kinds: set[str] = set()
+    kinds: set[Style] = set()  # how its parts are quoted
     expansions: list[str] = []
     literal = False
     while pos < len(text):
@@ -96,26 +96,31 @@ def parse_word(text: str, pos: int = 0) -> tuple[Word, int]:
                 pos += 2
         elif c in "$`":
             kinds.add("bare")
-            end = _expansion_end(text, pos)
-            if end > pos + 1 or c == "`":
-                expansions.append(text[pos:end])
-            out.append(text[pos:end])
-            pos = end
+            pos = _expansion(text, pos, out, expansions)
         else:
             kinds.add("bare")
-            run = _BARE_RUN.match(text, pos)
-            end = run.end() if run is not None and run.end() > pos else pos + 1
-            out.append(text[pos:end])
-            pos = end
-    style: Style
-    if not kinds:
-        style = "empty"
-    elif len(kinds) == 1:
-        style = "double" if "double" in kinds else "single" if "single" in kinds else "bare"
-    else:
-        style = "mixed"
+            pos = _run(_BARE_RUN, text, pos, out)
+    style: Style = "empty" if not kinds else "mixed" if len(kinds) > 1 else next(iter(kinds))
     word = Word(text[start:pos], "".join(out), style, expansions, literal)
     return word, pos
+
+
+def _expansion(text: str, pos: int, out: list[str], expansions: list[str]) -> int:
+    """The `$...` or backquoted expansion at `pos`, kept verbatim in `out` (and in
+    `expansions`, unless a lone `$`); returns the position after it."""
+    end = _expansion_end(text, pos)
+    if end > pos + 1 or text[pos] == "`":
+        expansions.append(text[pos:end])
+    out.append(text[pos:end])
+    return end
+
+
+def _run(pattern: re.Pattern[str], text: str, pos: int, out: list[str]) -> int:
+    """The run of plain characters `pattern` matches at `pos` (at least one), kept in `out`."""
+    run = pattern.match(text, pos)
+    end = run.end() if run is not None and run.end() > pos else pos + 1
+    out.append(text[pos:end])
+    return end
 
 
 def _double(text: str, pos: int, out: list[str], expansions: list[str]) -> tuple[int, bool]:
@@ -131,16 +136,9 @@ def _double(text: str, pos: int, out: list[str], expansions: list[str]) -> tuple
                 out.append(nxt)
             pos += 2
         elif c in "$`":
-            end = _expansion_end(text, pos)
-            if end > pos + 1 or c == "`":
-                expansions.append(text[pos:end])
-            out.append(text[pos:end])
-            pos = end
+            pos = _expansion(text, pos, out, expansions)
         else:
-            run = _DQ_RUN.match(text, pos)
-            end = run.end() if run is not None and run.end() > pos else pos + 1
-            out.append(text[pos:end])
-            pos = end
+            pos = _run(_DQ_RUN, text, pos, out)
     raise UnterminatedError("double quote", pos)
 
 

@@ -202,13 +202,11 @@ class Cmdline:
             open_quote = bool(tokens) and tokens[-1].raw.count('"') % 2 == 1
         return cls(
             leading, tokens, afters, tail, unterminated_quote=open_quote, source=source,
-            line=line,
-        )
+            line=line)
 
     @classmethod
-    def _parse_unquoted(
-        cls, text: str, pos: int, *, source: str | None, line: int | None
-    ) -> Cmdline:
+    def _parse_unquoted(cls, text: str, pos: int, *, source: str | None,
+                        line: int | None) -> Cmdline:
         # Without a quote a token is a run of non-space characters whose name ends at the first
         # `=` after its first character; the regex engine splits all of them in one call.
         body = text[pos:]
@@ -224,8 +222,7 @@ class Cmdline:
             tokens = [
                 make(Token, (r, n, v if s else None))
                 for r in (trimmed.split(" ") if trimmed else ())
-                for n, s, v in (r.partition("="),)
-            ]
+                for n, s, v in (r.partition("="),)]
             afters = [" "] * len(tokens)
             if afters:
                 afters[-1] = body[len(trimmed) :]
@@ -251,10 +248,7 @@ class Cmdline:
             self._tokens.copy(),
             self._afters.copy(),
             self._tail,
-            unterminated_quote=self.unterminated_quote,
-            source=self.source,
-            line=self.line,
-        )
+            unterminated_quote=self.unterminated_quote, source=self.source, line=self.line)
         copy._names = self._names  # never changed in place: an edit builds a new one
         return copy
 
@@ -270,11 +264,6 @@ class Cmdline:
 
     def __len__(self) -> int:
         return len(self._tokens)
-
-    @property
-    def has_init_separator(self) -> bool:
-        """True when the line has a bare `--`."""
-        return bool(self._tail)
 
     @property
     def init_args(self) -> tuple[str, ...]:
@@ -328,9 +317,7 @@ class Cmdline:
             raise ParseError(
                 "the command line has an unterminated '\"'; the kernel would swallow any "
                 "parameter added after it, so pvefix will not edit it",
-                source=self.source,
-                line=self.line,
-            )
+                source=self.source, line=self.line)
 
     def ensure(self, name: str, value: str | None = None) -> bool:
         """Make sure `name[=value]` is present; append it at the end if not.

@@ -151,8 +151,7 @@ def cpu(facts: Facts) -> Cpu:
     return Cpu(
         vendor=fields["vendor_id"], model=fields["model name"], sockets=n_sockets,
         cores=n_cores, threads=threads, phys_bits=int(bits.group(1)) if bits else None,
-        flags=flags.split() if flags is not None else None,
-    )
+        flags=flags.split() if flags is not None else None)
 
 
 def memory_bytes(facts: Facts) -> int:
@@ -169,8 +168,7 @@ def boot(facts: Facts) -> Boot:
     mode = facts.first_line("boot-mode", "efi or legacy-bios")
     if mode not in ("efi", "legacy-bios"):
         raise ParseError(
-            f"expected efi or legacy-bios, got {mode!r}", source=facts.where("boot-mode")
-        )
+            f"expected efi or legacy-bios, got {mode!r}", source=facts.where("boot-mode"))
     secure = False
     if mode == "efi" and facts.has("mokutil-sb-state"):
         secure = "SecureBoot enabled" in facts.text("mokutil-sb-state", "")
@@ -182,10 +180,8 @@ def boot_tool(facts: Facts) -> BootToolStatus:
     name = "proxmox-boot-tool-status"
     expected = "the stdout of `proxmox-boot-tool status`"
     return BootToolStatus(
-        exit_code=facts.rc(name),
-        output=facts.text(name, expected),
-        stderr=facts.text(f"{name}.stderr", "its stderr") if facts.has(f"{name}.stderr") else "",
-    )
+        exit_code=facts.rc(name), output=facts.text(name, expected),
+        stderr=facts.text(f"{name}.stderr", "its stderr") if facts.has(f"{name}.stderr") else "")
 
 
 def cluster_nodes(facts: Facts, node: str, tree_nodes: Iterable[str]) -> list[str]:
@@ -219,17 +215,14 @@ def vm_state(facts: Facts, vmid: str) -> VmState:
     status = values.get("status")
     if status not in ("running", "stopped", "paused"):
         raise ParseError(
-            f"expected a 'status: running|stopped' line, got {status!r}", source=facts.where(name)
-        )
+            f"expected a 'status: running|stopped' line, got {status!r}", source=facts.where(name))
     running = status != "stopped"  # paused: the QEMU process runs (qmpstatus says paused)
     uptime = values.get("uptime", "0")
     return VmState(
         status="running" if running else "stopped",
         running_machine=values.get("running-machine") if running else None,
-        lock=values.get("lock") or None,
-        uptime=int(uptime) if uptime.isdigit() else 0,
-        qmpstatus=values.get("qmpstatus") if running else None,
-    )
+        lock=values.get("lock") or None, uptime=int(uptime) if uptime.isdigit() else 0,
+        qmpstatus=values.get("qmpstatus") if running else None)
 
 
 def vm_states(facts: Facts) -> dict[str, VmState]:
@@ -277,6 +270,4 @@ def meta_from_facts(folder: Path, tree_nodes: Iterable[str] = ()) -> HostMeta:
             "boot": boot(facts),
             "proxmox_boot_tool": boot_tool(facts),
             "vms": vm_states(facts),
-            "acs": acs(facts),
-        }
-    )
+            "acs": acs(facts)})

@@ -77,8 +77,7 @@ def _check_member(member: tarfile.TarInfo, bundle: Path) -> None:
     if _dot_entry(name):
         raise RefusedError(
             f"member {member.name!r} is a dot-entry at the root (simulator state is never"
-            " imported from a bundle)", source=str(bundle),
-        )
+            " imported from a bundle)", source=str(bundle))
     if member.size > MAX_MEMBER:
         raise RefusedError(f"member {member.name!r} is larger than {MAX_MEMBER >> 20} MiB",
                            source=str(bundle))
@@ -88,8 +87,7 @@ def _check_member(member: tarfile.TarInfo, bundle: Path) -> None:
         raise RefusedError(f"member {member.name!r} leaves the tree ('..')", source=str(bundle))
     if member.issym() or member.islnk():
         raise RefusedError(
-            f"member {member.name!r} is a link (a collect bundle has none)", source=str(bundle)
-        )
+            f"member {member.name!r} is a link (a collect bundle has none)", source=str(bundle))
     if not (member.isfile() or member.isdir()):
         raise RefusedError(f"member {member.name!r} is not a file or folder", source=str(bundle))
 
@@ -123,8 +121,7 @@ def _unpack_tarball(bundle: Path, dest: Path) -> None:
                 if len(members) > MAX_MEMBERS or total > MAX_TOTAL:
                     raise RefusedError(
                         f"more than {MAX_MEMBERS} members or {MAX_TOTAL >> 20} MiB: not a"
-                        " collect bundle", source=str(bundle),
-                    )
+                        " collect bundle", source=str(bundle))
             for member in members:
                 _write_member(tar, member, dest)
     except (tarfile.TarError, EOFError, OSError) as exc:
@@ -162,8 +159,7 @@ def _tree_nodes(dest: Path) -> list[str]:
         return []
     return sorted(
         p.name for p in nodes.iterdir() if (p / "qemu-server").is_dir()
-        and any((p / "qemu-server").glob("*.conf"))
-    )
+        and any((p / "qemu-server").glob("*.conf")))
 
 
 def summarize(tree: HostTree, dest: Path) -> ImportSummary:
@@ -177,18 +173,11 @@ def summarize(tree: HostTree, dest: Path) -> ImportSummary:
         if state.running_machine:
             text += f" ({state.running_machine})"
         vms[vmid] = text
-    gpus = [
-        GpuSummary(
-            address=d.address, ids=f"{d.vendor[2:]}:{d.device[2:]}",
-            iommu_group=d.iommu_group, driver=d.driver,
-        )
-        for d in tree.pci_devices()
-        if d.class_.startswith("0x03")
-    ]
+    gpus = [GpuSummary(address=d.address, ids=d.id_pair, iommu_group=d.iommu_group,
+                       driver=d.driver) for d in tree.pci_devices() if d.is_display]
     return ImportSummary(
         dest=str(dest), node=meta.node, pve=meta.versions.pve, kernel=meta.versions.kernel,
-        vms=vms, gpus=gpus,
-    )
+        vms=vms, gpus=gpus)
 
 
 def import_bundle(bundle: Path, dest: Path) -> ImportSummary:

@@ -27,9 +27,7 @@ def render_script(vmids: Sequence[int] = (), templates: Path = TEMPLATES) -> str
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(templates)),
         autoescape=False,  # a shell script, not HTML  # noqa: S701
-        keep_trailing_newline=True,
-        undefined=jinja2.StrictUndefined,
-    )
+        keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
     ordered = sorted(set(vmids))
     return env.get_template(TEMPLATE).render(
         vmids=[str(v) for v in ordered], version=__version__, files=collect_copies())

@@ -7,7 +7,7 @@ terminal's answer, or --yes). Exit 0 applied, 1 failed (and undone), 3 refused f
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -19,6 +19,10 @@ from pvefix.commands.rehearse_options import RehearseAsk, rehearse_options
 from pvefix.commands.vmid import not_a_vmid
 from pvefix.errors import EXIT_ERROR, EXIT_OK, PvefixError, ValidationError
 from pvefix.paths import is_vmid
+
+if TYPE_CHECKING:
+    from pvefix.executor.console import Console
+    from pvefix.flow.apply import ApplyResult
 
 
 def stop_others_option() -> Any:
@@ -36,8 +40,7 @@ def state_dir_option() -> Any:
     return typer.Option(
         None, "--state-dir",
         help="Where snapshots live (env PVEFIX_STATE_DIR; default $XDG_STATE_HOME/pvefix).",
-        show_default=False,
-    )
+        show_default=False)
 
 
 @in_panel(SAFETY, "yes", "replan", "restart", "force_stop", "reboot_host", "stop_others", "start",
@@ -121,14 +124,11 @@ def apply_command(
         restart=restart, force_stop=force_stop, reboot_host=reboot_host,
         stop_others=stop_others, start=start,
         auto_rollback=auto_rollback, pve_snapshot=pve_snapshot, qm_set=qm_set,
-        shutdown_timeout=shutdown_timeout, task_timeout=task_timeout,
-        reboot_timeout=reboot_timeout,
+        shutdown_timeout=shutdown_timeout, task_timeout=task_timeout, reboot_timeout=reboot_timeout,
         # From a plan file, the next phase's apply names the same reviewed file.
         context=hint_context(opts, state_dir, guest)._replace(
             plan_file=None if plan is None else target),
-        verify=verify, verify_quick=not full_probe, guest_wait=guest_wait,
-        plan_options=asked,
-    )
+        verify=verify, verify_quick=not full_probe, guest_wait=guest_wait, plan_options=asked)
     console = Console()
     try:
         result = apply_phase(conn, vmid, options, console, plan=plan, guest=access,
@@ -141,6 +141,12 @@ def apply_command(
             console.progress("interrupted (Ctrl-C) after the changes were written: they stay"
                              f" in place; to undo: {console.undo}")
         raise
+    return _report(console, result)
+
+
+def _report(console: Console, result: ApplyResult) -> int:
+    """What the apply did, what is left to do, and how to undo it; exit 1 where VMs that ran
+    before a host reboot are not running again."""
     console.say(f"applied phase {result.phase} to VM {result.vmid} (snapshot "
                 f"{result.snapshot_id})")
     for line in result.activated:

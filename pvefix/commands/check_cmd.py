@@ -27,6 +27,8 @@ from pvefix.commands.vmid import parse_vmid
 
 if TYPE_CHECKING:
     from pvefix.check.report import CheckItem, CheckReport
+    from pvefix.desired.model import DesiredState
+    from pvefix.rehearse.flow import Settings
 
 DEFAULT_WORKERS = 32
 F = TypeVar("F", bound=Callable[..., Any])
@@ -39,7 +41,7 @@ class CheckFormat(StrEnum):
 
 
 def _desired(desired: Path | None, state_dir: Path | None, vmids: list[int],
-             cluster: str | None = None) -> object:
+             cluster: str | None = None) -> DesiredState:
     if desired is not None:
         from pvefix.desired.parse import load_desired
 
@@ -153,10 +155,6 @@ def check_command(
     reboot; with --rehearse, a failing rehearsal), 1 error or something that could not be
     checked (a rehearsal that could not run).
     """
-    from pvefix.check.progress import ProgressBar
-    from pvefix.check.run import check_bundle, check_live
-    from pvefix.desired.model import DesiredState
-
     ids = list(vmids or [])
     if not ids and not all_vms:
         raise typer.BadParameter("name the VMs to check (VMID ...) or pass --all")
@@ -169,32 +167,46 @@ def check_command(
     cluster = None if desired is not None else _cluster(opts)
     loaded = _desired(desired, state_dir, ids if not all_vms and not only_desired else [],
                       cluster)
-    assert isinstance(loaded, DesiredState)
     if only_desired and ids:
-        left_out = sorted(set(ids) - set(loaded.vms))
-        if left_out:
-            print("not checked (no desired state; --only-desired): VM "
-                  + ", ".join(map(str, left_out)), file=sys.stderr)
-        ids = [v for v in ids if v in loaded.vms]
-        if not ids:
-            raise typer.BadParameter("none of the VMs named has a desired state")
-    scoped_by_desired = desired is not None or only_desired
-    if opts.bundle is not None:
-        report = check_bundle(opts.bundle, loaded, ids, all_vms=all_vms,
-                              from_file=scoped_by_desired)
-    else:
-        bar = ProgressBar.for_terminal("checking VMs")
-        conn = resolve_connection_options(opts)
-        report = check_live(conn, loaded, ids, all_vms=all_vms,
-                            from_file=scoped_by_desired, workers=workers, progress=bar)
-        if settings is not None:
-            from pvefix.flow.check_rehearsal import NODE_WORKERS, rehearse_live_check
-
-            report = rehearse_live_check(conn, report, settings,
-                                         ProgressBar.for_terminal("rehearsing VMs"),
-                                         min(workers, NODE_WORKERS))
+        ids = _with_desired(ids, loaded)
+    report = _checked(opts, loaded, ids, all_vms, desired is not None or only_desired, workers,
+                      settings)
     _write(report, fmt, output, verbose, _rule_files(desired, state_dir, cluster))
     return report.exit_code
+
+
+def _with_desired(ids: list[int], loaded: DesiredState) -> list[int]:
+    """--only-desired: the VMs named that have a desired state (the others said on stderr)."""
+    left_out = sorted(set(ids) - set(loaded.vms))
+    if left_out:
+        print("not checked (no desired state; --only-desired): VM "
+              + ", ".join(map(str, left_out)), file=sys.stderr)
+    ids = [v for v in ids if v in loaded.vms]
+    if not ids:
+        raise typer.BadParameter("none of the VMs named has a desired state")
+    return ids
+
+
+def _checked(opts: ConnectionOptions, loaded: DesiredState, ids: list[int], all_vms: bool,
+             scoped_by_desired: bool, workers: int, settings: Settings | None) -> CheckReport:
+    """The check's report: from the bundle, or read live (and rehearsed with --rehearse)."""
+    from pvefix.check.progress import ProgressBar
+    from pvefix.check.run import check_bundle, check_live
+
+    if opts.bundle is not None:
+        return check_bundle(opts.bundle, loaded, ids, all_vms=all_vms,
+                            from_file=scoped_by_desired)
+    bar = ProgressBar.for_terminal("checking VMs")
+    conn = resolve_connection_options(opts)
+    report = check_live(conn, loaded, ids, all_vms=all_vms, from_file=scoped_by_desired,
+                        workers=workers, progress=bar)
+    if settings is not None:
+        from pvefix.flow.check_rehearsal import NODE_WORKERS, rehearse_live_check
+
+        report = rehearse_live_check(conn, report, settings,
+                                     ProgressBar.for_terminal("rehearsing VMs"),
+                                     min(workers, NODE_WORKERS))
+    return report
 
 
 def _write(report: CheckReport, fmt: CheckFormat, output: Path | None, verbose: bool,

@@ -18,8 +18,7 @@ app = typer.Typer(
 def script(
     vmid: list[int] = typer.Option(
         [], "--vmid", parser=parse_vmid,
-        help="Only this VM's config and run state (repeat; default: all VMs).",
-    ),
+        help="Only this VM's config and run state (repeat; default: all VMs)."),
 ) -> None:
     """Print the POSIX sh script to paste into the host's console as root."""
     from pvefix.collect.script import render_script

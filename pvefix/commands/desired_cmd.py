@@ -23,7 +23,7 @@ from pvefix.commands.p2p_options import P2PAsk, p2p_options, plan_options
 from pvefix.commands.vmid import parse_vmid
 
 if TYPE_CHECKING:
-    from pvefix.desired.model import P2PRule
+    from pvefix.desired.model import DesiredState, P2PRule
     from pvefix.state import HostState
 
 
@@ -59,8 +59,7 @@ def desired_command(
     plan` reaches once every phase is applied; --from current for the state as it is now.
     With --p2p the goal includes the P2P phase and the file records that the VM wants it
     (`[vms.VMID.p2p]`), so `plan` and `apply` plan phase 3 for it without the flag."""
-    from pvefix.desired import desired_from_state, dumps_desired, record
-    from pvefix.errors import PvefixError
+    from pvefix.desired import dumps_desired, record
     from pvefix.store.statedir import open_state_dir
 
     vmids = list(dict.fromkeys(vmids))
@@ -85,6 +84,22 @@ def desired_command(
                           note=f"pvefix desired --record: {what}", cluster=cluster, p2p=wants)
             print(f"desired state recorded in {path}", file=sys.stderr)
         return 0
+    desired, header = _merged(wanted)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(dumps_desired(desired, header=header), encoding="utf-8")
+        print(f"desired state written to {out}", file=sys.stderr)
+    else:
+        sys.stdout.write(dumps_desired(desired, header=header))
+    return 0
+
+
+def _merged(wanted: list[tuple[HostState, str, P2PRule | None]]) -> tuple[DesiredState, str]:
+    """One desired state for every VM written, and the file's header that says what it
+    holds and how to check it."""
+    from pvefix.desired import desired_from_state
+    from pvefix.errors import PvefixError
+
     desired = desired_from_state(wanted[0][0], wanted[0][2])
     for state, _, wants in wanted[1:]:
         try:
@@ -105,15 +120,8 @@ def desired_command(
             "Desired state of several VMs, written by `pvefix desired`:",
             *(textwrap.fill(f"VM {state.vm.vmid} (node {state.vm.node}): {what}", 96)
               for state, what, _ in wanted),
-            f"Check with: pvefix check --desired THIS_FILE {listed}",
-        ])
-    if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(dumps_desired(desired, header=header), encoding="utf-8")
-        print(f"desired state written to {out}", file=sys.stderr)
-    else:
-        sys.stdout.write(dumps_desired(desired, header=header))
-    return 0
+            f"Check with: pvefix check --desired THIS_FILE {listed}"])
+    return desired, header
 
 
 def _one(state: HostState, source: DesiredFrom, opts: ConnectionOptions, p2p: P2PAsk,

@@ -17,9 +17,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import typer
-
-from pvefix.commands.optgroup import GUEST, given_argv, option_group
+from pvefix.commands.optgroup import GUEST, given_argv, option_group, unset
 
 if TYPE_CHECKING:
     from pvefix.target.guest.access import GuestAccess
@@ -45,29 +43,23 @@ class GuestOptions:
 
 
 _OPTIONS: dict[str, tuple[str, Any, Any]] = {
-    "agent": ("guest_agent", bool | None, typer.Option(
-        None, "--guest-agent", help="By the QEMU guest agent (the VM needs `agent: "
-        "1`).", show_default=False)),
-    "ssh_host": ("guest_ssh_host", str | None, typer.Option(
-        None, "--guest-ssh-host", help="Reach the guest by SSH at this host.", show_default=False)),
-    "ssh_port": ("guest_ssh_port", int | None, typer.Option(
-        None, "--guest-ssh-port", help="Guest SSH port (default 22).",
-        show_default=False)),
-    "ssh_user": ("guest_ssh_user", str | None, typer.Option(
-        None, "--guest-ssh-user", help="Guest SSH user (default "
-        "root; a password: PVEFIX_GUEST_SSH_PASSWORD).", show_default=False)),
-    "ssh_key": ("guest_ssh_key", Path | None, typer.Option(
-        None, "--guest-ssh-key", help="Guest SSH private key ("
-        "default: agent).", show_default=False)),
-    "known_hosts": ("guest_known_hosts", Path | None, typer.Option(
-        None, "--guest-known-hosts", help="Guest known_hosts ("
-        "default ~/.ssh/known_hosts).", show_default=False)),
-    "accept_new_host_key": ("guest_accept_new_host_key", bool | None, typer.Option(
-        None, "--guest-accept-new-host-key", help="Save an unknown host key (never a changed "
-        "one).", show_default=False)),
-    "python": ("guest_python", str | None, typer.Option(
-        None, "--guest-python", help="Python 3.10+ in the guest (default python3).",
-        show_default=False)),
+    "agent": ("guest_agent", bool | None, unset(
+        "--guest-agent", "By the QEMU guest agent (the VM needs `agent: 1`).")),
+    "ssh_host": ("guest_ssh_host", str | None, unset(
+        "--guest-ssh-host", "Reach the guest by SSH at this host.")),
+    "ssh_port": ("guest_ssh_port", int | None, unset(
+        "--guest-ssh-port", "Guest SSH port (default 22).")),
+    "ssh_user": ("guest_ssh_user", str | None, unset(
+        "--guest-ssh-user", "Guest SSH user (default root; a password:"
+        " PVEFIX_GUEST_SSH_PASSWORD).")),
+    "ssh_key": ("guest_ssh_key", Path | None, unset(
+        "--guest-ssh-key", "Guest SSH private key (default: agent).")),
+    "known_hosts": ("guest_known_hosts", Path | None, unset(
+        "--guest-known-hosts", "Guest known_hosts (default ~/.ssh/known_hosts).")),
+    "accept_new_host_key": ("guest_accept_new_host_key", bool | None, unset(
+        "--guest-accept-new-host-key", "Save an unknown host key (never a changed one).")),
+    "python": ("guest_python", str | None, unset(
+        "--guest-python", "Python 3.10+ in the guest (default python3).")),
 }
 
 

@@ -52,8 +52,7 @@ def inspect_config(
     path: str = typer.Argument(..., help="A VM config file (VMID.conf), or '-' for stdin."),
     fmt: ConfigFormat = typer.Option(
         ConfigFormat.text, "--format", "-f",
-        help="text: a readable summary; json: the parsed model; conf: the file re-emitted.",
-    ),
+        help="text: a readable summary; json: the parsed model; conf: the file re-emitted."),
 ) -> int:
     """Parse a Proxmox VM config losslessly and show it. Exit 1 if Proxmox would warn or refuse."""
     from pvefix.vmconfig import VMConfig
@@ -105,8 +104,7 @@ def inspect_cmdline(
     ),
     fmt: CmdlineFormat = typer.Option(
         CmdlineFormat.text, "--format", "-f",
-        help="text: tokens and findings; json: the parsed model; conf: the file re-emitted.",
-    ),
+        help="text: tokens and findings; json: the parsed model; conf: the file re-emitted."),
     kind: CmdlineKind | None = typer.Option(
         None, "--kind", help="What the file is; guessed from its name when not given."
     ),

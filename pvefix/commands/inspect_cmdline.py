@@ -66,9 +66,8 @@ def _read(path: str) -> str:
     return data.decode("utf-8", "surrogateescape")
 
 
-def inspect_cmdline(
-    path: str, fmt: str, kind: str | None, *, kernel_version: str | None = None
-) -> int:
+def inspect_cmdline(path: str, fmt: str, kind: str | None, *,
+                    kernel_version: str | None = None) -> int:
     """Read PATH (or `-` for stdin), print it in `fmt`, return the exit code (0)."""
     if fmt not in FORMATS:
         raise ValidationError(f"unknown format {fmt!r} (expected text, json or conf)",
@@ -89,9 +88,8 @@ def inspect_cmdline(
     return 0
 
 
-def build_report(
-    text: str, source: str, kind: Kind, *, kernel_version: str | None = None
-) -> dict[str, Any]:
+def build_report(text: str, source: str, kind: Kind, *,
+                 kernel_version: str | None = None) -> dict[str, Any]:
     """The stable dict behind the json format (keys starting with `_` are internal)."""
     grub: dict[str, Any] | None = None
     bootloader: list[str] | None = None
@@ -116,8 +114,7 @@ def build_report(
                 "line": a.line,
                 "value": a.word.value,
                 "style": a.word.style,
-                "expansions": list(a.word.expansions),
-            }
+                "expansions": list(a.word.expansions)}
         rendered = gfile.render()
     elif kind == "proc":
         pfile = ProcCmdline.parse(text, source=source)
@@ -128,8 +125,7 @@ def build_report(
         cmdline = config = Cmdline.parse(text, source=source)
         findings = [
             f.model_copy(update={"source": source})
-            for f in lint(cmdline, kernel_version=kernel_version)
-        ]
+            for f in lint(cmdline, kernel_version=kernel_version)]
         rendered = text
     return {
         "schema": SCHEMA,
@@ -144,8 +140,7 @@ def build_report(
         "has_root": has_root,
         "grub": grub,
         "bootloader_tokens": bootloader,
-        "_render": rendered,
-    }
+        "_render": rendered}
 
 
 def render_text(report: dict[str, Any]) -> str:

@@ -13,6 +13,8 @@ import typing
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
+import typer
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 # field of the group's value -> (CLI parameter name, annotation, typer.Option)
@@ -29,6 +31,12 @@ REHEARSAL = "Rehearsal"
 # Panel title -> a line `-h` shows at the top of the panel: what its options share (where
 # their environment variables come from), said once instead of in each option's help.
 PANEL_NOTES: dict[str, str] = {}
+
+
+def unset(flag: str, help: str, **more: Any) -> Any:
+    """A group's option: None unless given (the group's value says what None means), so
+    `--help` shows no default."""
+    return typer.Option(None, flag, help=help, show_default=False, **more)
 
 
 def option_group(target: str, build: Callable[..., Any], options: OptionTable,
@@ -53,8 +61,7 @@ def option_group(target: str, build: Callable[..., Any], options: OptionTable,
         added = [
             inspect.Parameter(param, inspect.Parameter.KEYWORD_ONLY, default=option,
                               annotation=annotation)
-            for param, annotation, option in options.values()
-        ]
+            for param, annotation, option in options.values()]
 
         @functools.wraps(func)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -65,8 +72,7 @@ def option_group(target: str, build: Callable[..., Any], options: OptionTable,
         annotations.update({param: annotation for param, annotation, _ in options.values()})
         wrapper.__annotations__ = annotations
         wrapper.__signature__ = signature.replace(  # type: ignore[attr-defined]
-            parameters=[*kept, *added]
-        )
+            parameters=[*kept, *added])
         del wrapper.__wrapped__  # typer must see the new signature
         return wrapper  # type: ignore[return-value]
 

@@ -18,9 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import typer
-
-from pvefix.commands.optgroup import CONNECTION, given_argv, option_group
+from pvefix.commands.optgroup import CONNECTION, given_argv, option_group, unset
 
 if TYPE_CHECKING:
     from pvefix.commands.guest_options import GuestOptions
@@ -71,72 +69,43 @@ class ConnectionOptions:
 _OPTIONS: dict[str, tuple[Any, Any]] = {
     # One line each at 80 columns where the words allow (`-h` at most 100 lines): the
     # environment variables are said once, in ENV_NOTE; the whole story is docs/connection.md.
-    "connection": (Path | None, typer.Option(
-        None, "--connection", help="A simulator's ready file (JSON); its settings win.",
-        show_default=False)),
-    "config": (Path | None, typer.Option(
-        None, "--config", help="Config file (default ~/.config/pvefix/config.toml).",
-        show_default=False)),
-    "profile": (str | None, typer.Option(
-        None, "--profile", help="Profile to use (default: the file's "
-        "default_profile).", show_default=False)),
-    "bundle": (Path | None, typer.Option(
-        None, "--bundle", help="Read a host tree (a bundle or scenario), no network.",
-        show_default=False)),
-    "local": (bool | None, typer.Option(
-        None, "--local", help="Run on the node itself, as root (the API by pvesh).",
-        show_default=False)),
-    "host": (str | None, typer.Option(
-        None, "--host", help="API host name or address.",
-        show_default=False)),
-    "port": (int | None, typer.Option(
-        None, "--port", help="API port (default 8006).", show_default=False)),
-    "node": (str | None, typer.Option(
-        None, "--node", help="The VM's node, saves a round trip.",
-        show_default=False)),
-    "user": (str | None, typer.Option(
-        None, "--user", help="API user, e.g. root@pam (the password: "
-        "PROXMOX_PASSWORD or the profile).", show_default=False)),
-    "token_id": (str | None, typer.Option(
-        None, "--token-id", help="API token, NAME or user@realm!NAME ("
-        "the secret: PROXMOX_TOKEN_SECRET or the profile).", show_default=False)),
-    "auth": (str | None, typer.Option(
-        None, "--auth", help="token, password or auto (default auto).",
-        show_default=False)),
-    "insecure": (bool | None, typer.Option(
-        None, "--insecure", help="Do not check the API's TLS certificate (warns).",
-        show_default=False)),
-    "ca_cert": (Path | None, typer.Option(
-        None, "--ca-cert", help="CA file: the node's /etc/pve/pve-root-ca.pem.",
-        show_default=False)),
-    "fingerprint": (str | None, typer.Option(
-        None, "--fingerprint", metavar="SHA256", help="Pin the API certificate's SHA-256 (hex).",
-        show_default=False)),
-    "timeout": (float | None, typer.Option(
-        None, "--timeout", help="Seconds for the API and SSH (default 30).",
-        show_default=False)),
-    "ssh": (bool | None, typer.Option(
-        None, "--ssh/--no-ssh", help="SSH for host files and sysfs (default "
-        "on).", show_default=False)),
-    "ssh_host": (str | None, typer.Option(
-        None, "--ssh-host", help="SSH host (default the API host).",
-        show_default=False)),
-    "ssh_port": (int | None, typer.Option(
-        None, "--ssh-port", help="SSH port (default 22).",
-        show_default=False)),
-    "ssh_user": (str | None, typer.Option(
-        None, "--ssh-user", help="SSH user (default root).",
-        show_default=False)),
-    "ssh_key": (Path | None, typer.Option(
-        None, "--ssh-key", help="SSH private key (default: agent).",
-        show_default=False)),
-    "known_hosts": (Path | None, typer.Option(
-        None, "--known-hosts", help="known_hosts (default "
-        "~/.ssh/known_hosts).", show_default=False)),
-    "accept_new_host_key": (bool | None, typer.Option(
-        None, "--accept-new-host-key", help="Save an unknown host key; a changed one is "
-        "refused.", show_default=False)),
+    "connection": (Path | None, unset(
+        "--connection", "A simulator's ready file (JSON); its settings win.")),
+    "config": (Path | None, unset(
+        "--config", "Config file (default ~/.config/pvefix/config.toml).")),
+    "profile": (str | None, unset(
+        "--profile", "Profile to use (default: the file's default_profile).")),
+    "bundle": (Path | None, unset(
+        "--bundle", "Read a host tree (a bundle or scenario), no network.")),
+    "local": (bool | None, unset(
+        "--local", "Run on the node itself, as root (the API by pvesh).")),
+    "host": (str | None, unset("--host", "API host name or address.")),
+    "port": (int | None, unset("--port", "API port (default 8006).")),
+    "node": (str | None, unset("--node", "The VM's node, saves a round trip.")),
+    "user": (str | None, unset(
+        "--user", "API user, e.g. root@pam (the password: PROXMOX_PASSWORD or the profile).")),
+    "token_id": (str | None, unset(
+        "--token-id", "API token, NAME or user@realm!NAME (the secret: PROXMOX_TOKEN_SECRET"
+        " or the profile).")),
+    "auth": (str | None, unset("--auth", "token, password or auto (default auto).")),
+    "insecure": (bool | None, unset(
+        "--insecure", "Do not check the API's TLS certificate (warns).")),
+    "ca_cert": (Path | None, unset(
+        "--ca-cert", "CA file: the node's /etc/pve/pve-root-ca.pem.")),
+    "fingerprint": (str | None, unset(
+        "--fingerprint", "Pin the API certificate's SHA-256 (hex).", metavar="SHA256")),
+    "timeout": (float | None, unset("--timeout", "Seconds for the API and SSH (default 30).")),
+    "ssh": (bool | None, unset("--ssh/--no-ssh", "SSH for host files and sysfs (default on).")),
+    "ssh_host": (str | None, unset("--ssh-host", "SSH host (default the API host).")),
+    "ssh_port": (int | None, unset("--ssh-port", "SSH port (default 22).")),
+    "ssh_user": (str | None, unset("--ssh-user", "SSH user (default root).")),
+    "ssh_key": (Path | None, unset("--ssh-key", "SSH private key (default: agent).")),
+    "known_hosts": (Path | None, unset(
+        "--known-hosts", "known_hosts (default ~/.ssh/known_hosts).")),
+    "accept_new_host_key": (bool | None, unset(
+        "--accept-new-host-key", "Save an unknown host key; a changed one is refused.")),
 }
+_TABLE = {name: (name, annotation, option) for name, (annotation, option) in _OPTIONS.items()}
 
 
 # Every option of the table but these two is also read from the environment, by this rule
@@ -149,8 +118,7 @@ ENV_NOTE = ("Also from a profile or the environment (not --bundle, --local): --s
 
 def connection_options(func: F) -> F:
     """Add the connection options to a typer command that takes `opts: ConnectionOptions`."""
-    table = {name: (name, annotation, option) for name, (annotation, option) in _OPTIONS.items()}
-    return option_group("opts", ConnectionOptions, table, CONNECTION, ENV_NOTE)(func)
+    return option_group("opts", ConnectionOptions, _TABLE, CONNECTION, ENV_NOTE)(func)
 
 
 def hint_context(opts: ConnectionOptions, state_dir: Path | None,
@@ -161,8 +129,7 @@ def hint_context(opts: ConnectionOptions, state_dir: Path | None,
     from pvefix.commands.guest_options import guest_argv
     from pvefix.hints import Context
 
-    table = {name: (name, annotation, option) for name, (annotation, option) in _OPTIONS.items()}
-    target = given_argv(asdict(opts), table, skip=("bundle",))
+    target = given_argv(asdict(opts), _TABLE, skip=("bundle",))
     if state_dir is not None:
         target += ["--state-dir", str(state_dir)]
     return Context(tuple(target), tuple(guest_argv(guest)) if guest is not None else ())
@@ -174,8 +141,7 @@ def resolve_connection_options(opts: ConnectionOptions) -> Connection:
 
     return resolve_connection(
         flags=opts.flags(), config=opts.config, profile=opts.profile,
-        connection_file=opts.connection,
-    )
+        connection_file=opts.connection)
 
 
 def resolve_states(opts: ConnectionOptions, vmids: list[int]) -> list[HostState]:

@@ -17,9 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import typer
-
-from pvefix.commands.optgroup import P2P, option_group
+from pvefix.commands.optgroup import P2P, option_group, unset
 
 if TYPE_CHECKING:
     from pvefix.commands.options import ConnectionOptions
@@ -102,12 +100,12 @@ def plan_options(ask: P2PAsk, opts: ConnectionOptions, vmid: int,
 
 
 _OPTIONS: dict[str, tuple[str, Any, Any]] = {
-    "p2p": ("p2p_phase", bool | None, typer.Option(
-        None, "--p2p/--no-p2p", help="Plan the P2P phase 3 (root@pam's `args`; docs/p2p.md) or not"
-        " (default: the desired state's, the profile's, off).", show_default=False)),
-    "clique_map": ("clique_map", str | None, typer.Option(
-        None, "--clique-map", help="Cliques, e.g. hostpci0=0,hostpci1=0 (named: compute GPUs;"
-        " default: desired state, profile, host).", show_default=False)),
+    "p2p": ("p2p_phase", bool | None, unset(
+        "--p2p/--no-p2p", "Plan the P2P phase 3 (root@pam's `args`; docs/p2p.md) or not"
+        " (default: the desired state's, the profile's, off).")),
+    "clique_map": ("clique_map", str | None, unset(
+        "--clique-map", "Cliques, e.g. hostpci0=0,hostpci1=0 (named: compute GPUs;"
+        " default: desired state, profile, host).")),
 }
 
 

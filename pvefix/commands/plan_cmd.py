@@ -25,12 +25,13 @@ from pvefix.commands.p2p_options import P2PAsk, p2p_options, plan_options
 from pvefix.commands.rehearse_options import RehearseAsk, rehearse_options
 from pvefix.commands.vmid import parse_vmid
 from pvefix.console.terminal import ColorChoice, on_tty, say_err, terminal
-from pvefix.errors import EXIT_CHANGES, EXIT_ERROR, EXIT_OK
+from pvefix.errors import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, PvefixError
 from pvefix.render.inert import inert_json, inert_text
 
 if TYPE_CHECKING:
     from pvefix.hints import Context
     from pvefix.planner.model import Plan
+    from pvefix.rehearse.flow import Settings
 
 
 class PlanFormat(StrEnum):
@@ -71,14 +72,12 @@ def plan_command(
         "--format",
         "-f",
         help="text: terminal view with diffs; json: {schema: pvefix.plans/v1, plans: [plan"
-        " file, ...]} for one VM or several; markdown: for change tickets.",
-    ),
+        " file, ...]} for one VM or several; markdown: for change tickets."),
     out: str | None = typer.Option(
         None,
         "--out",
         help="Save the plan file (JSON, whatever --format shows) here; a bare name goes into "
-        "plans/.",
-    ),
+        "plans/."),
     state_dir: Path | None = typer.Option(
         None, "--state-dir", help="Where recorded desired states are read (a VM's may ask for"
         " the P2P phase) (env PVEFIX_STATE_DIR; default $XDG_STATE_HOME/pvefix).",
@@ -107,37 +106,28 @@ def plan_command(
     lands. Exit codes: 0 nothing to do, 2 changes planned, 1 error or nothing planned while
     some claim is not established (the findings say which).
     """
-    from pvefix.errors import PvefixError
-    from pvefix.planner import plan as make_plan
-
     vmids = list(dict.fromkeys(vmids))  # a VMID named twice is planned once
     settings = rehearsal.settings()
     if settings is not None and (opts.bundle is not None or len(vmids) > 1):
         raise PvefixError("--rehearse boots the firmware on the VM's node: one VM, read live "
                           "(not --bundle); or run `pvefix rehearse VMID` for each")
     if len(vmids) == 1:
-        vmid = vmids[0]
-        options = plan_options(p2p, opts, vmid, state_dir)
-        state = resolve_state(opts, vmid, optional_guest(guest))
-        for note in state.notes:
-            say_err(inert_text(f"note: {note}"))
-        made = make_plan(state, options)
-        context = hint_context(opts, state_dir, guest)
-        if out:  # the Next line applies the file reviewed, as `terraform apply FILE` does
-            from pvefix.flow.planfile import plan_file_path
-
-            context = context._replace(plan_file=str(plan_file_path(out)))
-        code = emit_plan(made, fmt, out, color, context, verbose)
-        if settings is not None:
-            _rehearse(opts, state, made, settings, fmt)
-        return code
-
+        return _plan_one(vmids[0], opts, guest, p2p, settings, state_dir, fmt, out, color,
+                         verbose)
     if out:
         raise PvefixError("--out saves one plan file, for one VM (apply takes one plan): run "
                           f"`pvefix plan VMID --out FILE` for each of {_listed(vmids)}")
     if optional_guest(guest) is not None:
         raise PvefixError("guest access (--guest-agent, --guest-ssh-host) reaches one guest: "
                           "plan one VM at a time with it")
+    return _plan_many(vmids, opts, p2p, state_dir, fmt, color, verbose)
+
+
+def _plan_many(vmids: list[int], opts: ConnectionOptions, p2p: P2PAsk, state_dir: Path | None,
+               fmt: PlanFormat, color: ColorChoice, verbose: bool) -> int:
+    """Several VMs' plans, their nodes read once, shown together."""
+    from pvefix.planner import plan as make_plan
+
     plans = []
     states = resolve_states(opts, vmids)
     say_err(inert_text(f"note: {read_path_note(states)}"))
@@ -145,8 +135,29 @@ def plan_command(
         for note in state.notes:
             say_err(inert_text(f"note: VM {state.vm.vmid}: {note}"))
         plans.append(make_plan(state, plan_options(p2p, opts, state.vm.vmid, state_dir)))
-    return emit_plans(plans, fmt, color, hint_context(opts, state_dir),
-                      verbose=verbose)
+    return emit_plans(plans, fmt, color, hint_context(opts, state_dir), verbose=verbose)
+
+
+def _plan_one(vmid: int, opts: ConnectionOptions, guest: GuestOptions, p2p: P2PAsk,
+              settings: Settings | None, state_dir: Path | None, fmt: PlanFormat,
+              out: str | None, color: ColorChoice, verbose: bool) -> int:
+    """One VM's plan, shown (and saved with --out), then its rehearsal where asked."""
+    from pvefix.planner import plan as make_plan
+
+    options = plan_options(p2p, opts, vmid, state_dir)
+    state = resolve_state(opts, vmid, optional_guest(guest))
+    for note in state.notes:
+        say_err(inert_text(f"note: {note}"))
+    made = make_plan(state, options)
+    context = hint_context(opts, state_dir, guest)
+    if out:  # the Next line applies the file reviewed, as `terraform apply FILE` does
+        from pvefix.flow.planfile import plan_file_path
+
+        context = context._replace(plan_file=str(plan_file_path(out)))
+    code = emit_plan(made, fmt, out, color, context, verbose)
+    if settings is not None:
+        _rehearse(opts, state, made, settings, fmt)
+    return code
 
 
 def _listed(vmids: list[int]) -> str:
@@ -196,7 +207,6 @@ def _rehearse(opts: ConnectionOptions, state: object, plan: object, settings: ob
     """plan --rehearse: the rehearsal of the plan's end (the next start when the plan changes
     no VM key), after the plan; a rehearsal that cannot run is a note, not the plan's error."""
     from pvefix.commands.options import resolve_connection_options
-    from pvefix.errors import PvefixError
     from pvefix.flow.rehearsal import rehearse_live
     from pvefix.planner.model import Plan
     from pvefix.rehearse.flow import Settings

@@ -14,8 +14,7 @@ import typer
 
 app = typer.Typer(
     help="Probe this machine's GPUs: topology, P2P claims, and measured P2P and all-reduce.",
-    invoke_without_command=True,
-    no_args_is_help=False,
+    invoke_without_command=True, no_args_is_help=False,
 )
 
 

@@ -10,9 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import typer
-
-from pvefix.commands.optgroup import REHEARSAL, option_group
+from pvefix.commands.optgroup import REHEARSAL, option_group, unset
 
 if TYPE_CHECKING:
     from pvefix.rehearse.flow import Settings
@@ -43,24 +41,17 @@ class RehearseAsk:
 
 
 _OPTIONS: dict[str, tuple[str, Any, Any]] = {
-    "rehearse": ("rehearse", bool | None, typer.Option(
-        None, "--rehearse", help="Also boot its firmware with stand-in BARs: all "
-        "placed?",
-        show_default=False)),
-    "accel": ("rehearse_accel", str | None, typer.Option(
-        None, "--rehearse-accel", help="auto (KVM if usable, else TCG), kvm or tcg "
-        "(default auto).", show_default=False)),
-    "boot_timeout": ("rehearse_timeout", float | None, typer.Option(
-        None, "--rehearse-timeout", help="Seconds to the boot manager (default 120; TCG: 30 "
-        "or more).", show_default=False)),
-    "firmware_dir": ("rehearse_firmware_dir", str | None, typer.Option(
-        None, "--rehearse-firmware-dir", help="Firmware folder (/usr/share/pve-edk2-firmware).",
-        show_default=False)),
+    "rehearse": ("rehearse", bool | None, unset(
+        "--rehearse", "Also boot its firmware with stand-in BARs: all placed?")),
+    "accel": ("rehearse_accel", str | None, unset(
+        "--rehearse-accel", "auto (KVM if usable, else TCG), kvm or tcg (default auto).")),
+    "boot_timeout": ("rehearse_timeout", float | None, unset(
+        "--rehearse-timeout", "Seconds to the boot manager (default 120; TCG: 30 or more).")),
+    "firmware_dir": ("rehearse_firmware_dir", str | None, unset(
+        "--rehearse-firmware-dir", "Firmware folder (/usr/share/pve-edk2-firmware).")),
 }
 
 
 def rehearse_options(func: F) -> F:
     """Add --rehearse and its settings to a command that takes `rehearsal: RehearseAsk`."""
-    table = {name: (param, annotation, option)
-             for name, (param, annotation, option) in _OPTIONS.items()}
-    return option_group("rehearsal", RehearseAsk, table, REHEARSAL)(func)
+    return option_group("rehearsal", RehearseAsk, _OPTIONS, REHEARSAL)(func)

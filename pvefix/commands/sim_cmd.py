@@ -33,25 +33,21 @@ def serve(
     inject: list[str] = typer.Option(
         [], "--inject",
         help="Fault: latency=MS | fail-write=N | edit-between | lock=VMID:NAME | "
-        "ssh-disconnect=BYTES (repeatable).",
-    ),
+        "ssh-disconnect=BYTES (repeatable)."),
     task_seconds: float | None = typer.Option(
         None, "--task-seconds", help="How long tasks report 'running' (default 0.2)."
     ),
     status_lag: float = typer.Option(
         10.0, "--status-lag", min=0.0,
         help="Seconds between pvestatd's samples behind /cluster/resources' VM status "
-        "(default 10, as pvestatd; 0: live).",
-    ),
+        "(default 10, as pvestatd; 0: live)."),
     auth_fail_delay: float = typer.Option(
         0.0, "--auth-fail-delay", min=0.0,
-        help="Seconds a 401 answer waits (Proxmox: 3; default 0).",
-    ),
+        help="Seconds a 401 answer waits (Proxmox: 3; default 0)."),
     vms: int | None = typer.Option(
         None, "--vms", min=1, max=100_000,
         help="How many VMs a generated scenario (large) has (default 1,000); applies when "
-        "--root is made.",
-    ),
+        "--root is made."),
 ) -> None:
     """Serve a simulated node until SIGTERM or Ctrl-C (then exit 0)."""
     from pvefix.sim.serve import Simulator, serve_until_signal

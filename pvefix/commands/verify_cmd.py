@@ -67,5 +67,4 @@ def verify_command(
                                 fmt=format, stdout=sys.stdout)
     return execute_verify(
         vmid, conn=conn, guest=access, quick=quick, baseline=baseline, before=before,
-        fmt=format, budget=probe_timeout, state_dir=state_dir, stdout=sys.stdout,
-    )
+        fmt=format, budget=probe_timeout, state_dir=state_dir, stdout=sys.stdout)

@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from typing import Literal, TextIO
 
 ColorChoice = Literal["auto", "always", "never"]
-COLOR_CHOICES: tuple[ColorChoice, ...] = ("auto", "always", "never")
 DEFAULT_WIDTH = 80
 MIN_WIDTH = 40  # narrower than this, hanging indents would leave no room for words
 _STYLES = {"red", "yellow", "green", "cyan", "bold", "dim"}

@@ -49,15 +49,13 @@ def same_content(a: str, b: str) -> bool:
         ns.current == nxt.current
         and ns.values == nxt.values
         and ns.has_pending == nxt.has_pending
-        and _sections(ca) == _sections(cb)
-    )
+        and _sections(ca) == _sections(cb))
 
 
 def config_diff(before: str, after: str, before_name: str, after_name: str) -> str:
     return "".join(difflib.unified_diff(
         before.splitlines(keepends=True), after.splitlines(keepends=True),
-        fromfile=before_name, tofile=after_name,
-    ))
+        fromfile=before_name, tofile=after_name))
 
 
 def written_by_apply(records: Iterable[Record]) -> tuple[dict[str, set[str | None]],

@@ -14,12 +14,8 @@ class Console:
     """`answer` decides confirmations in tests; otherwise a terminal is asked, and without one
     the answer is no (nothing is written without a yes)."""
 
-    def __init__(
-        self,
-        out: TextIO | None = None,
-        err: TextIO | None = None,
-        answer: Callable[[str], bool] | None = None,
-    ) -> None:
+    def __init__(self, out: TextIO | None = None, err: TextIO | None = None,
+                 answer: Callable[[str], bool] | None = None) -> None:
         self.out = out or sys.stdout
         self.err = err or sys.stderr
         self.answer = answer

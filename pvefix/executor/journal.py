@@ -49,8 +49,7 @@ class Journal:
             "seq": self.seq,
             "at": datetime.now(UTC).isoformat(timespec="milliseconds"),
             "event": event,
-            **fields,
-        }
+            **fields}
         line = json.dumps(entry, sort_keys=True) + "\n"
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC)
         try:

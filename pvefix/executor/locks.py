@@ -189,8 +189,7 @@ def _take_node(host: ReopeningNode, vmid: int, me: Holder,
             " written."
             + (" It is more than 6 hours old and may be left over:" if old else "")
             + f" if no pvefix runs there, remove it on the node with: rm -r {folder}",
-            source=f"node {host.name}",
-        )
+            source=f"node {host.name}")
     raise RefusedError("could not take the node lock", source=f"node {host.name}")
 
 

@@ -19,8 +19,6 @@ from dataclasses import dataclass, field
 
 from pvefix.errors import RefusedError
 
-NEVER_STOP_LOCKS = frozenset({"backup", "migrate"})
-
 
 @dataclass(frozen=True)
 class NodeVm:
@@ -109,21 +107,18 @@ def check_host_reboot(vms: list[NodeVm], target: int, stop_others: bool) -> list
         raise RefusedError(
             "a host reboot would stop locked VMs: "
             + ", ".join(f"VM {v.vmid} (lock {v.lock})" for v in locked)
-            + "; nothing was written.",
-        )
+            + "; nothing was written.")
     if others and not stop_others:
         raise RefusedError(
             "a host reboot stops every VM on the node, and other VMs run: "
             + ", ".join(f"VM {v.vmid}" for v in others)
             + "; nothing was written. Shut them down first, or add --stop-others (clean"
-            " shutdown of each, started again afterwards).",
-        )
+            " shutdown of each, started again afterwards).")
     ha = [v for v in others if v.hastate and v.hastate not in ("stopped", "ignored")]
     if ha:
         raise RefusedError(
             "HA-managed VMs run on the node: "
             + ", ".join(f"VM {v.vmid} (HA {v.hastate})" for v in ha)
             + "; pvefix does not stop them (the HA manager would act on it). Migrate them or"
-            " set their HA state first; nothing was written.",
-        )
+            " set their HA state first; nothing was written.")
     return others

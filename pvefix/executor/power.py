@@ -98,8 +98,7 @@ def start_vm(sessions: Sessions, node: str, vmid: int, *, task_timeout: float, s
     if want_q35 != ("q35" in got):
         raise ActivationError(
             f"VM {vmid} runs {got or 'an unknown machine'}, but its config says "
-            f"{machine or 'pc (i440fx)'}", source=f"VM {vmid}",
-        )
+            f"{machine or 'pc (i440fx)'}", source=f"VM {vmid}")
     say(f"VM {vmid}: running, running-machine {got}")
     return run
 

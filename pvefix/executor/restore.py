@@ -92,8 +92,7 @@ def _known_refresh(argv: list[str], snapshot: Snapshot) -> list[str]:
         raise RefusedError(
             f"the snapshot's journal names a refresh command pvefix never runs ({argv[0]!r});"
             " nothing was run. Restore the files by hand from the snapshot folder",
-            source=str(snapshot.path),
-        )
+            source=str(snapshot.path))
     return argv
 
 
@@ -315,8 +314,7 @@ def what_differs(snapshot: Snapshot, live: HostState) -> Differs:
              if r.restorable and r.path in live.files and live.host_files_read
              and live.file(r.path).sha256 != r.sha256]
     vm = live.vm.digest != snapshot.meta.vm.digest or (
-        live.vm.config_text != snapshot.vm_config_text()
-    )
+        live.vm.config_text != snapshot.vm_config_text())
     return Differs(vm, files)
 
 

@@ -195,12 +195,8 @@ def _host_records(state: HostState, files_dir: Path) -> list[FileRecord]:
             stored = _stored_name(path)
             write_private(files_dir / stored, fact.text.encode("utf-8", "surrogateescape"))
         records.append(FileRecord(
-            path=path,
-            sha256=None if fact.text is None else sha256_text(fact.text),
-            stored_as=stored,
-            restorable=read and path != PROC_CMDLINE,
-            read=read,
-        ))
+            path=path, sha256=None if fact.text is None else sha256_text(fact.text),
+            stored_as=stored, restorable=read and path != PROC_CMDLINE, read=read))
     return records
 
 
@@ -237,25 +233,14 @@ def take_snapshot(
             stored = "guest__" + _stored_name(path)  # the host may have the same path
             write_private(files_dir / stored, fact.text.encode("utf-8", "surrogateescape"))
         guest_records.append(FileRecord(
-            path=path, sha256=fact.sha256, stored_as=stored, restorable=path != PROC_CMDLINE,
-        ))
+            path=path, sha256=fact.sha256, stored_as=stored, restorable=path != PROC_CMDLINE))
     meta = SnapshotMeta(
-        id=snap_id,
-        created_at=now.isoformat(timespec="microseconds"),
-        pvefix_version=__version__,
-        node=vm.node,
-        vmid=vm.vmid,
-        phase=phase,
-        target=target,
+        id=snap_id, created_at=now.isoformat(timespec="microseconds"), pvefix_version=__version__,
+        node=vm.node, vmid=vm.vmid, phase=phase, target=target,
         vm=VmRecord(
             digest=vm.digest, config_source=vm.config_source, status=vm.status,
-            running_machine=vm.running_machine, lock=vm.lock, pending=list(vm.pending),
-        ),
-        files=records,
-        guest_files=guest_records,
-        pve_snapshot=pve_snapshot,
-        cluster=cluster,
-    )
+            running_machine=vm.running_machine, lock=vm.lock, pending=list(vm.pending)),
+        files=records, guest_files=guest_records, pve_snapshot=pve_snapshot, cluster=cluster)
     _write_meta(folder, meta)
     return Snapshot(folder, meta)
 

@@ -126,8 +126,7 @@ class VmConfigStep(Step):
         if view.value(self.key) != self.change.after:
             raise PvefixError(
                 f"after the write, {self.key} is {view.value(self.key)!r}, not "
-                f"{self.change.after!r}", source=f"VM {ctx.vmid}",
-            )
+                f"{self.change.after!r}", source=f"VM {ctx.vmid}")
         return {"digest": digest_of(view), "pending": view.is_staged(self.key)}
 
     def undo(self, ctx: StepContext) -> str | None:
@@ -143,8 +142,7 @@ class VmConfigStep(Step):
             raise UndoConflict(
                 f"{self.key} is {view.value(self.key)!r}, neither what pvefix wrote"
                 f" ({self.change.after!r}) nor what was there ({before!r}): another writer"
-                " changed it; left as it is", source=f"VM {ctx.vmid}",
-            )
+                " changed it; left as it is", source=f"VM {ctx.vmid}")
         if view.is_staged(self.key):
             # Drop our pending change rather than stack a second one on top of it.
             ctx.writer.write({"revert": self.key}, digest_of(view))
@@ -262,8 +260,7 @@ class FileStep(Step):
             "kind": self.kind, "path": self.path,
             "sha_before": None if self.before is None else sha256_text(self.before),
             "sha_after": None if self.after is None else sha256_text(self.after),
-            "backup": self.backup_path(ctx), "changes": self.change_ids,
-        }
+            "backup": self.backup_path(ctx), "changes": self.change_ids}
         if self.side == "guest":
             intent["via"] = ctx.files(self.side).where
         return intent
@@ -300,8 +297,7 @@ class FileStep(Step):
             # Compare-and-swap: only what pvefix wrote is put back.
             raise UndoConflict(
                 "holds neither what pvefix wrote nor what was there before: another writer"
-                " changed it; left as it is", source=self.label,
-            )
+                " changed it; left as it is", source=self.label)
         if current != self.before:
             self._put(target, self.before)
         for argv in refresh:

@@ -49,8 +49,7 @@ def _refuse_if_moved(message: str, vmid: int) -> None:
         raise RefusedError(
             f"VM {vmid}: its config changed since pvefix read it (Proxmox: 'checksum mismatch "
             "(file change by other user?)'); pvefix does not write over someone else's edit",
-            source=f"VM {vmid}",
-        )
+            source=f"VM {vmid}")
 
 
 class ApiVmWriter:

@@ -60,8 +60,7 @@ def write(sessions: Sessions, conn: Connection, live: HostState, plan: Plan, pha
     target_info: dict[str, str | int | None] = {
         "api": f"{conn.host}:{conn.port}", "user": conn.api_user, "ssh": conn.effective_ssh_host
         if conn.ssh else None, "guest": guest.method if guest else None,
-        "guest_ssh": guest.ssh_host if guest and guest.method == "ssh" else None,
-    }
+        "guest_ssh": guest.ssh_host if guest and guest.method == "ssh" else None}
     snapshot = take_snapshot(options.state_dir, live, plan, phase.number, target_info, pve_snap,
                              cluster=sessions.identity(node))
     console.progress(f"snapshot {snapshot.id} in {snapshot.path}")

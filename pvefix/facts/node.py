@@ -149,11 +149,6 @@ def follow_ups(facts: Sequence[Fact[Any]],
     return [dropin_read(p) for p in GRUB_DROPINS.parse(answer(GRUB_DROPINS.argv()))]
 
 
-def later_rounds(user: User) -> list[list[Fact[Any]]]:
-    """The rounds after the first: facts whose command names another fact's value."""
-    return rounds(facts_for(user))[1:]
-
-
 def collect_copies() -> list[str]:
     """The host paths the collect script copies into the tree for the file facts, as words to
     put in double quotes: a path that names another fact's value reads it there

@@ -172,11 +172,10 @@ def apply_phase(
                             rehearse)
 
 
-def _apply_phase(
-    conn: Connection, vmid: int, options: ApplyOptions, console: Console, plan: Plan | None,
-    hook: Hook | None, read: StateReader | None, guest: GuestAccess | None,
-    sessions: Sessions, rehearse: Settings | None = None,
-) -> ApplyResult:
+def _apply_phase(conn: Connection, vmid: int, options: ApplyOptions, console: Console,
+                 plan: Plan | None, hook: Hook | None, read: StateReader | None,
+                 guest: GuestAccess | None, sessions: Sessions,
+                 rehearse: Settings | None = None) -> ApplyResult:
     """The stages: read, prepare (pure refusals), the node's refusals, (rehearse), show and
     confirm, then write, activate and verify under the VM lock; (--verify: probe around)."""
     from pvefix.sources.live import read_live

@@ -49,8 +49,7 @@ def refuse_ha_restart(live: HostState, what: str) -> None:
         f" does not do {what} for it; nothing was written. Either run `ha-manager set"
         f" vm:{vmid} --state ignored`, apply with --restart, then `ha-manager set vm:{vmid}"
         " --state started`; or apply without --restart and restart it through HA yourself.",
-        source=f"VM {vmid}",
-    )
+        source=f"VM {vmid}")
 
 
 def phase_privileges(vmid: int, phase: Phase, *, api_keys: bool, starts: bool,
@@ -189,8 +188,7 @@ def node_vms(get: Callable[[str, Mapping[str, str] | None], Any], node: str) -> 
                 str(item["lock"]) if item.get("lock") else None),
             hastate=ha.get(vmid), onboot=str(cfg.get("onboot", "0")) == "1",
             order=startup_order(cfg.get("startup")), gpus=gpus,
-            devices=_devices(cfg, node, mappings),
-        ))
+            devices=_devices(cfg, node, mappings)))
     return out
 
 

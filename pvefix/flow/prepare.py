@@ -100,8 +100,7 @@ def prepare(live: HostState, saved: Plan | None, asked: Asked,
         raise RefusedError(
             "a prerequisite phase is not in effect:\n  " + "\n  ".join(missing)
             + "\napply (and activate) the earlier phase first; nothing was written",
-            source=f"VM {vmid}",
-        )
+            source=f"VM {vmid}")
     use_qm = _refuse_root_only(phase, live, asked)
     if live.vm.lock:
         raise RefusedError(f"VM {vmid} is locked ({live.vm.lock}); nothing was written")
@@ -127,8 +126,7 @@ def prepare(live: HostState, saved: Plan | None, asked: Asked,
             " yourself, then check it: " + asked.context.command(
                 ["check", str(vmid), *(["--local"] if "--local" not in asked.context.target
                                        else [])], guest=False),
-            source=f"node {live.vm.node}",
-        )
+            source=f"node {live.vm.node}")
     context = asked.context._replace(plan_file=None) if replanned else asked.context
     return Prepared(plan=plan, phase=phase, use_qm=use_qm, reboots=reboots, starts=starts,
                     context=context)
@@ -180,8 +178,7 @@ def _plan_now(live: HostState, saved: Plan | None, asked: Asked,
                 "the plan is stale: the target changed since it was made:\n  "
                 + "\n  ".join(stale)
                 + "\nnothing was written; re-run with --replan to plan afresh (and review it)",
-                source=f"VM {vmid}",
-            )
+                source=f"VM {vmid}")
         if stale:
             say("the plan was stale (" + "; ".join(stale) + "): planning afresh")
             plan = None
@@ -201,8 +198,7 @@ def _plan_now(live: HostState, saved: Plan | None, asked: Asked,
                 "the saved plan does not match what pvefix derives from the target now:\n  "
                 + "\n  ".join(differs)
                 + "\nnothing was written; plan again (pvefix plan) and review it",
-                source=f"VM {vmid}",
-            )
+                source=f"VM {vmid}")
     return fresh, phase, saved is not None and plan is None
 
 
@@ -287,8 +283,7 @@ def _refuse_root_only(phase: Phase, live: HostState, asked: Asked) -> bool:
         " these changes (qemu-server keeps raw host devices, `romfile` and `args` to root@pam),"
         f" and this connection is {access.user} ({access.auth}); nothing was written. Ways"
         " that work: " + "; ".join(paths),
-        source=f"VM {live.vm.vmid}",
-    )
+        source=f"VM {live.vm.vmid}")
 
 
 def _refuse_guest_without_access(phase: Phase, live: HostState, guest: bool) -> None:
@@ -324,8 +319,7 @@ def stale_reasons(plan: Plan, live: HostState, phase: Phase | None = None) -> li
     files = (
         set(obs.files)
         if phase is None
-        else {c.file for c in changes if c.target in HOST_BOOT_TARGETS and c.file}
-    )
+        else {c.file for c in changes if c.target in HOST_BOOT_TARGETS and c.file})
     if any(c.target == "host-boot" for c in changes):
         files.add(PROC_CMDLINE)  # an activation relies on what is booted too
     if touches_vm and obs.vm_digest != live.vm.digest:

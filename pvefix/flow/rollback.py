@@ -141,8 +141,7 @@ def _run_rollback(conn: Connection, snapshot: Snapshot, options: RollbackOptions
             + (f"\n{diff}" if diff else "")
             + "\nnothing was written; look at the changes, then re-run with --force to restore "
               "the snapshot over them",
-            source=f"snapshot {meta.id}",
-        )
+            source=f"snapshot {meta.id}")
     _say_restored(console, snapshot, diff, differs.files, guest_differs)
     question = _say_restart(console, outlook, options.restart)
     question += f" and reboot host {meta.node} to run the restored cmdline" if reboot else ""

@@ -15,18 +15,16 @@ from pathlib import Path
 
 from pvefix.hosttree.meta import META_FILE, HostMeta
 from pvefix.hosttree.synth import (
-    FLAGS_BRIDGE_IO,
-    FLAGS_BRIDGE_MEM,
-    FLAGS_BRIDGE_MEM64_PREFETCH,
-    FLAGS_MEM32,
-    FLAGS_MEM64_PREFETCH,
+    EPYC,
     GIB,
-    MIB,
-    Function,
+    INITRD,
+    VERSIONS,
+    ZFS_ROOT,
     render_vm_config,
-    write_function,
+    systemd_boot_status,
+    write_gpu,
+    write_text,
 )
-from pvefix.pci import Region
 
 NODES = [f"node{i}" for i in range(1, 9)]
 VM_COUNT = 1000
@@ -39,37 +37,9 @@ L40S = (0x10DE, 0x26B9, 0x10DE, 0x1851)
 
 def _gpus(root: Path) -> None:
     for slot, (bus, group) in enumerate(zip(GPU_BUSES, GPU_GROUPS, strict=True)):
-        complex_name = f"pci0000:{bus - 1:02x}"
-        port = f"0000:{bus - 1:02x}:01.1"
-        gpu = f"0000:{bus:02x}:00.0"
-        numa = 0 if slot < 2 else 1
-        high = 0x20000000000 + slot * 0x2000000000
-        low = 0xA0000000 + slot * 0x4000000
-        write_function(
-            root,
-            Function(
-                path=(complex_name, port), vendor=0x1022, device=0x14AB, class_code=0x060400,
-                numa_node=numa, iommu_group=group - 1, driver="pcieport", bridge=True,
-                regions=(
-                    Region(13, 0x1000 * (slot + 1), 0x1000, FLAGS_BRIDGE_IO),
-                    Region(14, low, 32 * MIB, FLAGS_BRIDGE_MEM),
-                    Region(15, high, 128 * GIB, FLAGS_BRIDGE_MEM64_PREFETCH),
-                ),
-            ),
-        )
-        write_function(
-            root,
-            Function(
-                path=(complex_name, port, gpu), vendor=L40S[0], device=L40S[1],
-                class_code=0x030200, subsystem_vendor=L40S[2], subsystem_device=L40S[3],
-                numa_node=numa, iommu_group=group, driver="vfio-pci",
-                regions=(
-                    Region(0, low, 16 * MIB, FLAGS_MEM32),
-                    Region(1, high, 64 * GIB, FLAGS_MEM64_PREFETCH),
-                    Region(3, high + 64 * GIB, 32 * MIB, FLAGS_MEM64_PREFETCH),
-                ),
-            ),
-        )
+        write_gpu(root, bus, group, L40S, bar1=64 * GIB, numa=0 if slot < 2 else 1,
+                  high=0x20000000000 + slot * 0x2000000000, low=0xA0000000 + slot * 0x4000000,
+                  io=0x1000 * (slot + 1))
 
 
 def _mapping_text() -> str:
@@ -101,8 +71,7 @@ def _vm(rng: random.Random, vmid: int) -> tuple[dict[str, str], str, bool]:
         "scsihw": "virtio-scsi-single",
         "smbios1": f"uuid={rng.getrandbits(128):032x}",
         "vmgenid": f"{rng.getrandbits(128):032x}",
-        "meta": f"creation-qemu=9.0.2,ctime={1700000000 + vmid * 97}",
-    }
+        "meta": f"creation-qemu=9.0.2,ctime={1700000000 + vmid * 97}"}
     for key in ("smbios1", "vmgenid"):
         raw = cfg[key].removeprefix("uuid=")
         dashed = f"{raw[:8]}-{raw[8:12]}-{raw[12:16]}-{raw[16:20]}-{raw[20:]}"
@@ -141,33 +110,20 @@ def _running_machine(machine: str | None) -> str:
     return machine if "+pve" in machine else f"{machine}+pve0"
 
 
-def generate_large(dest: Path, seed: int = SEED, vms: int = VM_COUNT) -> None:
-    """Write the large scenario into `dest` (pvefix-host.json last, so a half tree is no tree);
-    `vms` VMs (1,000 unless asked: `pvefix sim serve --scenario large --vms 10000`)."""
-    rng = random.Random(seed)  # noqa: S311 -- reproducible test data, not secrets
-    dest.mkdir(parents=True, exist_ok=True)
+def _host_files(dest: Path) -> None:
+    """The local node's GPUs, the cluster mapping, and every node's cmdline files (the other
+    nodes have the same install and GPUs, and no sysfs here)."""
     _gpus(dest)
-    mapping = dest / "etc" / "pve" / "mapping" / "pci.cfg"
-    mapping.parent.mkdir(parents=True, exist_ok=True)
-    mapping.write_text(_mapping_text(), encoding="utf-8")
+    write_text(dest / "etc" / "pve" / "mapping" / "pci.cfg", _mapping_text())
     for node in NODES:
         (dest / "etc" / "pve" / "nodes" / node / "qemu-server").mkdir(parents=True, exist_ok=True)
-    (dest / "etc" / "kernel").mkdir(parents=True, exist_ok=True)
-    (dest / "etc" / "kernel" / "cmdline").write_text(
-        "root=ZFS=rpool/ROOT/pve-1 boot=zfs\n", encoding="utf-8"
-    )
-    (dest / "proc").mkdir(exist_ok=True)
-    (dest / "proc" / "cmdline").write_text(
-        "initrd=\\EFI\\proxmox\\6.17.2-1-pve\\initrd.img-6.17.2-1-pve "
-        "root=ZFS=rpool/ROOT/pve-1 boot=zfs\n",
-        encoding="utf-8",
-    )
-    for node in NODES[1:]:  # each other node's own host files (same install, same GPUs)
-        own = dest / "nodes" / node
-        (own / "etc" / "kernel").mkdir(parents=True, exist_ok=True)
-        (own / "proc").mkdir(parents=True, exist_ok=True)
-        for name in ("etc/kernel/cmdline", "proc/cmdline"):
-            (own / name).write_text((dest / name).read_text(encoding="utf-8"), encoding="utf-8")
+    for own in [dest] + [dest / "nodes" / node for node in NODES[1:]]:
+        write_text(own / "etc" / "kernel" / "cmdline", f"{ZFS_ROOT}\n")
+        write_text(own / "proc" / "cmdline", f"{INITRD} {ZFS_ROOT}\n")
+
+
+def _vm_files(dest: Path, rng: random.Random, vms: int) -> dict[str, dict[str, object]]:
+    """Write `vms` VM configs on random nodes; returns the run states of those that run."""
     states: dict[str, dict[str, object]] = {}
     for vmid in range(FIRST_VMID, FIRST_VMID + vms):
         node = NODES[rng.randrange(len(NODES))]
@@ -179,28 +135,27 @@ def generate_large(dest: Path, seed: int = SEED, vms: int = VM_COUNT) -> None:
                 "status": "running",
                 "running_machine": _running_machine(cfg.get("machine")),
                 "uptime": rng.randrange(60, 90 * 86400),
-                "qmpstatus": "running",
-            }
-    meta = HostMeta.model_validate(
-        {
-            "schema": "pvefix.host/v1",
-            "node": NODES[0],
-            "cluster_nodes": NODES,
-            "cluster_name": "large8",
-            "versions": {"pve": "9.1.1", "kernel": "6.17.2-1-pve", "qemu": "10.1.2"},
-            "cpu": {"vendor": "AuthenticAMD", "model": "AMD EPYC 9355 32-Core Processor",
-                    "sockets": 2, "cores": 64, "threads": 128},
-            "memory_bytes": 1546188226560,
-            "boot": {"mode": "efi", "secureboot": False},
-            "proxmox_boot_tool": {
-                "exit_code": 0,
-                "output": "Re-executing '/usr/sbin/proxmox-boot-tool' in new private mount "
-                "namespace..\nSystem currently booted with uefi\n"
-                "2C41-7E0B is configured with: uefi (versions: 6.14.11-4-pve, 6.17.2-1-pve)\n",
-            },
-            "vms": states,
-            "users": ["root@pam"],
-            "tokens": [{"id": "root@pam!pvefix", "privsep": False}],
-        }
-    )
+                "qmpstatus": "running"}
+    return states
+
+
+def generate_large(dest: Path, seed: int = SEED, vms: int = VM_COUNT) -> None:
+    """Write the large scenario into `dest` (pvefix-host.json last, so a half tree is no tree);
+    `vms` VMs (1,000 unless asked: `pvefix sim serve --scenario large --vms 10000`)."""
+    rng = random.Random(seed)  # noqa: S311 -- reproducible test data, not secrets
+    dest.mkdir(parents=True, exist_ok=True)
+    _host_files(dest)
+    meta = HostMeta.model_validate({
+        "schema": "pvefix.host/v1",
+        "node": NODES[0],
+        "cluster_nodes": NODES,
+        "cluster_name": "large8",
+        "versions": VERSIONS,
+        "cpu": EPYC,
+        "memory_bytes": 1546188226560,
+        "boot": {"mode": "efi", "secureboot": False},
+        "proxmox_boot_tool": {"exit_code": 0, "output": systemd_boot_status("2C41-7E0B")},
+        "vms": _vm_files(dest, rng, vms),
+        "users": ["root@pam"],
+        "tokens": [{"id": "root@pam!pvefix", "privsep": False}]})
     (dest / META_FILE).write_text(meta.to_json(), encoding="utf-8")

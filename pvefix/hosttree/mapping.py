@@ -144,8 +144,7 @@ def parse_map_entry(value: str, source: str = MAPPING_FILE, line: int = 0) -> Ma
         "id": _ID_RE,
         "subsystem-id": _ID_RE,
         "path": _PATH_RE,
-        "iommugroup": _INT_RE,
-    }
+        "iommugroup": _INT_RE}
     for key, pattern in checks.items():
         if key in fields and not pattern.match(fields[key]):
             raise ParseError(f"map: invalid {key} '{fields[key]}'", source=source, line=line)
@@ -153,15 +152,10 @@ def parse_map_entry(value: str, source: str = MAPPING_FILE, line: int = 0) -> Ma
         raise ParseError("map: description longer than 4096", source=source, line=line)
     group = fields.get("iommugroup")
     return MapEntry(
-        node=fields["node"],
-        id=fields["id"],
-        path=fields["path"],
+        node=fields["node"], id=fields["id"], path=fields["path"],
         iommugroup=int(group) if group is not None else None,
-        subsystem_id=fields.get("subsystem-id"),
-        description=fields.get("description"),
-        raw=value,
-        line=line,
-    )
+        subsystem_id=fields.get("subsystem-id"), description=fields.get("description"), raw=value,
+        line=line)
 
 
 def _boolean(key: str, value: str, source: str, line: int) -> bool:
@@ -205,13 +199,9 @@ class _Section:
             if key in self.values
         }
         return PciMapping(
-            id=self.id,
-            description=self.values.get("description"),
-            mdev=flags.get("mdev"),
-            live_migration_capable=flags.get("live-migration-capable"),
-            maps=self.maps,
-            line=self.line,
-        )
+            id=self.id, description=self.values.get("description"), mdev=flags.get("mdev"),
+            live_migration_capable=flags.get("live-migration-capable"), maps=self.maps,
+            line=self.line)
 
 
 def _parse_sections(text: str, source: str) -> dict[str, PciMapping]:
@@ -235,9 +225,7 @@ def _parse_sections(text: str, source: str) -> dict[str, PciMapping]:
             if current is None or prop is None:
                 raise ParseError(
                     f"property line outside a mapping section: {line.strip()!r}",
-                    source=source,
-                    line=number,
-                )
+                    source=source, line=number)
             current.add(prop.group(1), prop.group(2), source, number)
             continue
         close()

@@ -46,8 +46,7 @@ class Versions(_Strict):
     edk2: str | None = Field(
         default=None,
         description="pve-edk2-firmware(-ovmf) package version, e.g. 4.2025.02-4: the OVMF build"
-        " VMs start with (decides X-PciMmio64Mb and the window's placement)",
-    )
+        " VMs start with (decides X-PciMmio64Mb and the window's placement)")
 
 
 class Cpu(_Strict):
@@ -60,8 +59,7 @@ class Cpu(_Strict):
     threads: int = Field(ge=1, description="logical CPUs, all sockets")
     phys_bits: int | None = Field(
         default=None, ge=32, le=64,
-        description='/proc/cpuinfo "address sizes: N bits physical" (decides phys-bits=host)',
-    )
+        description='/proc/cpuinfo "address sizes: N bits physical" (decides phys-bits=host)')
     flags: list[str] | None = Field(
         default=None, description="/proc/cpuinfo flags (pdpe1gb decides OVMF's 40-bit cap)"
     )

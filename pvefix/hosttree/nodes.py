@@ -93,12 +93,6 @@ class NodeTree(HostTree):
             return []  # unknown here
         return scan_pci_devices(self.overlay)
 
-    def kernel_modules(self) -> list[str]:
-        directory = self.overlay / "sys" / "module"
-        if not directory.is_dir():
-            return []
-        return sorted(entry.name for entry in os.scandir(directory) if entry.is_dir())
-
 
 def node_tree(base: HostTree, node: str) -> HostTree:
     """The tree as `node` sees it (the base itself for the local node)."""

@@ -29,7 +29,6 @@ README = "README.md"
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 
 
-
 def _generate_large(dest: Path, *args: Any, **kwargs: Any) -> None:
     from pvefix.hosttree.large import generate_large
 
@@ -78,8 +77,7 @@ def list_scenarios() -> list[ScenarioInfo]:
         if not generated and not (entry / META_FILE).is_file():
             continue
         found.append(
-            ScenarioInfo(name=entry.name, summary=_summary(entry / README), generated=generated)
-        )
+            ScenarioInfo(name=entry.name, summary=_summary(entry / README), generated=generated))
     return found
 
 
@@ -155,8 +153,7 @@ def _check_dest(dest: Path, source_names: set[str]) -> None:
         raise PvefixError(
             f"destination holds files that are not a host tree ({', '.join(strangers[:5])}); "
             "refusing to copy a scenario over them",
-            source=str(dest),
-        )
+            source=str(dest))
 
 
 def materialize_scenario(name_or_path: str | Path, dest: str | Path, *,
@@ -187,8 +184,7 @@ def materialize_scenario(name_or_path: str | Path, dest: str | Path, *,
     names = {
         entry.name
         for entry in source.iterdir()
-        if not entry.name.startswith(".") and not (builtin and entry.name == README)
-    }
+        if not entry.name.startswith(".") and not (builtin and entry.name == README)}
     _check_dest(target, names)
     target.mkdir(parents=True, exist_ok=True)
     for name in sorted(names - {META_FILE}):

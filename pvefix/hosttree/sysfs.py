@@ -182,25 +182,17 @@ def read_device(directory: Path, parent_path: list[str]) -> PciDevice | None:
             raise ParseError(f"device has no '{name}' file", source=str(directory / name))
     ids = {
         name: _hex_id(directory / name, _read(directory / name))
-        for name in (*_REQUIRED, "subsystem_vendor", "subsystem_device")
-    }
+        for name in (*_REQUIRED, "subsystem_vendor", "subsystem_device")}
     resource_path = directory / "resource"
     resource = _read_raw(resource_path)
     bars, rom = parse_resource(resource, str(resource_path)) if resource else ([], None)
     return PciDevice(
-        address=directory.name,
-        vendor=ids["vendor"] or "",
-        device=ids["device"] or "",
-        class_=ids["class"] or "",
-        subsystem_vendor=ids["subsystem_vendor"],
+        address=directory.name, vendor=ids["vendor"] or "", device=ids["device"] or "",
+        class_=ids["class"] or "", subsystem_vendor=ids["subsystem_vendor"],
         subsystem_device=ids["subsystem_device"],
         iommu_group=_iommu_group(directory / "iommu_group"),
-        numa_node=_int_file(directory / "numa_node"),
-        driver=_link_or_file(directory / "driver"),
-        bars=bars,
-        rom=rom,
-        parent_path=parent_path,
-    )
+        numa_node=_int_file(directory / "numa_node"), driver=_link_or_file(directory / "driver"),
+        bars=bars, rom=rom, parent_path=parent_path)
 
 
 def _read_raw(path: Path) -> str | None:
@@ -212,8 +204,7 @@ def _subdirs(directory: Path) -> list[os.DirEntry[str]]:
     with os.scandir(directory) as entries:
         return sorted(
             (e for e in entries if e.is_dir(follow_symlinks=False) and DEVICE_DIR_RE.match(e.name)),
-            key=lambda e: e.name,
-        )
+            key=lambda e: e.name)
 
 
 def scan_pci_devices(root: Path) -> list[PciDevice]:
@@ -226,8 +217,7 @@ def scan_pci_devices(root: Path) -> list[PciDevice]:
         complexes = sorted(
             e.name
             for e in entries
-            if e.is_dir(follow_symlinks=False) and ROOT_COMPLEX_RE.match(e.name)
-        )
+            if e.is_dir(follow_symlinks=False) and ROOT_COMPLEX_RE.match(e.name))
     for complex_name in complexes:
         stack: list[tuple[Path, list[str]]] = [(devices_dir / complex_name, [complex_name])]
         while stack:
@@ -244,7 +234,6 @@ def scan_pci_devices(root: Path) -> list[PciDevice]:
             raise ParseError(
                 f"PCI address {device.address} appears twice "
                 f"({seen[device.address].sysfs_path} and {device.sysfs_path})",
-                source=str(devices_dir),
-            )
+                source=str(devices_dir))
         seen[device.address] = device
     return sorted(found, key=lambda d: d.address)

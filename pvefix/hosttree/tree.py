@@ -97,8 +97,7 @@ class HostTree:
                     raise ParseError(
                         f"VM {vmid} is configured twice (also in {other}); "
                         "a VM lives in exactly one place",
-                        source=str(path),
-                    )
+                        source=str(path))
                 found[vmid] = (node, path)
         self._vm_index = found
         return found
@@ -204,13 +203,6 @@ class HostTree:
             return None
         return PciMappingFile.parse(text, source=str(self.host_path(MAPPING_FILE)))
 
-    def kernel_modules(self) -> list[str]:
-        """Loaded modules, from the directories under `sys/module/` (empty when not captured)."""
-        directory = self.root / "sys" / "module"
-        if not directory.is_dir():
-            return []
-        return sorted(entry.name for entry in os.scandir(directory) if entry.is_dir())
-
     # -- checks -----------------------------------------------------------------------------
 
     def validate(self) -> None:
@@ -220,13 +212,11 @@ class HostTree:
             if node not in self.meta.cluster_nodes:
                 raise ParseError(
                     f"VM {vmid} is on node '{node}', which is not in cluster_nodes",
-                    source=str(path),
-                )
+                    source=str(path))
         for key in self.meta.vms:
             if int(key) not in vms:
                 raise ParseError(
-                    f"vms.{key}: no config file for VM {key}", source=str(self.root / META_FILE)
-                )
+                    f"vms.{key}: no config file for VM {key}", source=str(self.root / META_FILE))
         self._scan_at_load = self.pci_devices()
         self.pci_mappings()
 

@@ -28,34 +28,22 @@ def activation_change(rule: str, path: str, refresh: list[str], configured: Cmdl
         f"to boot: {' '.join(boot)}" if boot else "",
         f"to leave behind: {' '.join(drop)}" if drop else "") if part)
     return HostBootChange(
-        id=CHANGE_ID,
-        rule=rule,
-        key="cmdline",
-        before=" ".join(have),
-        after=" ".join(want),
+        id=CHANGE_ID, rule=rule, key="cmdline", before=" ".join(have), after=" ".join(want),
         file=path,
-        reason=(
-            f"{path} is already right, but the running kernel was booted before it ({what}):"
-            " the configuration is not in effect until the host reboots. Nothing is left to"
-            " write; the reboot activates it."
-        ),
+        reason=f"{path} is already right, but the running kernel was booted before it ({what}):"
+        " the configuration is not in effect until the host reboots. Nothing is left to"
+        " write; the reboot activates it.",
         risk=Risk(
             level="medium",
-            text=(
-                "A host reboot: every VM on the node stops (VMs with onboot=1 start again)."
-                " pvefix writes nothing; it reboots and checks /proc/cmdline. A file edited by"
-                f" hand without `{' '.join(refresh)}` is not what the boot loader holds: the"
-                " check after the reboot then fails and says what is missing."
-            ),
+            text="A host reboot: every VM on the node stops (VMs with onboot=1 start again)."
+            " pvefix writes nothing; it reboots and checks /proc/cmdline. A file edited by"
+            f" hand without `{' '.join(refresh)}` is not what the boot loader holds: the"
+            " check after the reboot then fails and says what is missing.",
             mitigation="--stop-others shuts the other running VMs down cleanly first and"
-            " starts them again after the boot.",
-        ),
+            " starts them again after the boot."),
         evidence=[f"configured ({path}): {' '.join(want) or '(none)'}",
                   f"booted (/proc/cmdline): {' '.join(have) or '(none)'}"],
-        inverse=(
-            "nothing to undo: the activation writes nothing. To go back to the old line, roll"
-            f" back the apply that wrote {path} with --reboot-host (pvefix snapshots lists it)"
-        ),
+        inverse="nothing to undo: the activation writes nothing. To go back to the old line, roll"
+        f" back the apply that wrote {path} with --reboot-host (pvefix snapshots lists it)",
         disruption="host-reboot",
-        effect="After the reboot the running kernel has the configured parameters.",
-    )
+        effect="After the reboot the running kernel has the configured parameters.")

@@ -218,8 +218,7 @@ def verdict(shape: Shape) -> Verdict:
     return Verdict(
         "must-be-measured",
         f"the answer ({answers}) depends on {what}, which the facts read do not settle",
-        ram_end=results[0][1].ram_end, measure=what,
-    )
+        ram_end=results[0][1].ram_end, measure=what)
 
 
 def combine(labelled: list[tuple[str, Verdict]]) -> Verdict:

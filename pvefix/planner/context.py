@@ -186,10 +186,6 @@ class Context:
         return [p for p in self.passed if p.is_vgpu]
 
     @property
-    def pool_entries(self) -> list[Passed]:
-        return [p for p in self.gpu_entries if p.is_pool]
-
-    @property
     def gpus(self) -> list[PciDevice]:
         seen: dict[str, PciDevice] = {}
         for p in self.gpu_entries:

@@ -77,8 +77,7 @@ def unmodelled(rule: str, line: Cmdline, where: str) -> tuple[list[Finding], lis
                     rule, item, claim,
                     f"{token.raw} is on the host cmdline ({where}) and pvefix does not model"
                     f" what it does to this claim, so it makes no verdict that rests on it.",
-                    [f"{where}: {token.raw}"],
-                )
+                    [f"{where}: {token.raw}"])
                 findings.setdefault(found.id, found)
     return list(findings.values()), blocking
 
@@ -110,5 +109,4 @@ def intel_default_unknown(rule: str, node: NodeFacts, line: Cmdline) -> Finding:
         f" host edit that rests on it: add intel_iommu=on to the command line, or give pvefix"
         f" that file (the bundle's boot/ folder; `grep {DEFAULT_ON_KEY} {config}` on the host),"
         f" then plan again.",
-        [f"configured: {line.render().strip()}"],
-    )
+        [f"configured: {line.render().strip()}"])

@@ -135,14 +135,11 @@ def _phases(ctx: Context, changes: list[Change]) -> list[Phase]:
         number = PHASE_SLOTS[slot]
         phases.append(
             Phase(
-                number=number,
-                disruption=disruption,
+                number=number, disruption=disruption,
                 activation=ACTIVATE_ONLY.format(number=number, vmid=ctx.state.vm.vmid)
                 if all(c.target == "host-boot" for c in group)
                 else _activation_text(disruption, ctx, number, group),
-                changes=group,
-            )
-        )
+                changes=group))
     return phases
 
 
@@ -201,8 +198,7 @@ def plan(state: HostState, options: PlanOptions | None = None) -> Plan:
     said = {f.id for f in unestablished}  # the closed world's word on a claim wins a rule's
     findings: list[Finding] = sorted(
         [*(f for r in results for f in r.findings if f.id not in said), *unestablished],
-        key=lambda f: SEVERITY_ORDER[f.severity],
-    )
+        key=lambda f: SEVERITY_ORDER[f.severity])
     noops = [Noop(rule=r.rule, reason=r.noop) for r in results if r.noop and not r.changes]
     files_after: dict[str, str] = {}
     guest_after: dict[str, str] = {}
@@ -213,27 +209,15 @@ def plan(state: HostState, options: PlanOptions | None = None) -> Plan:
     vm = state.vm
     phases = _phases(ctx, changes)
     return Plan(
-        pvefix_version=__version__,
-        target={"node": vm.node, "vmid": vm.vmid},
+        pvefix_version=__version__, target={"node": vm.node, "vmid": vm.vmid},
         observed=Observed(
-            node=vm.node,
-            vmid=vm.vmid,
-            vm_digest=vm.digest,
-            config_source=vm.config_source,
-            vm_status=vm.status,
-            running_machine=vm.running_machine,
-            files={p: f.sha256 for p, f in sorted(state.files.items())},
-            access=_access_text(state),
-            ssh=state.access.ssh,
-        ),
-        findings=findings,
-        phases=phases,
-        noops=noops,
-        config_before=vm.config_text,
+            node=vm.node, vmid=vm.vmid, vm_digest=vm.digest, config_source=vm.config_source,
+            vm_status=vm.status, running_machine=vm.running_machine,
+            files={p: f.sha256 for p, f in sorted(state.files.items())}, access=_access_text(state),
+            ssh=state.access.ssh),
+        findings=findings, phases=phases, noops=noops, config_before=vm.config_text,
         config_after=config_after(vm.config_text, ctx.cfg.source, ctx.running, phases),
         host_files_before={p: state.file(p).text or "" for p in files_after},
         host_files_after=files_after,
         guest_files_before={p: guest_read[p].text or "" for p in guest_after},
-        guest_files_after=guest_after,
-        options=options,
-    )
+        guest_files_after=guest_after, options=options)

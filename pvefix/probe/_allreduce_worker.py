@@ -25,11 +25,8 @@ def sweep(rank: int, world: int, port: int, sizes: list[int], iters: int) -> lis
     torch.cuda.set_device(rank)
     dist.init_process_group(
         "nccl",
-        init_method=f"tcp://127.0.0.1:{port}",
-        rank=rank,
-        world_size=world,
-        timeout=timedelta(seconds=120),
-    )
+        init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+        timeout=timedelta(seconds=120))
     rows = []
     try:
         expected = world * (world + 1) / 2
@@ -64,9 +61,7 @@ def sweep(rank: int, world: int, port: int, sizes: list[int], iters: int) -> lis
                     "latency_us": latency,
                     # nccl-tests' bus bandwidth for all-reduce: algbw * 2(n-1)/n
                     "bus_bandwidth_gbps": nbytes / (latency * 1e3) * 2 * (world - 1) / world,
-                    "correct": bool(ok.item()),
-                }
-            )
+                    "correct": bool(ok.item())})
     finally:
         dist.destroy_process_group()
     return rows

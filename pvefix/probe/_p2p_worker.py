@@ -100,8 +100,7 @@ def _device_info(torch: Any, index: int) -> dict[str, Any]:
         "name": props.name,
         "pci_address": address,
         "total_memory_mib": int(props.total_memory) // (1 << 20),
-        "capability": f"{props.major}.{props.minor}",
-    }
+        "capability": f"{props.major}.{props.minor}"}
 
 
 def _host_path(torch: Any, d: int, lat: int, bw: int, iters: int) -> dict[str, Any]:
@@ -120,8 +119,7 @@ def _host_path(torch: Any, d: int, lat: int, bw: int, iters: int) -> dict[str, A
         "d2h_latency_us": _timed(torch, d, lambda: small_h.copy_(small_d, True), iters),
         "h2d_bandwidth_gbps": bw / (h2d_bw * 1e3),
         "d2h_bandwidth_gbps": bw / (d2h_bw * 1e3),
-        "d2d_bandwidth_gbps": bw / (d2d_bw * 1e3),
-    }
+        "d2d_bandwidth_gbps": bw / (d2d_bw * 1e3)}
 
 
 def _pair(torch: Any, i: int, j: int, lat: int, bw: int, check: int, iters: int) -> dict[str, Any]:

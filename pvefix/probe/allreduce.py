@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from pvefix.probe._model import ValidationError as PydanticValidationError
-from pvefix.probe.report import AllReduceRow, AllReduceRun, AllReduceSection, not_measured
+from pvefix.probe.report import AllReduceRow, AllReduceRun, AllReduceSection
 from pvefix.probe.sizes import Plan
 
 WORKER = Path(__file__).with_name("_allreduce_worker.py")
@@ -85,16 +85,14 @@ def _stop(procs: list[subprocess.Popen[str]]) -> None:
         proc.wait()
 
 
-def run_sweep(
-    python: str, world: int, plan: Plan, label: str, env: dict[str, str], timeout: float
-) -> AllReduceRun:
+def run_sweep(python: str, world: int, plan: Plan, label: str, env: dict[str, str],
+              timeout: float) -> AllReduceRun:
     """One sweep: start `world` ranks, wait up to `timeout`, read rank 0's rows."""
     recorded = recorded_env(env)
     if timeout <= 5:
         return AllReduceRun(
             label=label, env=recorded, status="not_measured",
-            reason="timeout: no time left in the probe's budget",
-        )
+            reason="timeout: no time left in the probe's budget")
     port = free_port()
     sizes = ",".join(str(s) for s in plan.allreduce_sizes)
     procs: list[subprocess.Popen[str]] = []
@@ -102,15 +100,12 @@ def run_sweep(
         for rank in range(world):
             argv = [
                 python, str(WORKER), f"--rank={rank}", f"--world={world}", f"--port={port}",
-                f"--sizes={sizes}", f"--iters={plan.allreduce_iterations}",
-            ]
+                f"--sizes={sizes}", f"--iters={plan.allreduce_iterations}"]
             procs.append(
                 subprocess.Popen(
                     argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                     stdin=subprocess.DEVNULL, env=env, text=True, errors="replace",
-                    start_new_session=True,
-                )
-            )
+                    start_new_session=True))
         deadline = time.monotonic() + timeout
         outputs: list[tuple[str, str]] = []
         for proc in procs:
@@ -120,8 +115,7 @@ def run_sweep(
                 _stop(procs)
                 return AllReduceRun(
                     label=label, env=recorded, status="not_measured",
-                    reason=f"timeout: all-reduce ran past {timeout:.0f} s",
-                )
+                    reason=f"timeout: all-reduce ran past {timeout:.0f} s")
     except OSError as exc:
         _stop(procs)
         return AllReduceRun(label=label, env=recorded, status="not_measured", reason=str(exc))
@@ -131,27 +125,22 @@ def run_sweep(
         tail = outputs[rank][1].strip().splitlines()[-1:] or [""]
         return AllReduceRun(
             label=label, env=recorded, status="not_measured",
-            reason=f"rank {rank} exited with {code}: {tail[0][:300]}",
-        )
+            reason=f"rank {rank} exited with {code}: {tail[0][:300]}")
     rows = parse_rank0_output(outputs[0][0])
     if rows is None:
         return AllReduceRun(
             label=label, env=recorded, status="not_measured",
-            reason="rank 0 printed no result line",
-        )
+            reason="rank 0 printed no result line")
     return AllReduceRun(label=label, env=recorded, rows=rows)
 
 
-def measure_allreduce(
-    python: str | None, world: int, plan: Plan, budget: float,
-    base_env: Mapping[str, str] | None = None,
-) -> AllReduceSection:
+def measure_allreduce(python: str | None, world: int, plan: Plan, budget: float,
+                      base_env: Mapping[str, str] | None = None) -> AllReduceSection:
     """Both sweeps, or a section saying why none ran (one GPU, no PyTorch, no time)."""
     if world < 2:
         return AllReduceSection(
             status="not_measured", world_size=world,
-            reason=f"{world} GPU(s) visible: all-reduce needs at least 2",
-        )
+            reason=f"{world} GPU(s) visible: all-reduce needs at least 2")
     if python is None:
         return AllReduceSection(
             status="not_measured", world_size=world, reason="PyTorch is not importable"
@@ -165,11 +154,5 @@ def measure_allreduce(
     if not any(r.measured for r in runs):
         return AllReduceSection(
             status="not_measured", world_size=world, runs=tuple(runs),
-            reason="no sweep finished: " + "; ".join(f"{r.label}: {r.reason}" for r in runs),
-        )
+            reason="no sweep finished: " + "; ".join(f"{r.label}: {r.reason}" for r in runs))
     return AllReduceSection(world_size=world, runs=tuple(runs))
-
-
-def not_measured_allreduce(reason: str) -> AllReduceSection:
-    """Shorthand for a skipped section."""
-    return not_measured(AllReduceSection, reason)

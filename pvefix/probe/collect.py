@@ -79,10 +79,8 @@ def merge_gpus(smi: tuple[nvsmi.SmiGpu, ...], kernel_gpus: tuple[Gpu, ...]) -> t
         if link is None and s.link_width_current is not None:
             link = Link(
                 current_speed=_speed_from_gen(s.link_gen_current),
-                current_width=s.link_width_current,
-                max_speed=_speed_from_gen(s.link_gen_max),
-                max_width=s.link_width_max,
-            )
+                current_width=s.link_width_current, max_speed=_speed_from_gen(s.link_gen_max),
+                max_width=s.link_width_max)
         base = k if k is not None else Gpu(pci_address=s.pci_address)
         merged.append(
             base.model_copy(
@@ -90,10 +88,7 @@ def merge_gpus(smi: tuple[nvsmi.SmiGpu, ...], kernel_gpus: tuple[Gpu, ...]) -> t
                     "index": s.index,
                     "name": s.name,
                     "memory_total_mib": s.memory_total_mib,
-                    "link": link,
-                }
-            )
-        )
+                    "link": link}))
     merged.extend(by_address.values())  # GPUs the kernel has but nvidia-smi does not list
     return tuple(merged)
 
@@ -208,19 +203,10 @@ def collect(opts: ProbeOptions | None = None, run: CommandRunner = run_command) 
         pvefix_version=__version__,
         # timezone.utc, not dt.UTC (3.11+): the probe also runs on guests with Python 3.10.
         created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),  # noqa: UP017
-        hostname=socket.gethostname(),
-        kernel=platform.release(),
-        quick=opts.quick,
-        duration_s=round(time.monotonic() - started, 2),
-        gpus=gpus,
-        topology=topology,
-        p2p_status=p2p_status,
-        cmdline=cmdline,
-        kernel_log=kernel_log,
-        p2p=p2p,
-        allreduce=allreduce,
-        environment=seen_environment(os.environ if opts.env is None else opts.env),
-    )
+        hostname=socket.gethostname(), kernel=platform.release(), quick=opts.quick,
+        duration_s=round(time.monotonic() - started, 2), gpus=gpus, topology=topology,
+        p2p_status=p2p_status, cmdline=cmdline, kernel_log=kernel_log, p2p=p2p, allreduce=allreduce,
+        environment=seen_environment(os.environ if opts.env is None else opts.env))
 
 
 def seen_environment(env: Mapping[str, str]) -> dict[str, str]:

@@ -49,10 +49,8 @@ class Comparison(BaseModel):
         return tuple(d for d in self.differences if d.verdict == "better")
 
 
-def _figure(
-    section: str, item: str, before: float | None, after: float | None, *, lower_is_better: bool,
-    unit: str,
-) -> Difference | None:
+def _figure(section: str, item: str, before: float | None, after: float | None, *,
+            lower_is_better: bool, unit: str) -> Difference | None:
     if before is None and after is None:
         return None
     b = "-" if before is None else f"{fmt(before, 2)} {unit}"

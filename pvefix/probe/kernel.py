@@ -17,8 +17,7 @@ BAR_ERROR_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("bar_no_space", re.compile(r"\bno space for\b")),
     (
         "nvrm_invalid_region",
-        re.compile(r"NVRM: This PCI I/O region assigned to your NVIDIA device is invalid"),
-    ),
+        re.compile(r"NVRM: This PCI I/O region assigned to your NVIDIA device is invalid")),
 )
 
 
@@ -73,10 +72,8 @@ def _read_kmsg(path: Path, limit: int = 200_000) -> list[str]:
     return lines
 
 
-def read_kernel_log(
-    run: CommandRunner, kmsg: Path = Path("/dev/kmsg"), *, reader: Callable[[Path], list[str]]
-    | None = None
-) -> KernelLogSection:
+def read_kernel_log(run: CommandRunner, kmsg: Path = Path("/dev/kmsg"), *,
+                    reader: Callable[[Path], list[str]] | None = None) -> KernelLogSection:
     """Scan the kernel log: `dmesg`, else `journalctl -k`, else /dev/kmsg, whichever works."""
     tried: list[str] = []
     for argv in (["dmesg"], ["journalctl", "-k", "-b", "--no-pager", "-q"]):

@@ -19,10 +19,8 @@ from pvefix.probe.report import Report
 Format = Literal["text", "json"]
 
 
-def execute_probe(
-    fmt: Format, quick: bool, out: Path | None, timeout: float | None, python: str | None,
-    stdout: TextIO,
-) -> int:
+def execute_probe(fmt: Format, quick: bool, out: Path | None, timeout: float | None,
+                  python: str | None, stdout: TextIO) -> int:
     """Probe, print the report in `fmt`, and save its JSON to `out` if given. Always 0."""
     report = collect(ProbeOptions(quick=quick, timeout=timeout, python=python))
     stdout.write(report.to_json() + "\n" if fmt == "json" else render_text(report))

@@ -84,9 +84,8 @@ def _optional_int(value: str, *, field: str, source: str, line: int) -> int | No
         raise ParseError(f"{field}: not a number: {value!r}", source=source, line=line) from None
 
 
-def parse_query_csv(
-    text: str, fields: tuple[str, ...] = QUERY_FIELDS, *, source: str = "nvidia-smi --query-gpu"
-) -> tuple[SmiGpu, ...]:
+def parse_query_csv(text: str, fields: tuple[str, ...] = QUERY_FIELDS, *,
+                    source: str = "nvidia-smi --query-gpu") -> tuple[SmiGpu, ...]:
     """Parse `nvidia-smi --query-gpu=<fields> --format=csv[,noheader][,nounits]`.
 
     A header line, if present, must name the same fields (units in brackets are ignored).
@@ -120,17 +119,13 @@ def parse_query_csv(
 
         gpus.append(
             SmiGpu(
-                index=index,
-                name=row["name"],
+                index=index, name=row["name"],
                 pci_address=normalize_bus_id(row["pci.bus_id"], source=f"{source}:{lineno}"),
                 memory_total_mib=num("memory.total"),
                 driver_version=row.get("driver_version") or None,
                 link_gen_current=num("pcie.link.gen.current"),
                 link_width_current=num("pcie.link.width.current"),
-                link_gen_max=num("pcie.link.gen.max"),
-                link_width_max=num("pcie.link.width.max"),
-            )
-        )
+                link_gen_max=num("pcie.link.gen.max"), link_width_max=num("pcie.link.width.max")))
     if not gpus:
         raise ParseError("no GPU rows", source=source)
     return tuple(gpus)
@@ -167,13 +162,9 @@ def parse_smi_table(text: str, *, source: str = "nvidia-smi") -> SmiSummary:
                 memory = int(mm.group(2))
         gpus.append(
             SmiGpu(
-                index=int(m.group(1)),
-                name=m.group(2).strip(),
+                index=int(m.group(1)), name=m.group(2).strip(),
                 pci_address=normalize_bus_id(m.group(3), source=f"{source}:{i + 1}"),
-                memory_total_mib=memory,
-                driver_version=driver,
-            )
-        )
+                memory_total_mib=memory, driver_version=driver))
     if driver is None and not gpus:
         raise ParseError("no 'Driver Version' header and no GPU rows", source=source)
     return SmiSummary(driver_version=driver, cuda_version=cuda, gpus=tuple(gpus))
@@ -213,19 +204,15 @@ def parse_topo_matrix(text: str, *, source: str = "nvidia-smi topo -m") -> tuple
         if len(values) < len(devices):
             raise ParseError(
                 f"row {line[0]} has {len(values)} cells for {len(devices)} columns",
-                source=source,
-                line=lineno,
-            )
+                source=source, line=lineno)
         rows.append(line[0])
         cells.append(tuple(values[: len(devices)]))
         rest = [v for v in values[len(devices) :] if v]
         named = dict(zip(extra, rest, strict=False))
         if extra:
             affinity[line[0]] = Affinity(
-                cpu_affinity=named.get("CPU Affinity"),
-                numa_affinity=named.get("NUMA Affinity"),
-                gpu_numa_id=named.get("GPU NUMA ID"),
-            )
+                cpu_affinity=named.get("CPU Affinity"), numa_affinity=named.get("NUMA Affinity"),
+                gpu_numa_id=named.get("GPU NUMA ID"))
     if not rows:
         raise ParseError("matrix has no rows", source=source)
     return Matrix(columns=tuple(devices), rows=tuple(rows), cells=tuple(cells)), affinity
@@ -253,9 +240,7 @@ def parse_topo_p2p(text: str, *, source: str = "nvidia-smi topo -p2p") -> Matrix
         if len(values) - 1 != len(columns):
             raise ParseError(
                 f"row {values[0]} has {len(values) - 1} cells for {len(columns)} columns",
-                source=source,
-                line=lineno,
-            )
+                source=source, line=lineno)
         rows.append(values[0])
         cells.append(tuple(values[1:]))
     if not rows:

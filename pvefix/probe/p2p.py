@@ -19,9 +19,8 @@ WORKER = Path(__file__).with_name("_p2p_worker.py")
 _HAS_TORCH = "import importlib.util as u, sys; sys.exit(0 if u.find_spec('torch') else 1)"
 
 
-def find_torch_python(
-    explicit: str | None, run: CommandRunner, *, timeout: float = 15.0
-) -> tuple[str | None, str]:
+def find_torch_python(explicit: str | None, run: CommandRunner, *,
+                      timeout: float = 15.0) -> tuple[str | None, str]:
     """The interpreter to measure with: `explicit`, else this one, else `python3` on PATH.
 
     Returns (path, "") or (None, reason). Never imports torch in this process.
@@ -52,9 +51,7 @@ def parse_worker_output(stdout: str, *, source: str = "p2p worker") -> P2PMeasur
         return not_measured(P2PMeasuredSection, f"{source} output not understood: {first}")
 
 
-def measure_p2p(
-    python: str, plan: Plan, timeout: float, run: CommandRunner
-) -> P2PMeasuredSection:
+def measure_p2p(python: str, plan: Plan, timeout: float, run: CommandRunner) -> P2PMeasuredSection:
     """Run the P2P worker under `python`; a timeout or crash is reported, never raised."""
     if timeout <= 1:
         return not_measured(P2PMeasuredSection, "timeout: no time left in the probe's budget")
@@ -64,8 +61,7 @@ def measure_p2p(
         f"--latency-bytes={plan.latency_bytes}",
         f"--bandwidth-bytes={plan.bandwidth_bytes}",
         f"--check-bytes={plan.check_bytes}",
-        f"--iters={plan.iterations}",
-    ]
+        f"--iters={plan.iterations}"]
     result = run(argv, timeout)
     if result.timed_out:
         return not_measured(P2PMeasuredSection, f"timeout: P2P check ran past {timeout:.0f} s")

@@ -64,8 +64,7 @@ def render_text(report: Report) -> str:
             rows.append([
                 "-" if gpu.index is None else str(gpu.index), gpu.name or "?", gpu.pci_address,
                 "-" if gpu.memory_total_mib is None else f"{gpu.memory_total_mib} MiB",
-                "-" if gpu.numa_node is None else str(gpu.numa_node), link, bars or "-",
-            ])
+                "-" if gpu.numa_node is None else str(gpu.numa_node), link, bars or "-"])
         out += table(["#", "name", "pci", "memory", "numa", "link", "BARs"], rows)
     t = report.topology
     out += _head("nvidia-smi topo -m", t)
@@ -132,8 +131,7 @@ def _render_p2p(report: Report) -> list[str]:
             ["gpu", "H2D us", "D2H us", "H2D GB/s", "D2H GB/s", "on-GPU copy GB/s"],
             ([str(h.device), fmt(h.h2d_latency_us), fmt(h.d2h_latency_us),
               fmt(h.h2d_bandwidth_gbps), fmt(h.d2h_bandwidth_gbps), fmt(h.d2d_bandwidth_gbps)]
-             for h in m.host_paths),
-        )
+             for h in m.host_paths))
     if m.pairs:
         out.append("per ordered pair (direct copy vs through pinned host memory):")
         out += table(
@@ -143,8 +141,7 @@ def _render_p2p(report: Report) -> list[str]:
               yes_no(q.data_delivered) + (f" ({q.mismatched_bytes} bad)"
                                           if q.mismatched_bytes else ""),
               fmt(q.latency_us), fmt(q.bandwidth_gbps), fmt(q.host_staged_latency_us),
-              fmt(q.host_staged_bandwidth_gbps)] for q in m.pairs),
-        )
+              fmt(q.host_staged_bandwidth_gbps)] for q in m.pairs))
         out += [f"  {q.src}->{q.dst}: {q.error or q.peer_error}" for q in m.pairs
                 if q.error or q.peer_error]
     if m.note:
@@ -164,6 +161,5 @@ def _render_allreduce(report: Report) -> list[str]:
         out += table(
             ["size", "latency us", "bus GB/s", "sum right"],
             ([human_bytes(r.bytes), fmt(r.latency_us), fmt(r.bus_bandwidth_gbps, 2),
-              yes_no(r.correct)] for r in run.rows),
-        )
+              yes_no(r.correct)] for r in run.rows))
     return out

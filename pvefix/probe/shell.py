@@ -47,19 +47,14 @@ class CommandRunner(Protocol):
     ) -> CommandResult: ...
 
 
-def run_command(
-    argv: list[str], timeout: float, env: Mapping[str, str] | None = None
-) -> CommandResult:
+def run_command(argv: list[str], timeout: float,
+                env: Mapping[str, str] | None = None) -> CommandResult:
     """Run `argv` with a timeout; its whole process group is killed when the time is up."""
     try:
         proc = subprocess.Popen(
             argv,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            stdin=subprocess.DEVNULL,
-            env=dict(env) if env is not None else None,
-            text=True,
-            errors="replace",
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+            env=dict(env) if env is not None else None, text=True, errors="replace",
             start_new_session=True,  # so a timeout can end the children it started too
         )
     except (FileNotFoundError, PermissionError, NotADirectoryError):

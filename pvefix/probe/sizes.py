@@ -27,20 +27,10 @@ def plan_for(quick: bool, timeout: float | None = None) -> Plan:
     """The full plan, or the quick one; `timeout` overrides the total time budget."""
     if quick:
         return Plan(
-            latency_bytes=4,
-            bandwidth_bytes=32 << 20,
-            check_bytes=4 << 20,
-            iterations=10,
-            allreduce_sizes=QUICK_ALLREDUCE_SIZES,
-            allreduce_iterations=5,
-            budget_s=timeout if timeout is not None else 28.0,
-        )
+            latency_bytes=4, bandwidth_bytes=32 << 20, check_bytes=4 << 20, iterations=10,
+            allreduce_sizes=QUICK_ALLREDUCE_SIZES, allreduce_iterations=5,
+            budget_s=timeout if timeout is not None else 28.0)
     return Plan(
-        latency_bytes=4,
-        bandwidth_bytes=256 << 20,
-        check_bytes=64 << 20,
-        iterations=50,
-        allreduce_sizes=FULL_ALLREDUCE_SIZES,
-        allreduce_iterations=20,
-        budget_s=timeout if timeout is not None else 600.0,
-    )
+        latency_bytes=4, bandwidth_bytes=256 << 20, check_bytes=64 << 20, iterations=50,
+        allreduce_sizes=FULL_ALLREDUCE_SIZES, allreduce_iterations=20,
+        budget_s=timeout if timeout is not None else 600.0)

@@ -52,9 +52,7 @@ def read_link(dev: Path) -> Link | None:
     link = Link(
         current_speed=_read(dev / "current_link_speed"),
         current_width=_int(_read(dev / "current_link_width")),
-        max_speed=_read(dev / "max_link_speed"),
-        max_width=_int(_read(dev / "max_link_width")),
-    )
+        max_speed=_read(dev / "max_link_speed"), max_width=_int(_read(dev / "max_link_width")))
     return None if link == Link() else link
 
 
@@ -66,14 +64,9 @@ def read_gpu(dev: Path) -> Gpu:
     group = dev / "iommu_group"
     driver = dev / "driver"
     return Gpu(
-        pci_address=dev.name,
-        device_id=_read(dev / "device"),
-        numa_node=numa if numa is not None and numa >= 0 else None,
-        bars=bars,
-        link=read_link(dev),
-        driver=_link_name(driver),
-        iommu_group=_link_name(group),
-    )
+        pci_address=dev.name, device_id=_read(dev / "device"),
+        numa_node=numa if numa is not None and numa >= 0 else None, bars=bars, link=read_link(dev),
+        driver=_link_name(driver), iommu_group=_link_name(group))
 
 
 def find_gpus(sysfs_root: Path = Path("/sys")) -> tuple[Gpu, ...]:

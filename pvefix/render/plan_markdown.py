@@ -178,11 +178,8 @@ def render_plan_markdown(plan: Plan, templates: Path = TEMPLATES,
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(templates)),
         autoescape=False,  # Markdown, not HTML  # noqa: S701
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-        undefined=jinja2.StrictUndefined,
-    )
+        trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+        undefined=jinja2.StrictUndefined)
     env.filters["md"] = _md
     env.filters["code"] = _code
     env.filters["fence"] = _fence
@@ -200,20 +197,12 @@ def render_plan_markdown(plan: Plan, templates: Path = TEMPLATES,
                 unified(
                     plan.config_before,
                     plan.config_after,
-                    vm_config(obs.node, obs.vmid),
-                )
-            )
+                    vm_config(obs.node, obs.vmid)))
         parts += [diff for _, diff in file_diffs(plan, phase)]
         diffs[phase.number] = "".join(parts)
     return inert_text(env.get_template("plan.md.j2").render(
-        plan=plan,
-        diffs=diffs,
-        impact=impact(plan),
-        groups=groups(plan),
-        disruption_words=DISRUPTION_WORDS,
-        saved=saved,
-        apply_line=_apply_line(plan, saved),
-    ))
+        plan=plan, diffs=diffs, impact=impact(plan), groups=groups(plan),
+        disruption_words=DISRUPTION_WORDS, saved=saved, apply_line=_apply_line(plan, saved)))
 
 
 def _apply_line(plan: Plan, saved: tuple[str, str] | None) -> str | None:

@@ -176,8 +176,7 @@ def render_plan_text(plan: Plan, *, term: Terminal | None = None, color: bool = 
                f"{obs.access.split(':')[0]}; digest {obs.vm_digest[:12]})", "", "bold"),
         "",
         *_summary(plan, s),
-        "",
-    ]
+        ""]
     if plan.findings:
         lines.append(s("Findings", "bold"))
         for f in plan.findings:
@@ -250,8 +249,7 @@ def _closing(plan: Plan, s: _Style, context: Context | None) -> list[str]:
             s(f"{n} change(s) in {len(plan.phases)} phase(s). Dry run: nothing was changed.",
               "bold"),
             *more,
-            s.term.command_line(*nxt.split(": ", 1)),
-        ]
+            s.term.command_line(*nxt.split(": ", 1))]
     if any(f.id == "devices.unknown-here" for f in plan.findings):
         return [s.wrap("Nothing planned, but not because all is right: some passed devices are"
                        " not in the facts read (see the findings).", "", "yellow")]

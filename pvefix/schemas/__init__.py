@@ -34,8 +34,7 @@ def plan_schema() -> dict[str, Any]:
     schema = Plan.model_json_schema(by_alias=True, mode="serialization")
     schema["properties"]["created_at"] = {
         "type": "string", "format": "date-time",
-        "description": "when `pvefix plan --out` saved the file (UTC, ISO 8601)",
-    }
+        "description": "when `pvefix plan --out` saved the file (UTC, ISO 8601)"}
     return _finish(schema, "plan", "pvefix.plan/v1: a plan file")
 
 
@@ -52,12 +51,9 @@ def plans_schema() -> dict[str, Any]:
             "plans": {
                 "type": "array", "minItems": 1,
                 "description": "one plan per VMID, in the order named (pvefix.plan/v1)",
-                "items": {"$ref": BASE_ID + "plan.schema.json"},
-            },
-        },
+                "items": {"$ref": BASE_ID + "plan.schema.json"}}},
         # Embedded with its own $id (a schema resource of its own), so this file stands alone.
-        "$defs": {"plan": plan_schema()},
-    }
+        "$defs": {"plan": plan_schema()}}
     return _finish(schema, "plans", "pvefix.plans/v1: what `pvefix plan --format json` prints")
 
 
@@ -79,20 +75,16 @@ def check_schema() -> dict[str, Any]:
             "exit_code": {"enum": [0, 1, 2]},
             "summary": {
                 "type": "object", "additionalProperties": False, "required": list(statuses),
-                "properties": {s: {"type": "integer", "minimum": 0} for s in statuses},
-            },
+                "properties": {s: {"type": "integer", "minimum": 0} for s in statuses}},
             "items": {"type": "array", "items": {"$ref": "#/$defs/CheckItem"}},
             "notes": {"type": "array", "items": {"type": "string"}},
             "rehearsals": {
                 "type": "array",
                 "description": "with --rehearse: the verdict of each rehearsed VM "
                 "(pvefix.rehearse/v1), in the order rehearsed",
-                "items": {"$ref": BASE_ID + "rehearse.schema.json"},
-            },
-        },
+                "items": {"$ref": BASE_ID + "rehearse.schema.json"}}},
         # Embedded with its own $id (a schema resource of its own), so this file stands alone.
-        "$defs": {**item.pop("$defs", {}), "CheckItem": item, "rehearse": rehearse_schema()},
-    }
+        "$defs": {**item.pop("$defs", {}), "CheckItem": item, "rehearse": rehearse_schema()}}
     return _finish(schema, "check", "pvefix.check/v1: a drift check report")
 
 
@@ -135,9 +127,7 @@ def rehearse_schema() -> dict[str, Any]:
             "host": {"type": "string", "description": "the host function it stands for"},
             "size": {"type": "integer", "minimum": 1, "description": "its BAR size, bytes"},
             "status": {"enum": ["placed", "not-placed", "beyond-reach", "overlaps-ram"]},
-            "address": address, "end": address,
-        },
-    }
+            "address": address, "end": address}}
     props = schema["properties"]
     props["bars"] = {"type": "array", "items": bar}
     props["schema"] = {"const": REHEARSE_SCHEMA}

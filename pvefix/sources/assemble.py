@@ -73,8 +73,7 @@ def node_facts(node: str, answers: Mapping[str, Any], results: Results,
         "cpu_phys_bits": nf.CPU_PHYS_BITS.parse(results.get(nf.CPU_PHYS_BITS.argv())),
         "edk2_version": packages.get("pve-edk2-firmware-ovmf") or packages.get(
             "pve-edk2-firmware"),
-        **node_fields(nf.facts_for("plan"), lambda f, k: results.get(f.argv(k)), known),
-    })
+        **node_fields(nf.facts_for("plan"), lambda f, k: results.get(f.argv(k)), known)})
 
 
 def _config(vmid: int, node: str, answers: Mapping[str, Any], raw: CommandResult | None,

@@ -30,20 +30,14 @@ def node_facts(tree: HostTree) -> NodeFacts:
     """The node as the tree's metadata describes it."""
     meta = tree.meta
     return NodeFacts(
-        name=meta.node,
-        pve_version=meta.versions.pve,
-        kernel_version=meta.versions.kernel,
-        qemu_version=meta.versions.qemu,
-        edk2_version=meta.versions.edk2,
-        cpu_vendor=meta.cpu.vendor,
-        cpu_model=meta.cpu.model,
-        cpu_phys_bits=meta.cpu.phys_bits,
+        name=meta.node, pve_version=meta.versions.pve, kernel_version=meta.versions.kernel,
+        qemu_version=meta.versions.qemu, edk2_version=meta.versions.edk2,
+        cpu_vendor=meta.cpu.vendor, cpu_model=meta.cpu.model, cpu_phys_bits=meta.cpu.phys_bits,
         cpu_flags=frozenset(meta.cpu.flags) if meta.cpu.flags is not None else None,
         boot_mode=meta.boot.mode,
         secureboot=meta.boot.secureboot if meta.boot.mode == "efi" else None,
         memory_bytes=meta.memory_bytes,
-        **node_fields(NODE_FACTS, tree_answers(tree.read_text), tree_known(NODE_FACTS, meta)),
-    )
+        **node_fields(NODE_FACTS, tree_answers(tree.read_text), tree_known(NODE_FACTS, meta)))
 
 
 
@@ -53,24 +47,15 @@ def vm_facts(tree: HostTree, vmid: int) -> VmFacts:
     if vmid not in vms:
         known = ", ".join(str(v) for v in vms) or "none"
         raise PvefixError(
-            f"no VM {vmid} in this host tree (VMs: {known})", source=str(tree.root)
-        )
+            f"no VM {vmid} in this host tree (VMs: {known})", source=str(tree.root))
     path = tree.vm_config_path(vmid)
     text = tree.read_vm_config(vmid)
     cfg = VMConfig.parse(text, str(path))
     run = tree.vm_state(vmid)
     return VmFacts(
-        vmid=vmid,
-        node=vms[vmid],
-        config_text=text,
-        config_source="file",
-        digest=cfg.digest,
-        pending=pending_items(cfg, cfg.digest),
-        status=run.status,
-        running_machine=run.running_machine,
-        lock=run.lock,
-        ha_state=run.ha_state,
-    )
+        vmid=vmid, node=vms[vmid], config_text=text, config_source="file", digest=cfg.digest,
+        pending=pending_items(cfg, cfg.digest), status=run.status,
+        running_machine=run.running_machine, lock=run.lock, ha_state=run.ha_state)
 
 
 def read_tree(tree: HostTree, vmid: int) -> HostState:
@@ -84,14 +69,11 @@ def read_tree(tree: HostTree, vmid: int) -> HostState:
         boot_tool=BootToolFacts(exit_code=boot.exit_code, output=boot.output),
         files={
             **{path: FileFact.of(path, tree.read_text(path)) for path in HOST_FILES},
-            **{path: FileFact.of(path, text) for path, text in tree.grub_dropins().items()},
-        },
-        pci_devices=tree.pci_devices_at_load(),
-        acs=dict(tree.meta.acs),
+            **{path: FileFact.of(path, text) for path, text in tree.grub_dropins().items()}},
+        pci_devices=tree.pci_devices_at_load(), acs=dict(tree.meta.acs),
         mappings=list(mapping_file.mappings.values()) if mapping_file else [],
         vm=vm_facts(tree, vmid),
-        access=AccessFacts(method="bundle", user=None, auth="none", ssh=False),
-    )
+        access=AccessFacts(method="bundle", user=None, auth="none", ssh=False))
 
 
 def _vm_node_tree(tree: HostTree, vmid: int) -> HostTree:
@@ -126,6 +108,5 @@ def _load(path: str | Path) -> HostTree:
     if not (root / META_FILE).is_file():
         raise ParseError(
             f"not a host tree: no {META_FILE} (docs/host-tree.md says how to make one on a host)",
-            source=str(root),
-        )
+            source=str(root))
     return load_tree(root)

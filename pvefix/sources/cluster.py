@@ -178,10 +178,9 @@ def _bulk_configs(out: ClusterRead, host: HostRead | None) -> dict[int, RawConfi
     return raw
 
 
-def _pending_rows(
-    api: ApiReader, pool: ThreadPoolExecutor, out: ClusterRead, by_api: list[int],
-    where: Mapping[int, tuple[str, bool]], total: int, progress: Progress | None,
-) -> dict[int, Any]:
+def _pending_rows(api: ApiReader, pool: ThreadPoolExecutor, out: ClusterRead, by_api: list[int],
+                  where: Mapping[int, tuple[str, bool]], total: int,
+                  progress: Progress | None) -> dict[int, Any]:
     """GET .../pending of each VM of `by_api`, in parallel; a failure is the VM's entry."""
     pending = {pool.submit(api.get, *VM_PENDING.at(where[v][0], v)): v for v in by_api}
     rows: dict[int, Any] = {}
@@ -196,11 +195,9 @@ def _pending_rows(
     return rows
 
 
-def _fill_vms(
-    out: ClusterRead, todo: list[int], where: Mapping[int, tuple[str, bool]],
-    rows: Mapping[int, Any], raw: Mapping[int, RawConfig],
-    statuses: Mapping[int, Mapping[str, Any]],
-) -> None:
+def _fill_vms(out: ClusterRead, todo: list[int], where: Mapping[int, tuple[str, bool]],
+              rows: Mapping[int, Any], raw: Mapping[int, RawConfig],
+              statuses: Mapping[int, Mapping[str, Any]]) -> None:
     """Each VM's observed state: from its API rows, or from its raw config (bulk)."""
     for vmid in todo:
         status = statuses.get(vmid, {"status": "stopped"})
@@ -259,10 +256,8 @@ def _one_node(name: str, opener: NodeOpener) -> ObservedNode:
     return node
 
 
-def _running_machines(
-    api: ApiReader, pool: ThreadPoolExecutor, todo: list[int],
-    where: Mapping[int, tuple[str, bool]],
-) -> dict[int, Mapping[str, Any]]:
+def _running_machines(api: ApiReader, pool: ThreadPoolExecutor, todo: list[int],
+                      where: Mapping[int, tuple[str, bool]]) -> dict[int, Mapping[str, Any]]:
     """The live status (with `running-machine` for a running VM) of every VM in `todo`.
 
     /cluster/resources is no witness of a run state: Proxmox fills its `status` from pvestatd's
@@ -287,8 +282,7 @@ def _running_machines(
     missing = [
         v for v in todo
         if v not in found
-        or (found[v].get("status") == "running" and not found[v].get("running-machine"))
-    ]
+        or (found[v].get("status") == "running" and not found[v].get("running-machine"))]
     asked = {pool.submit(api.get, *VM_STATUS.at(where[v][0], v)): v
              for v in missing}
     for future, vmid in asked.items():

@@ -56,9 +56,8 @@ def hostpci_entries(cfg: VMConfig) -> list[HostPci]:
     return found
 
 
-def vm_device_addresses(
-    cfg: VMConfig, node: str, mappings: list[PciMapping], known: Iterable[str]
-) -> list[str]:
+def vm_device_addresses(cfg: VMConfig, node: str, mappings: list[PciMapping],
+                        known: Iterable[str]) -> list[str]:
     """Every PCI function the VM passes through on `node` (mapping paths and raw host= ids,
     current and pending), as full addresses. A whole slot (`01:00`) expands to the functions
     the host has; a slot the host lacks stays as function 0 so the reader can say it is absent.

@@ -43,11 +43,9 @@ T = TypeVar("T")
 __all__ = ["LiveTrace", "read_live", "read_live_many", "same_mappings"]
 
 
-def read_target(
-    api: ApiReader, opener: NodeOpen | None, vmid: int, *, node: str | None,
-    access: AccessFacts, trace: LiveTrace | None = None,
-    guest_read: Callable[[str], GuestFacts] | None = None,
-) -> HostState:
+def read_target(api: ApiReader, opener: NodeOpen | None, vmid: int, *, node: str | None,
+                access: AccessFacts, trace: LiveTrace | None = None,
+                guest_read: Callable[[str], GuestFacts] | None = None) -> HostState:
     """Read VM `vmid` and its node through `api` and (if given) the node; see the module
     doc. `guest_read(node)` reads the guest's facts; it runs alongside wave 1."""
     trace = trace or LiveTrace()
@@ -74,10 +72,8 @@ def read_target(
         trace.finished = time.perf_counter()
 
 
-def read_targets(
-    api: ApiReader, opener: NodeOpen | None, vmids: Sequence[int], *, node: str | None,
-    access: AccessFacts, trace: LiveTrace | None = None,
-) -> list[HostState]:
+def read_targets(api: ApiReader, opener: NodeOpen | None, vmids: Sequence[int], *, node: str | None,
+                 access: AccessFacts, trace: LiveTrace | None = None) -> list[HostState]:
     """Read several VMs and their nodes at once (`pvefix plan A B C`, `pvefix desired A B`).
 
     Wave 0 goes out once; then every node the VMs live on is read in parallel, each as

@@ -33,9 +33,8 @@ def parent_path(physical: str) -> list[str]:
     return parts[2:-1]
 
 
-def sysfs_device(
-    address: str, files: Mapping[str, str], links: Mapping[str, str], path: list[str]
-) -> PciDevice | None:
+def sysfs_device(address: str, files: Mapping[str, str], links: Mapping[str, str],
+                 path: list[str]) -> PciDevice | None:
     """A PciDevice from its sysfs files (`files`: name -> text) and links (iommu_group,
     driver: canonical targets); None when the id files are missing."""
     where = f"{SYSFS_PCI}/{address}"
@@ -57,19 +56,13 @@ def sysfs_device(
     group = group_link.rsplit("/", 1)[-1]
     driver_link = links.get("driver", "")
     return PciDevice(
-        address=address,
-        vendor=value("vendor") or "",
-        device=value("device") or "",
-        class_=value("class") or "",
-        subsystem_vendor=value("subsystem_vendor"),
+        address=address, vendor=value("vendor") or "", device=value("device") or "",
+        class_=value("class") or "", subsystem_vendor=value("subsystem_vendor"),
         subsystem_device=value("subsystem_device"),
         iommu_group=int(group) if "/iommu_groups/" in group_link and group.isdigit() else None,
         numa_node=None if numa_node is None or numa_node < 0 else numa_node,
-        driver=driver_link.rsplit("/", 1)[-1] if "/drivers/" in driver_link else None,
-        bars=bars,
-        rom=rom,
-        parent_path=path,
-    )
+        driver=driver_link.rsplit("/", 1)[-1] if "/drivers/" in driver_link else None, bars=bars,
+        rom=rom, parent_path=path)
 
 
 def api_device(item: Mapping[str, Any], path: list[str]) -> PciDevice | None:
@@ -80,23 +73,18 @@ def api_device(item: Mapping[str, Any], path: list[str]) -> PciDevice | None:
     group = item.get("iommugroup")
     sub_vendor, sub_device = item.get("subsystem_vendor"), item.get("subsystem_device")
     return PciDevice(
-        address=address,
-        vendor=str(item.get("vendor", "")).lower(),
-        device=str(item.get("device", "")).lower(),
-        class_=str(item.get("class", "")).lower(),
+        address=address, vendor=str(item.get("vendor", "")).lower(),
+        device=str(item.get("device", "")).lower(), class_=str(item.get("class", "")).lower(),
         subsystem_vendor=None if sub_vendor is None else str(sub_vendor).lower(),
         subsystem_device=None if sub_device is None else str(sub_device).lower(),
-        iommu_group=int(group) if isinstance(group, int) and group >= 0 else None,
-        parent_path=path,
-    )
+        iommu_group=int(group) if isinstance(group, int) and group >= 0 else None, parent_path=path)
 
 
 # -- API answers ------------------------------------------------------------------------------
 
 
-def node_facts(
-    name: str, status: Mapping[str, Any], uname_r: str | None, running_qemu: str | None
-) -> NodeFacts:
+def node_facts(name: str, status: Mapping[str, Any], uname_r: str | None,
+               running_qemu: str | None) -> NodeFacts:
     """NodeFacts from GET /nodes/{node}/status (and `uname -r` when SSH gave it)."""
     boot = status.get("boot-info") or {}
     mode = boot.get("mode")
@@ -107,17 +95,13 @@ def node_facts(
         kernel = words[1] if len(words) > 1 else None
     memory = (status.get("memory") or {}).get("total")
     return NodeFacts(
-        name=name,
-        pve_version=pve_version(status.get("pveversion")),
-        kernel_version=kernel,
-        qemu_version=running_qemu,
-        cpu_vendor=cpu_vendor(cpu.get("model")),
+        name=name, pve_version=pve_version(status.get("pveversion")), kernel_version=kernel,
+        qemu_version=running_qemu, cpu_vendor=cpu_vendor(cpu.get("model")),
         cpu_model=cpu.get("model"),
         cpu_flags=frozenset(cpu["flags"].split()) if isinstance(cpu.get("flags"), str) else None,
         boot_mode=mode if mode in ("efi", "legacy-bios") else None,
         secureboot=bool(boot.get("secureboot")) if mode == "efi" else None,
-        memory_bytes=int(memory) if isinstance(memory, int) else None,
-    )
+        memory_bytes=int(memory) if isinstance(memory, int) else None)
 
 
 
@@ -132,20 +116,15 @@ def mappings_from_api(items: Iterable[Mapping[str, Any]]) -> list[PciMapping]:
         mdev, migrate = item.get("mdev"), item.get("live-migration-capable")
         out.append(
             PciMapping(
-                id=str(item["id"]),
-                description=item.get("description"),
+                id=str(item["id"]), description=item.get("description"),
                 mdev=None if mdev is None else bool(int(mdev)),
                 live_migration_capable=None if migrate is None else bool(int(migrate)),
-                maps=[parse_map_entry(str(m), source, 0) for m in maps],
-                line=0,
-            )
-        )
+                maps=[parse_map_entry(str(m), source, 0) for m in maps], line=0))
     return sorted(out, key=lambda m: m.id)
 
 
-def rebuild_config(
-    current: Mapping[str, Any], pending_rows: Iterable[Mapping[str, Any]]
-) -> VMConfig:
+def rebuild_config(current: Mapping[str, Any],
+                   pending_rows: Iterable[Mapping[str, Any]]) -> VMConfig:
     """The config file as Proxmox's writer would store these API values (no snapshots)."""
     main = {k: as_text(v) for k, v in current.items() if k not in ("digest", "description")}
     description = current.get("description")
@@ -154,8 +133,5 @@ def rebuild_config(
     pending = {k: v for k, v in ns.pending.items() if k != "description"}
     return VMConfig.from_dicts(
         main,
-        description=None if description is None else as_text(description),
-        pending=pending or None,
-        pending_deletes=ns.delete_list() or None,
-        source="rebuilt from the API",
-    )
+        description=None if description is None else as_text(description), pending=pending or None,
+        pending_deletes=ns.delete_list() or None, source="rebuilt from the API")

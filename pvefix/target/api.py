@@ -13,7 +13,7 @@ import hashlib
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,9 +72,8 @@ class PinnedAdapter(HTTPAdapter):
         self._fingerprint = fingerprint
         super().__init__(**kwargs)
 
-    def init_poolmanager(
-        self, connections: int, maxsize: int, block: bool = False, **pool_kwargs: Any
-    ) -> None:
+    def init_poolmanager(self, connections: int, maxsize: int, block: bool = False,
+                         **pool_kwargs: Any) -> None:
         pool_kwargs["assert_fingerprint"] = self._fingerprint
         super().init_poolmanager(connections, maxsize, block, **pool_kwargs)
 
@@ -110,8 +109,7 @@ class _RecordingSession(ProxmoxHttpSession):  # type: ignore[misc]
                 path = url.split("/api2/json", 1)[-1]
                 with self._records_lock:
                     self.records.append(
-                        RequestRecord(method, path, start, time.perf_counter(), status)
-                    )
+                        RequestRecord(method, path, start, time.perf_counter(), status))
 
 
 class _NoAuth(requests.auth.AuthBase):
@@ -138,8 +136,7 @@ class _SessionTicketAuth(ProxmoxHTTPAuth):  # type: ignore[misc]
         data = {"username": self.username, "password": password or ticket}
         response = self._session.request(
             "POST", self.base_url + "/access/ticket", data=data, auth=_NoAuth(),
-            verify=self.verify_ssl, timeout=self.timeout,
-        )
+            verify=self.verify_ssl, timeout=self.timeout)
         if response.status_code != 200:
             raise AuthenticationError(
                 f"authentication failed for {self.username} (HTTP {response.status_code})"
@@ -170,9 +167,7 @@ def warn_insecure(where: str, stream: Any = None) -> None:
         f"WARNING: TLS certificate checking is OFF for {where} (--insecure). Anyone on the "
         "path can read the credentials and change what pvefix reads. Use --ca-cert or "
         "--fingerprint instead.",
-        file=out,
-        flush=True,
-    )
+        file=out, flush=True)
 
 
 class ApiClient:
@@ -216,14 +211,12 @@ class ApiClient:
                 assert conn.token_secret is not None
                 session.auth = ProxmoxHTTPApiTokenAuth(
                     conn.token_user, conn.token_name, conn.token_secret.get_secret_value(),
-                    **common,
-                )
+                    **common)
             else:
                 assert conn.password is not None and conn.user is not None
                 session.auth = _SessionTicketAuth(
                     session, conn.user, conn.password.get_secret_value(),
-                    base_url=self.base_url, **common,
-                )
+                    base_url=self.base_url, **common)
         except AuthenticationError as exc:
             raise ApiError(f"password refused: {exc}", status=401, source=self.base_url) from None
         except requests.exceptions.RequestException as exc:
@@ -232,8 +225,7 @@ class ApiClient:
             raise PvefixError(f"cannot log in: {type(exc).__name__}",
                               source=self.base_url) from None
         self.root = ProxmoxResource(
-            base_url=self.base_url, session=session, serializer=JsonSerializer()
-        )
+            base_url=self.base_url, session=session, serializer=JsonSerializer())
 
     @property
     def api_user(self) -> str | None:
@@ -321,8 +313,7 @@ class ApiClient:
             return PvefixError(
                 f"no complete answer within {self.conn.timeout:g} s (--timeout; raise it if "
                 "the node is only slow)",
-                source=self.base_url,
-            )
+                source=self.base_url)
         cause = os_error_in(exc)
         reason = unreachable_hint(cause, f"{self.conn.host} port {self.conn.port}")
         return PvefixError(f"cannot reach the API: {reason}", source=self.base_url)
@@ -349,9 +340,6 @@ def _node_away(exc: BaseException) -> bool:
 
 def _host_for_url(host: str) -> str:
     return f"[{host}]" if ":" in host and not host.startswith("[") else host
-
-
-ApiGetter = Callable[[str, Mapping[str, str] | None], Any]
 
 
 def count_waves(records: list[RequestRecord]) -> int:

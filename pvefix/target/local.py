@@ -14,7 +14,6 @@ import os
 import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,7 @@ from pvefix.target.api import ApiError
 from pvefix.target.files import cat_text, temp_path
 from pvefix.target.process import run_process, start_process, stop_group
 from pvefix.target.result import CommandResult
-from pvefix.target.ssh import MAX_CHANNELS
+from pvefix.target.ssh import run_each
 
 #: File commands the executor sends (locks, backups), done under the root by LocalShell.
 _FILE_COMMANDS = frozenset({"mkdir", "rm", "cp", "mv"})
@@ -170,10 +169,7 @@ class LocalShell:
                              err.decode("utf-8", errors))
 
     def run_many(self, commands: Sequence[Sequence[str]]) -> list[CommandResult]:
-        if not commands:
-            return []
-        with ThreadPoolExecutor(max_workers=min(MAX_CHANNELS, len(commands))) as pool:
-            return list(pool.map(self.run, commands))
+        return run_each(self.run, commands)
 
     def run_batch(self, commands: Sequence[Sequence[str]]) -> list[CommandResult]:
         """As SshShell.run_batch: here there are no channels to save."""

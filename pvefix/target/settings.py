@@ -109,8 +109,7 @@ class Connection(BaseModel):
     ssh_nodes: dict[str, str] = Field(
         default_factory=dict,
         description="node name -> SSH address (host, host:port or [v6]:port;"
-        " `[profiles.NAME.ssh.nodes]`), as Terraform's bpg provider maps nodes",
-    )
+        " `[profiles.NAME.ssh.nodes]`), as Terraform's bpg provider maps nodes")
 
     @field_validator("user", "token_id", "host", "ssh_user", "ssh_host")
     @classmethod
@@ -329,9 +328,8 @@ def _profile_table(path: Path, profile: str | None, *,
     return table, str(name)
 
 
-def profile_layer(
-    path: Path, profile: str | None, env: Mapping[str, str], *, required: bool
-) -> tuple[dict[str, Any], str | None]:
+def profile_layer(path: Path, profile: str | None, env: Mapping[str, str], *,
+                  required: bool) -> tuple[dict[str, Any], str | None]:
     """The settings of one profile of a TOML config file, and the profile's name."""
     source = str(path)
     table, name = _profile_table(path, profile, required=required)
@@ -604,8 +602,7 @@ def resolve_connection(
         Path(environ[ENV_CONNECTION]) if environ.get(ENV_CONNECTION) else None
     )
     ready_values = (
-        ready_file_layer(Path(os.path.expanduser(str(ready)))) if ready is not None else {}
-    )
+        ready_file_layer(Path(os.path.expanduser(str(ready)))) if ready is not None else {})
     # The file's node is the node its API runs on: a default, below an explicit --node (the
     # reader finds the VM's own node in the cluster either way).
     if "node" in ready_values:

@@ -44,6 +44,16 @@ READ_LIMIT = 256 * 1024 * 1024
 MAX_CHANNELS = 8
 
 
+def run_each(run: Callable[[Sequence[str]], CommandResult],
+             commands: Sequence[Sequence[str]]) -> list[CommandResult]:
+    """Independent commands at once (at most MAX_CHANNELS at a time), each by `run` on its own
+    channel or process; results in order."""
+    if not commands:
+        return []
+    with ThreadPoolExecutor(max_workers=min(MAX_CHANNELS, len(commands))) as pool:
+        return list(pool.map(run, commands))
+
+
 class HostKeyUnknown(RefusedError):
     """The SSH host is not in known_hosts (and trust on first use was not asked for)."""
 
@@ -181,8 +191,7 @@ class _Refuse(paramiko.RejectPolicy):
             f"once with --accept-new-host-key (it is then saved to {self.known_hosts}), or "
             "add it yourself: "
             + _keyscan(self.host, self.port, self.known_hosts, key.get_name()),
-            source=str(self.known_hosts),
-        )
+            source=str(self.known_hosts))
 
 
 class _TrustOnFirstUse(paramiko.MissingHostKeyPolicy):
@@ -202,9 +211,7 @@ class _TrustOnFirstUse(paramiko.MissingHostKeyPolicy):
         print(
             f"pvefix: trusting new SSH host key of {hostname} ({key.get_name()} "
             f"{openssh_fingerprint(key)}), saved to {self.known_hosts}",
-            file=sys.stderr,
-            flush=True,
-        )
+            file=sys.stderr, flush=True)
 
 
 class _OtherKnownKey(Exception):
@@ -300,8 +307,7 @@ class SshShell:
             client.get_host_keys().add(name, keytype, key)
         policy: paramiko.MissingHostKeyPolicy = (
             _TrustOnFirstUse(known, revoked) if conn.accept_new_host_key
-            else _Refuse(known, revoked, host, conn.ssh_port)
-        )
+            else _Refuse(known, revoked, host, conn.ssh_port))
         client.set_missing_host_key_policy(policy)
         try:
             # Our own socket, to set TCP_NODELAY as OpenSSH does: small command round trips
@@ -310,17 +316,11 @@ class SshShell:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             client.connect(
                 host,
-                port=conn.ssh_port,
-                username=conn.ssh_user,
+                port=conn.ssh_port, username=conn.ssh_user,
                 password=conn.ssh_password.get_secret_value() if conn.ssh_password else None,
                 key_filename=str(conn.expanded(conn.ssh_key)) if conn.ssh_key else None,
-                allow_agent=conn.ssh_agent,
-                look_for_keys=False,
-                timeout=conn.timeout,
-                banner_timeout=conn.timeout,
-                auth_timeout=conn.timeout,
-                sock=sock,
-            )
+                allow_agent=conn.ssh_agent, look_for_keys=False, timeout=conn.timeout,
+                banner_timeout=conn.timeout, auth_timeout=conn.timeout, sock=sock)
         except paramiko.BadHostKeyException as exc:
             client.close()
             _bad_host_key(exc, (host, conn.ssh_port), known, revoked, keys, first)
@@ -419,10 +419,7 @@ class SshShell:
 
     def run_many(self, commands: Sequence[Sequence[str]]) -> list[CommandResult]:
         """Run independent commands at once, each on its own channel; results in order."""
-        if not commands:
-            return []
-        with ThreadPoolExecutor(max_workers=min(MAX_CHANNELS, len(commands))) as pool:
-            return list(pool.map(self.run, commands))
+        return run_each(self.run, commands)
 
     def run_batch(self, commands: Sequence[Sequence[str]]) -> list[CommandResult]:
         """Short, read-only commands one after another on one channel (pvefix.target.framed),

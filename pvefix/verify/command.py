@@ -38,11 +38,9 @@ def choose_baseline(state_dir: Path, vmid: int, baseline: str | None,
     return (kept[-1].stem, read_report(kept[-1])) if kept else None
 
 
-def execute_verify(
-    vmid: int, *, conn: Connection | None, guest: GuestAccess, quick: bool,
-    baseline: str | None, before: Path | None, fmt: Literal["text", "json"],
-    budget: float | None, state_dir: Path | None, stdout: TextIO,
-) -> int:
+def execute_verify(vmid: int, *, conn: Connection | None, guest: GuestAccess, quick: bool,
+                   baseline: str | None, before: Path | None, fmt: Literal["text", "json"],
+                   budget: float | None, state_dir: Path | None, stdout: TextIO) -> int:
     """Probe, keep, compare, print. 0: measured and P2P is not worse; 2: P2P got worse; 1:
     the probe measured nothing (no GPU in the guest), which proves nothing."""
     state = open_state_dir(state_dir)
@@ -60,10 +58,9 @@ def execute_verify(
     return EXIT_OK if outcome.measured else EXIT_ERROR
 
 
-def execute_workload(
-    vmid: int, *, conn: Connection | None, guest: GuestAccess, command: str, timeout: float,
-    state_dir: Path | None, fmt: Literal["text", "json"], stdout: TextIO,
-) -> int:
+def execute_workload(vmid: int, *, conn: Connection | None, guest: GuestAccess, command: str,
+                     timeout: float, state_dir: Path | None, fmt: Literal["text", "json"],
+                     stdout: TextIO) -> int:
     """`verify --workload`: run it, keep the result, print it. 0 pass; 2 fail or hang."""
     from pvefix.target.open import open_guest
     from pvefix.verify.workload import run_workload, store_workload

@@ -100,8 +100,7 @@ def render_pairs(before: Report | None, after: Report) -> list[str]:
             two(yes_no(x.can_access_peer if x else None), yes_no(y.can_access_peer if y else None)),
             two(yes_no(x.data_delivered if x else None), yes_no(y.data_delivered if y else None)),
             two(fmt(x.latency_us if x else None, 2), fmt(y.latency_us if y else None, 2)),
-            two(fmt(x.bandwidth_gbps if x else None), fmt(y.bandwidth_gbps if y else None)),
-        ])
+            two(fmt(x.bandwidth_gbps if x else None), fmt(y.bandwidth_gbps if y else None))])
     return table(["pair", "peer access", "data delivered", "latency us", "GB/s"], rows)
 
 

@@ -256,7 +256,7 @@ def test_verify_probes_the_guest_through_proxmoxs_own_agent_endpoints(
     pve_api: Any, tmp_path: Path,
 ) -> None:
     """`verify --guest-agent` reaches the guest through the real agent endpoints (ping, exec,
-    exec-status, file-write, file-read). The harness's guest is a sandbox without PCI devices
+    exec-status, file-write). The harness's guest is a sandbox without PCI devices
     (../shared/pve-api: "What stays simulated"), so the probe measures no GPU: verify says so
     and exits 1, as it must when it measured nothing (on the simulator its guest has GPUs)."""
     real: RealNode = pve_api.node("windows-igd")

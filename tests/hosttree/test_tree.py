@@ -98,10 +98,6 @@ def test_undecodable_bytes_survive_a_round_trip(kpro6: HostTree) -> None:
     assert path.read_bytes() == b"# caf\xe9\n"
 
 
-def test_kernel_modules_come_from_sys_module(kpro6: HostTree) -> None:
-    assert "vfio_iommu_type1" in kpro6.kernel_modules()
-
-
 def test_config_paths_follow_a_vm_that_moved_or_vanished(kpro6: HostTree) -> None:
     assert kpro6.vm_config_path(101).parent.name == "qemu-server"
     kpro6.meta.cluster_nodes.append("kpro7")

@@ -211,8 +211,7 @@ def rule(ctx: Context) -> RuleResult:
         " +pdpe1gb). OVMF does cap the guest's address space at 40 bits (1 TiB) without 1 GiB"
         " pages; that matters only when RAM plus the GPUs' BARs need more, which this rule"
         " checks. Adding +pdpe1gb to the cpu flags silences it where the host CPU has pdpe1gb.",
-        evidence=[f"cpu: {planned}", "bios: ovmf"],
-    )
+        evidence=[f"cpu: {planned}", "bios: ovmf"])
     return result.model_copy(update={"findings": [*result.findings, warning]})
 
 
@@ -229,8 +228,7 @@ def _rule(ctx: Context) -> RuleResult:
             return RuleResult(
                 rule=NAME,
                 noop="the passed devices are not in the facts read here; BAR sizes unknown",
-                findings=findings,
-            )
+                findings=findings)
         return RuleResult(rule=NAME, noop=ctx.no_gpu_reason().replace(
             "no GPU is passed through", "no GPU among the passed devices"))
     sized = [(p, d) for p in entries for d in p.sized]
@@ -240,10 +238,8 @@ def _rule(ctx: Context) -> RuleResult:
     bar_errors = list(guest.bar_errors) if guest else []
     if largest < LARGE_BAR and not bar_errors:
         return RuleResult(
-            rule=NAME,
-            noop=f"largest GPU BAR is {fmt(largest)}: fits any guest MMIO window",
-            findings=findings,
-        )
+            rule=NAME, noop=f"largest GPU BAR is {fmt(largest)}: fits any guest MMIO window",
+            findings=findings)
     vm, cpu, mmio64_mb = window_inputs(ctx)
     above = _above_host(ctx, cpu)
     now = None if above is not None else vm.judge(ctx, cpu, mmio64_mb)
@@ -267,25 +263,31 @@ def _rule(ctx: Context) -> RuleResult:
     changes += realloc_changes
     findings += realloc_findings
     if not changes:
-        if above is not None:
-            reason = f"no BAR verdict: {above.title}"
-        elif any(f.id == "bar.window-unverified" for f in findings):
-            reason = "whether the GPU BARs fit is not known until measured (see findings)"
-        elif any(f.id == "bar.guest-unknown" for f in findings):
-            reason = "the MMIO window is large enough; the guest's cmdline is out of reach"
-        elif any(f.severity == "error" for f in findings):
-            reason = "no VM config change can make the BARs fit (see findings)"
-        elif io is not None and now is not None and now.verdict.outcome == "fits":
-            reason = ("the 64-bit window holds the GPU BARs, but OVMF's I/O port space may not"
-                      " hold the VM's I/O windows, and OVMF then drops a GPU (see findings)")
-        elif now is not None and now.verdict.outcome != "fits":
-            reason = (f"the GPU BARs do not fit as configured ({now.describe()}); the way out"
-                      " is args, which pvefix does not write (see findings)")
-        else:
-            reason = f"GPU BARs fit: {'; '.join(evidence)}"
-        return RuleResult(rule=NAME, noop=reason, findings=findings)
+        return RuleResult(rule=NAME, noop=_noop(above, now, findings, evidence),
+                          findings=findings)
     return RuleResult(rule=NAME, changes=changes, findings=findings,
                       guest_files_after=_guest_files_after(ctx, changes))
+
+
+def _noop(above: Finding | None, now: Judged | None, findings: list[Finding],
+          evidence: list[str]) -> str:
+    """Why no change is planned, from what the rule found."""
+    if above is not None:
+        return f"no BAR verdict: {above.title}"
+    if any(f.id == "bar.window-unverified" for f in findings):
+        return "whether the GPU BARs fit is not known until measured (see findings)"
+    if any(f.id == "bar.guest-unknown" for f in findings):
+        return "the MMIO window is large enough; the guest's cmdline is out of reach"
+    if any(f.severity == "error" for f in findings):
+        return "no VM config change can make the BARs fit (see findings)"
+    if any(f.id == "bar.io-space" for f in findings) and now is not None and (
+            now.verdict.outcome == "fits"):
+        return ("the 64-bit window holds the GPU BARs, but OVMF's I/O port space may not"
+                " hold the VM's I/O windows, and OVMF then drops a GPU (see findings)")
+    if now is not None and now.verdict.outcome != "fits":
+        return (f"the GPU BARs do not fit as configured ({now.describe()}); the way out"
+                " is args, which pvefix does not write (see findings)")
+    return f"GPU BARs fit: {'; '.join(evidence)}"
 
 
 def window_inputs(ctx: Context) -> tuple[Vm, mmio.CpuLine, int | None]:
@@ -325,8 +327,7 @@ def _above_host(ctx: Context, cpu: mmio.CpuLine) -> Finding | None:
         f" above {host} bits, where the host cannot map them (guest-phys-bits holds back only"
         " OVMF from edk2 202408 on); the guest then hangs or the GPU fails. Set"
         f" phys-bits={host} or phys-bits=host in `cpu` (pvefix does not judge a window it"
-        " cannot map).",
-    )
+        " cannot map).")
 
 
 def _evidence(ctx: Context, entries: list[Passed], vm: Vm, total64: int, largest: int,
@@ -338,8 +339,7 @@ def _evidence(ctx: Context, entries: list[Passed], vm: Vm, total64: int, largest
         f" {fmt(total64)} in all, largest {fmt(largest)}",
         f"guest RAM {fmt(vm.ram)}; firmware {fw}"
         + (f" (X-PciMmio64Mb={mmio64_mb})" if mmio64_mb and vm.firmware == "ovmf" else ""),
-        f"cpu: {cpu.raw}" if cpu.raw else "no cpu line (kvm64)",
-    ]
+        f"cpu: {cpu.raw}" if cpu.raw else "no cpu line (kvm64)"]
     if cpu.model is not None:
         m = cpu.model
         evidence.append(f"custom model {m.name} ({CPU_MODELS}): reported-model"
@@ -357,8 +357,7 @@ def _evidence(ctx: Context, entries: list[Passed], vm: Vm, total64: int, largest
         evidence.append(
             "a mapping entry passes ONE device of its pool, picked at start, and is sized by its"
             " largest candidate: "
-            + "; ".join(f"mapping {m}: {', '.join(keys)}" for m, keys in by_map.items())
-        )
+            + "; ".join(f"mapping {m}: {', '.join(keys)}" for m, keys in by_map.items()))
     return evidence
 
 
@@ -431,8 +430,7 @@ def _unverified(ctx: Context, vm: Vm, now: Judged, evidence: list[str]) -> Findi
         f" {ctx.state.vm.vmid}` (the firmware booted on {node} with a stand-in of each GPU's"
         " BAR size; docs/rehearse.md), or boot the VM and check the guest's"
         " `dmesg | grep -i 'BAR .*no space'`.",
-        evidence=evidence,
-    )
+        evidence=evidence)
 
 
 def guest_grub_after(text: str, path: str = GRUB_DEFAULT) -> str:
@@ -464,19 +462,14 @@ def _unknown_finding(ctx: Context) -> Finding:
     node = ctx.state.node.name
     keys = [p for p in ctx.unknown_entries]
     return Finding(
-        id="devices.unknown-here",
-        rule=NAME,
-        severity="warning",
+        id="devices.unknown-here", rule=NAME, severity="warning",
         title="Passed devices are not in the facts read",
-        detail=(
-            f"{', '.join(p.key for p in keys)} name devices that the facts read from {node} do"
-            " not hold (a VM of another node, or a bundle of another host?). pvefix cannot size"
-            " their BARs or tell whether they are GPUs; read the VM's own node (pvefix plan on"
-            " the node the VM lives on, or a bundle collected there)."
-        ),
+        detail=f"{', '.join(p.key for p in keys)} name devices that the facts read from {node} do"
+        " not hold (a VM of another node, or a bundle of another host?). pvefix cannot size"
+        " their BARs or tell whether they are GPUs; read the VM's own node (pvefix plan on"
+        " the node the VM lives on, or a bundle collected there).",
         evidence=[f"{p.key}: {p.entry.raw}" + (f" ({p.problem})" if p.problem else "")
-                  for p in keys],
-    )
+                  for p in keys])
 
 
 def _now_finding(ctx: Context, now: Judged, evidence: list[str]) -> Finding | None:
@@ -518,9 +511,8 @@ def _cpu_candidate(ctx: Context, vm: Vm, now: Judged) -> tuple[str, bool] | None
     return after, add_1g
 
 
-def _window_change(
-    ctx: Context, vm: Vm, now: Judged, mmio64_mb: int | None, evidence: list[str]
-) -> tuple[Change | None, list[Finding]]:
+def _window_change(ctx: Context, vm: Vm, now: Judged, mmio64_mb: int | None,
+                   evidence: list[str]) -> tuple[Change | None, list[Finding]]:
     """The cpu-line change that makes RAM and BARs fit, or findings saying what does."""
     node = ctx.state.node
     findings = [f for f in [_now_finding(ctx, now, evidence)] if f is not None]
@@ -574,8 +566,7 @@ def _too_small(judged: Judged, setting: str, evidence: list[str]) -> Finding:
 
 def _cpu_host_alternative() -> Finding:
     return Finding(
-        id="bar.cpu-host-alternative", rule=NAME, severity="info",
-        title="Alternative: cpu: host",
+        id="bar.cpu-host-alternative", rule=NAME, severity="info", title="Alternative: cpu: host",
         detail="`cpu: host` also reports the host's phys-bits and its 1 GiB pages; it shows the"
         " guest the exact host CPU (every flag), so the VM can only move to hosts with the same"
         " CPU, and guest software may behave per host model.")
@@ -590,8 +581,7 @@ def _cpu_change(ctx: Context, now: Judged, new: Judged | None, candidate: tuple[
         f"With {now.describe()}, the guest cannot hold {ram}"
         " of RAM and the GPUs' BARs. phys-bits=host gives the vCPU the host's address width"
         + (", and +pdpe1gb gives it 1 GiB pages, without which OVMF caps phys-bits at 40"
-           " (Proxmox warns of exactly this for qemu64/kvm64 models on OVMF)." if add_1g else ".")
-    )
+           " (Proxmox warns of exactly this for qemu64/kvm64 models on OVMF)." if add_1g else "."))
     risk = ["phys-bits=host breaks live migration to hosts with another address width (a VM with"
             " passthrough cannot live-migrate anyway)."]
     if add_1g:
@@ -610,15 +600,12 @@ def _cpu_change(ctx: Context, now: Judged, new: Judged | None, candidate: tuple[
                     f" {ctx.state.vm.vmid} --phase 1 --rehearse`).")
     after_text = new.describe() if new is not None else "the host's phys-bits"
     return VmConfigChange(
-        id="vm.cpu.phys-bits", rule=NAME, key="cpu", before=now.cpu.raw, after=after,
-        reason=why,
+        id="vm.cpu.phys-bits", rule=NAME, key="cpu", before=now.cpu.raw, after=after, reason=why,
         risk=Risk(level="low" if node.cpu_flags is not None or not add_1g else "medium",
                   text=" ".join(risk)),
         evidence=[*evidence, f"after: {after_text}"],
         inverse=f"cpu: {now.cpu.raw}" if now.cpu.raw else "delete the cpu key",
-        disruption="vm-restart",
-        effect=f"At the next cold start the vCPU reports {after_text}.",
-    )
+        disruption="vm-restart", effect=f"At the next cold start the vCPU reports {after_text}.")
 
 
 def _mmio64_fix(ctx: Context, vm: Vm, now: Judged, mmio64_mb: int | None) -> Finding | None:
@@ -669,9 +656,8 @@ def _mmio64_offer(ctx: Context, title: str, detail: str) -> Finding:
                    detail=detail, evidence=[f"args: {ctx.value('args') or '(none)'}"])
 
 
-def _guest_side(
-    ctx: Context, evidence: list[str], bar_errors: list[str], largest: int
-) -> tuple[list[Change], list[Finding]]:
+def _guest_side(ctx: Context, evidence: list[str], bar_errors: list[str],
+                largest: int) -> tuple[list[Change], list[Finding]]:
     """pci=realloc in a Linux guest; a finding for a guest whose OS pvefix does not know."""
     guest = ctx.state.guest
     q35_planned = ctx.machine.family != "q35"
@@ -685,13 +671,9 @@ def _guest_side(
             Finding(
                 id="bar.guest-os-unknown", rule=NAME, severity="info",
                 title="Guest OS not known: pci=realloc not planned",
-                detail=(
-                    f"ostype is '{ctx.ostype}'. If the guest is Linux, it should boot with"
-                    " pci=realloc (the kernel then resizes the root ports' bridge windows); set"
-                    " `ostype: l26` (or give pvefix a way into the guest) and plan again."
-                ),
-            )
-        ]
+                detail=f"ostype is '{ctx.ostype}'. If the guest is Linux, it should boot with"
+                " pci=realloc (the kernel then resizes the root ports' bridge windows); set"
+                " `ostype: l26` (or give pvefix a way into the guest) and plan again.")]
     guest_line = guest.cmdline if guest and guest.cmdline is not None else None
     realloc = pci_realloc_state(Cmdline.parse(guest_line)) if guest_line is not None else None
     if guest_line is None and not bar_errors and not q35_planned:
@@ -699,18 +681,20 @@ def _guest_side(
         # with pci=realloc, so it says so instead of planning the same manual step forever.
         return [], [
             Finding(
-                id="bar.guest-unknown", rule=NAME, severity="info",
-                title="Guest cmdline not known",
-                detail=(
-                    "The GPUs have large BARs behind q35 root ports; check that the guest boots"
-                    " with pci=realloc and logs no BAR errors (`cat /proc/cmdline`, `dmesg | grep"
-                    " -i BAR`), or give pvefix a way into the guest (or a probe report)."
-                ),
-                evidence=evidence,
-            )
-        ]
+                id="bar.guest-unknown", rule=NAME, severity="info", title="Guest cmdline not known",
+                detail="The GPUs have large BARs behind q35 root ports; check that the guest boots"
+                " with pci=realloc and logs no BAR errors (`cat /proc/cmdline`, `dmesg | grep"
+                " -i BAR`), or give pvefix a way into the guest (or a probe report).",
+                evidence=evidence)]
     if realloc == "on":
         return [], []
+    return [_realloc_change(ctx, evidence, bar_errors, guest_line, realloc)], []
+
+
+def _realloc_change(ctx: Context, evidence: list[str], bar_errors: list[str],
+                    guest_line: str | None, realloc: str | None) -> Change:
+    """pci=realloc added to the guest's command line: by pvefix where it has a way into the
+    guest, else as the steps to do there."""
     ev = list(evidence)
     ev += [f"guest kernel: {e}" for e in bar_errors[:5]]
     if guest_line is not None:
@@ -724,54 +708,34 @@ def _guest_side(
         "The guest kernel must size a bridge window for each GPU's root port; pci=realloc lets"
         " it resize windows the firmware made too small."
         + (" BAR assignment errors were seen in the guest." if bar_errors else "")
-        + (" pci=realloc=off is set today and forbids it." if realloc == "off" else "")
-    )
+        + (" pci=realloc=off is set today and forbids it." if realloc == "off" else ""))
     common = dict(
-        rule=NAME,
-        key="pci",
-        before=guest_line,
-        reason=reason,
+        rule=NAME, key="pci", before=guest_line, reason=reason,
         risk=Risk(
             level="low",
             text="Only the guest kernel is affected; a wrong grub edit in the guest is the"
-            " main risk (keep console access).",
-        ),
-        evidence=ev,
-        disruption="guest-reboot",
-        effect=(
-            "Lets the guest re-place BARs inside the MMIO window; it cannot grow the window"
-            " itself (that is the VM-side phys-bits fix)."
-        ),
-    )
+            " main risk (keep console access)."),
+        evidence=ev, disruption="guest-reboot",
+        effect="Lets the guest re-place BARs inside the MMIO window; it cannot grow the window"
+        " itself (that is the VM-side phys-bits fix).")
     if ctx.state.access.guest is not None:
-        return [
-            GuestCmdlineChange(
-                id="guest.cmdline.pci_realloc",
-                after=after_line or "pci=realloc",
-                inverse="remove pci=realloc from the guest's GRUB_CMDLINE_LINUX_DEFAULT and"
-                " run update-grub",
-                file=GRUB_DEFAULT,
-                refresh_command=["update-grub"],
-                **common,
-            )
-        ], []
-    return [
-        ManualChange(
-            id="guest.cmdline.pci_realloc",
-            after=after_line or "... pci=realloc",
-            inverse="remove pci=realloc again and run update-grub in the guest",
-            commands=[
-                "# inside the guest, as root (Debian/Ubuntu):",
-                "sed -n 's/^GRUB_CMDLINE_LINUX_DEFAULT=//p' /etc/default/grub",
-                "# add pci=realloc inside those quotes (replace pci=realloc=off if"
-                " present), e.g. with: editor /etc/default/grub",
-                "update-grub",
-                "# RHEL/Fedora/Rocky instead:",
-                "grubby --update-kernel=ALL --args=pci=realloc",
-                "# after the next boot, check:",
-                "cat /proc/cmdline",
-                'dmesg | grep -iE "BAR .*(no space|failed to assign)|NVRM: .*invalid"',
-            ],
-            **common,
-        )
-    ], []
+        return GuestCmdlineChange(
+            id="guest.cmdline.pci_realloc", after=after_line or "pci=realloc",
+            inverse="remove pci=realloc from the guest's GRUB_CMDLINE_LINUX_DEFAULT and"
+            " run update-grub",
+            file=GRUB_DEFAULT, refresh_command=["update-grub"], **common)
+    return ManualChange(
+        id="guest.cmdline.pci_realloc", after=after_line or "... pci=realloc",
+        inverse="remove pci=realloc again and run update-grub in the guest",
+        commands=[
+            "# inside the guest, as root (Debian/Ubuntu):",
+            "sed -n 's/^GRUB_CMDLINE_LINUX_DEFAULT=//p' /etc/default/grub",
+            "# add pci=realloc inside those quotes (replace pci=realloc=off if"
+            " present), e.g. with: editor /etc/default/grub",
+            "update-grub",
+            "# RHEL/Fedora/Rocky instead:",
+            "grubby --update-kernel=ALL --args=pci=realloc",
+            "# after the next boot, check:",
+            "cat /proc/cmdline",
+            'dmesg | grep -iE "BAR .*(no space|failed to assign)|NVRM: .*invalid"'],
+        **common)

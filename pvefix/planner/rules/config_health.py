@@ -94,115 +94,91 @@ def _memory_finding(ctx: Context) -> Finding | None:
 
 
 def rule(ctx: Context) -> RuleResult:
-    vm = ctx.state.vm
-    findings: list[Finding] = []
-    memory = _memory_finding(ctx)
-    if memory is not None:
-        findings.append(memory)
-    if vm.lock:
-        findings.append(
-            Finding(
-                id="vm.locked",
-                rule=NAME,
-                severity="error",
-                title=f"VM {vm.vmid} is locked ({vm.lock})",
-                detail="Proxmox refuses config changes while the lock is held; apply will refuse"
-                " until it is released (wait for the backup/operation, or `qm unlock`).",
-            )
-        )
+    findings = [f for f in (_memory_finding(ctx), _locked(ctx)) if f is not None]
     if ctx.is_template:
         findings.append(_template(ctx))
-    if ctx.next.has_pending:
-        findings.append(
-            Finding(
-                id="vm.pending",
-                rule=NAME,
-                severity="warning",
-                title="The VM already has pending changes",
-                detail="pvefix plans from the config the VM will start with, these staged"
-                " changes included, and its writes keep them (a change that would revive a"
-                " staged delete or drop a staged value says so in its risk). They take effect"
-                " at the VM's next cold start; review them.",
-                evidence=[s.describe() for s in ctx.next.staged()],
-            )
-        )
-    if vm.ha_state and vm.ha_state != "ignored":
-        findings.append(
-            Finding(
-                id="vm.ha-managed",
-                rule=NAME,
-                severity="warning",
-                title=f"VM {vm.vmid} is managed by HA (state {vm.ha_state})",
-                detail="Proxmox hands a shutdown or a start of an HA-managed VM to the HA manager"
-                " (qemu-server API2/Qemu.pm: `ha-manager crm-command stop`, `ha-manager set"
-                " --state started`), which acts later on its own and, when a start fails, may"
-                " retry it or start the VM on another node (max_restart, max_relocate). `pvefix"
-                " apply --restart` refuses such a VM. To restart it with pvefix: `ha-manager set"
-                f" vm:{vm.vmid} --state ignored` (HA then leaves it alone), apply with"
-                f" --restart, then `ha-manager set vm:{vm.vmid} --state started`. Or apply"
-                " without --restart and restart it through HA yourself.",
-            )
-        )
-    for problem in ctx.cfg.problems:
-        findings.append(
-            Finding(
-                id=f"vm.config.line{problem.line}",
-                rule=NAME,
-                severity="warning",
-                title="Config line Proxmox would warn about",
-                detail=problem.message + " (pvefix keeps the line untouched)",
-                evidence=[f"{vm.vmid}.conf:{problem.line}"],
-            )
-        )
-    for p in ctx.passed:
-        for err in p.entry.start_errors() + ([p.problem] if p.problem else []):
-            findings.append(
-                Finding(
-                    id=f"vm.{p.key}.start-error",
-                    rule=NAME,
-                    severity="error",
-                    title=f"{p.key} would fail the VM start",
-                    detail=err,
-                    evidence=[f"{p.key}: {p.entry.raw}"],
-                )
-            )
-        if (
-            p.entry.pcie
-            and ctx.machine.family != "q35"
-            and not any(q.entry.legacy_igd for q in ctx.passed)
-        ):
-            findings.append(
-                Finding(
-                    id=f"vm.{p.key}.pcie-without-q35",
-                    rule=NAME,
-                    severity="error",
-                    title=f"{p.key} has pcie=1 but the machine is not q35",
-                    detail="The next VM start fails with 'q35 machine model is not enabled'.",
-                    evidence=[f"{p.key}: {p.entry.raw}", f"machine: {ctx.machine.type}"],
-                )
-            )
-    findings.extend(_assigned_twice(ctx))
-    if vm.status == "running" and vm.running_machine:
-        from pvefix.vmconfig import Machine
-
-        try:
-            running_family = Machine.parse(vm.running_machine.split(",")[0]).family
-        except PvefixError:  # an odd running-machine string is only reported
-            running_family = None
-        if running_family and running_family != ctx.machine.family:
-            findings.append(
-                Finding(
-                    id="vm.machine-not-running",
-                    rule=NAME,
-                    severity="info",
-                    title="The running machine differs from the configured one",
-                    detail=f"Running {vm.running_machine}; configured {ctx.machine.type}: the"
-                    " change waits for a cold start.",
-                )
-            )
+    findings += [*_pending_and_ha(ctx), *_entry_findings(ctx), *_assigned_twice(ctx),
+                 *_machine_not_running(ctx)]
     if not findings:
         return RuleResult(rule=NAME, noop="no lock, no pending changes, config clean")
     return RuleResult(rule=NAME, findings=findings)
+
+
+def _locked(ctx: Context) -> Finding | None:
+    vm = ctx.state.vm
+    return None if not vm.lock else Finding(
+        id="vm.locked", rule=NAME, severity="error", title=f"VM {vm.vmid} is locked ({vm.lock})",
+        detail="Proxmox refuses config changes while the lock is held; apply will refuse"
+        " until it is released (wait for the backup/operation, or `qm unlock`).")
+
+
+def _pending_and_ha(ctx: Context) -> list[Finding]:
+    vm = ctx.state.vm
+    findings: list[Finding] = []
+    if ctx.next.has_pending:
+        findings.append(Finding(
+            id="vm.pending", rule=NAME, severity="warning",
+            title="The VM already has pending changes",
+            detail="pvefix plans from the config the VM will start with, these staged"
+            " changes included, and its writes keep them (a change that would revive a"
+            " staged delete or drop a staged value says so in its risk). They take effect"
+            " at the VM's next cold start; review them.",
+            evidence=[s.describe() for s in ctx.next.staged()]))
+    if vm.ha_state and vm.ha_state != "ignored":
+        findings.append(Finding(
+            id="vm.ha-managed", rule=NAME, severity="warning",
+            title=f"VM {vm.vmid} is managed by HA (state {vm.ha_state})",
+            detail="Proxmox hands a shutdown or a start of an HA-managed VM to the HA manager"
+            " (qemu-server API2/Qemu.pm: `ha-manager crm-command stop`, `ha-manager set"
+            " --state started`), which acts later on its own and, when a start fails, may"
+            " retry it or start the VM on another node (max_restart, max_relocate). `pvefix"
+            " apply --restart` refuses such a VM. To restart it with pvefix: `ha-manager set"
+            f" vm:{vm.vmid} --state ignored` (HA then leaves it alone), apply with"
+            f" --restart, then `ha-manager set vm:{vm.vmid} --state started`. Or apply"
+            " without --restart and restart it through HA yourself."))
+    return findings
+
+
+def _entry_findings(ctx: Context) -> list[Finding]:
+    """The config's odd lines, and the hostpci entries that would fail the VM start."""
+    findings = [Finding(
+        id=f"vm.config.line{problem.line}", rule=NAME, severity="warning",
+        title="Config line Proxmox would warn about",
+        detail=problem.message + " (pvefix keeps the line untouched)",
+        evidence=[f"{ctx.state.vm.vmid}.conf:{problem.line}"]) for problem in ctx.cfg.problems]
+    for p in ctx.passed:
+        findings += [Finding(
+            id=f"vm.{p.key}.start-error", rule=NAME, severity="error",
+            title=f"{p.key} would fail the VM start", detail=err,
+            evidence=[f"{p.key}: {p.entry.raw}"])
+            for err in p.entry.start_errors() + ([p.problem] if p.problem else [])]
+        if (p.entry.pcie and ctx.machine.family != "q35"
+                and not any(q.entry.legacy_igd for q in ctx.passed)):
+            findings.append(Finding(
+                id=f"vm.{p.key}.pcie-without-q35", rule=NAME, severity="error",
+                title=f"{p.key} has pcie=1 but the machine is not q35",
+                detail="The next VM start fails with 'q35 machine model is not enabled'.",
+                evidence=[f"{p.key}: {p.entry.raw}", f"machine: {ctx.machine.type}"]))
+    return findings
+
+
+def _machine_not_running(ctx: Context) -> list[Finding]:
+    vm = ctx.state.vm
+    if vm.status != "running" or not vm.running_machine:
+        return []
+    from pvefix.vmconfig import Machine
+
+    try:
+        running_family = Machine.parse(vm.running_machine.split(",")[0]).family
+    except PvefixError:  # an odd running-machine string is only reported
+        return []
+    if running_family == ctx.machine.family:
+        return []
+    return [Finding(
+        id="vm.machine-not-running", rule=NAME, severity="info",
+        title="The running machine differs from the configured one",
+        detail=f"Running {vm.running_machine}; configured {ctx.machine.type}: the"
+        " change waits for a cold start.")]
 
 
 def _alternatives(state: HostState, p: Passed) -> list[list[str]]:
@@ -239,23 +215,17 @@ def _assigned_twice(ctx: Context) -> list[Finding]:
             twice = [a for a in pick if a in used]
             if twice:
                 first = used[twice[0]]
-                findings.append(
-                    Finding(
-                        id=f"vm.{p.key}.assigned-twice",
-                        rule=NAME,
-                        severity="error",
-                        title=f"{p.key} passes {twice[0]}, which {first} already passes",
-                        detail=f"Proxmox picks the devices of the hostpci entries in index order"
-                        " (qemu-server PCI.pm choose_hostpci_devices) and refuses the start:"
-                        f" device '{twice[0]}' assigned more than once. A mapping entry takes"
-                        " the first of its devices that no earlier entry took, so an address"
-                        " given after it can collide with its pick. Remove the duplicate entry,"
-                        " or give the address before the mapping entry. pvefix does not choose"
-                        " which one goes.",
-                        evidence=[f"{first}: {ctx.value(first)}",
-                                  f"{p.key}: {p.entry.raw}"],
-                    )
-                )
+                findings.append(Finding(
+                    id=f"vm.{p.key}.assigned-twice", rule=NAME, severity="error",
+                    title=f"{p.key} passes {twice[0]}, which {first} already passes",
+                    detail=f"Proxmox picks the devices of the hostpci entries in index order"
+                    " (qemu-server PCI.pm choose_hostpci_devices) and refuses the start:"
+                    f" device '{twice[0]}' assigned more than once. A mapping entry takes"
+                    " the first of its devices that no earlier entry took, so an address"
+                    " given after it can collide with its pick. Remove the duplicate entry,"
+                    " or give the address before the mapping entry. pvefix does not choose"
+                    " which one goes.",
+                    evidence=[f"{first}: {ctx.value(first)}", f"{p.key}: {p.entry.raw}"]))
         else:
             pick = next((alt for alt in alternatives if not any(a in used for a in alt)), [])
         for addr in pick:

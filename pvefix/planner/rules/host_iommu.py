@@ -87,7 +87,7 @@ from pvefix.cmdline.iommu import (
     passthrough_token,
 )
 from pvefix.cmdline.lint import CpuVendor
-from pvefix.cmdline.tokens import Cmdline, normalize_name
+from pvefix.cmdline.tokens import Cmdline, Token, normalize_name
 from pvefix.errors import PvefixError
 from pvefix.facts.node import UNSAFE_INTERRUPTS
 from pvefix.paths import GRUB_DEFAULT, KERNEL_CMDLINE, PROC_CMDLINE
@@ -152,7 +152,6 @@ def rule(ctx: Context) -> RuleResult:
         return RuleResult(rule=NAME, noop=f"{path} cannot be read safely: {exc}")
     if grub is not None and grub.unknown:
         return _grub_not_evaluable(grub)
-    dups = duplicates(configured)
     vendor = _vendor(ctx)
     findings += _line_findings(state, grub, path, where, configured, editor, vendor)
     not_known, blocking = host_world.unmodelled(NAME, configured, ", ".join(where) or path)
@@ -162,31 +161,41 @@ def rule(ctx: Context) -> RuleResult:
         return RuleResult(rule=NAME, findings=findings, noop=(
             f"not established: {' '.join(blocking)} on the host cmdline; pvefix does not model"
             " what it does to the IOMMU, so no host edit is planned (see findings)"))
+    try:
+        changes, pt_noop = _edits(state, grub, (path, refresh), editor, configured, vendor,
+                                  where, findings)
+    except _Refused as refused:
+        return RuleResult(rule=NAME, noop=refused.noop, findings=[*findings, *refused.findings])
+    findings += _not_booted(path, configured, running_line, grub is not None)
+    findings += _running_iommu_off(running_line, vendor, state.node.kernel_version,
+                                   state.node.kernel_config)
+    return _result(state, path, refresh, editor, configured, running_line, changes, findings,
+                   pt_noop)
+
+
+def _edits(state: HostState, grub: GrubConfig | None, file: tuple[str, list[str]],
+           editor: KernelCmdlineFile | GrubDefaultFile, configured: Cmdline,
+           vendor: CpuVendor | None, where: list[str],
+           findings: list[Finding]) -> tuple[list[Change], str | None]:
+    """The host edits, in order: amd_iommu=on removed, the IOMMU left on, iommu=pt added (the
+    repeated parameters removed with it), and why iommu=pt is not added (None: it is).
+    `findings` gains the one that says a configured iommu=pt is turned back. Raises _Refused
+    where pvefix will not plan them."""
+    path, refresh = file
     changes: list[Change] = []
     line_before = " ".join(t.raw for t in configured.tokens)
-    common = {
-        "rule": NAME,
-        "disruption": "host-reboot",
-        "file": path,
-        "refresh_command": refresh,
-    }
+    common = {"rule": NAME, "disruption": "host-reboot", "file": path, "refresh_command": refresh}
     in_other_files = (
-        [str(x) for x in grub.where("amd_iommu", "on") if x.path != path] if grub else []
-    )
+        [str(x) for x in grub.where("amd_iommu", "on") if x.path != path] if grub else [])
     if vendor == "amd" and configured.has("amd_iommu", "on") and not in_other_files:
         try:
             editor.remove("amd_iommu", "on")
         except PvefixError as exc:
-            return RuleResult(rule=NAME, noop=str(exc), findings=findings)
+            raise _Refused(str(exc)) from None
         line_after = _effective_after(grub, path, editor)
         changes.append(_amd_iommu_on_change(path, refresh, line_before, line_after, common))
         line_before = line_after
-    try:
-        iommu_on = _enable_iommu(
-            state, grub, (path, refresh), editor, configured, vendor, line_before
-        )
-    except _Refused as refused:
-        return RuleResult(rule=NAME, noop=refused.noop, findings=[*findings, refused.finding])
+    iommu_on = _enable_iommu(state, grub, file, editor, configured, vendor, line_before)
     changes += iommu_on
     if iommu_on:
         line_before = iommu_on[-1].after or line_before
@@ -194,20 +203,17 @@ def rule(ctx: Context) -> RuleResult:
     if configured.has("iommu", "pt") and passthrough_token(configured) is None:
         findings.append(_pt_overridden(configured, where or [path]))
     if pt_noop is None:
+        dups = duplicates(configured)
         try:
             if dups:
                 editor.dedupe()
             editor.ensure("iommu", "pt")
         except PvefixError as exc:
-            return RuleResult(rule=NAME, noop=str(exc), findings=findings)
+            raise _Refused(str(exc)) from None
         line_after = _effective_after(grub, path, editor)
         changes.append(_iommu_pt_change(state, path, refresh, line_before, line_after, where,
                                         dups, common))
-    findings += _not_booted(path, configured, running_line, grub is not None)
-    findings += _running_iommu_off(running_line, vendor, state.node.kernel_version,
-                                   state.node.kernel_config)
-    return _result(state, path, refresh, editor, configured, running_line, changes, findings,
-                   pt_noop)
+    return changes, pt_noop
 
 
 def _line_findings(state: HostState, grub: GrubConfig | None, path: str, where: list[str],
@@ -217,37 +223,22 @@ def _line_findings(state: HostState, grub: GrubConfig | None, path: str, where: 
     parameters, and the cmdline linter's IOMMU findings."""
     findings: list[Finding] = []
     if grub is not None and grub.dropins:
-        findings.append(
-            Finding(
-                id="host.cmdline.grub-dropins",
-                rule=NAME,
-                severity="info",
-                title="GRUB drop-ins read",
-                detail=(
-                    "update-grub sources /etc/default/grub.d/*.cfg after /etc/default/grub;"
-                    f" the effective line is built from: {', '.join(where) or 'no assignment'}."
-                    f" An edit goes to {path}, where GRUB_CMDLINE_LINUX_DEFAULT is set last"
-                    " without building on the earlier value."
-                ),
-                evidence=[f"{p}" for p in grub.dropins],
-            )
-        )
+        findings.append(Finding(
+            id="host.cmdline.grub-dropins", rule=NAME, severity="info", title="GRUB drop-ins read",
+            detail="update-grub sources /etc/default/grub.d/*.cfg after /etc/default/grub;"
+            f" the effective line is built from: {', '.join(where) or 'no assignment'}."
+            f" An edit goes to {path}, where GRUB_CMDLINE_LINUX_DEFAULT is set last"
+            " without building on the earlier value.",
+            evidence=[f"{p}" for p in grub.dropins]))
     dups = duplicates(configured)
     if dups:
-        findings.append(
-            Finding(
-                id="host.cmdline.duplicate-tokens",
-                rule=NAME,
-                severity="info",
-                title="Host cmdline repeats parameters",
-                detail=(
-                    f"{', '.join(dups)} appear more than once; the kernel applies each"
-                    " occurrence in turn, so the repeats are noise. pvefix removes them when it"
-                    " edits the line anyway."
-                ),
-                evidence=where,
-            )
-        )
+        findings.append(Finding(
+            id="host.cmdline.duplicate-tokens", rule=NAME, severity="info",
+            title="Host cmdline repeats parameters",
+            detail=f"{', '.join(dups)} appear more than once; the kernel applies each"
+            " occurrence in turn, so the repeats are noise. pvefix removes them when it"
+            " edits the line anyway.",
+            evidence=where))
     default_on = intel_default_on(state.node.kernel_config)
     # the linter judges the Intel default by Proxmox's kernel versions; where the booted
     # kernel's build config was read, that decides instead (a custom or Debian build)
@@ -257,16 +248,10 @@ def _line_findings(state: HostState, grub: GrubConfig | None, path: str, where: 
         if f.code == contradicted:
             continue
         if f.code.startswith("amd-iommu") or f.severity == "error" or "intel" in f.code:
-            findings.append(
-                Finding(
-                    id=f"host.cmdline.{f.code}",
-                    rule=NAME,
-                    severity=f.severity,
-                    title=f"Host cmdline: {f.code}",
-                    detail=f.message,
-                    evidence=[f"{f.source or path}:{f.line or 1}: {f.token or ''}".rstrip(": ")],
-                )
-            )
+            findings.append(Finding(
+                id=f"host.cmdline.{f.code}", rule=NAME, severity=f.severity,
+                title=f"Host cmdline: {f.code}", detail=f.message,
+                evidence=[f"{f.source or path}:{f.line or 1}: {f.token or ''}".rstrip(": ")]))
     return findings
 
 
@@ -274,20 +259,14 @@ def _amd_iommu_on_change(path: str, refresh: list[str], line_before: str, line_a
                          common: dict[str, Any]) -> HostCmdlineChange:
     """amd_iommu=on is no valid value: the change that removes the noise."""
     return HostCmdlineChange(
-        id="host.cmdline.amd_iommu",
-        key="amd_iommu",
-        before=line_before,
-        after=line_after,
-        reason=(
-            'amd_iommu=on is not a valid value (the kernel logs "AMD-Vi: Unknown option'
-            " - 'on'\"); the AMD IOMMU is on by default. Removing it removes noise."
-        ),
+        id="host.cmdline.amd_iommu", key="amd_iommu", before=line_before, after=line_after,
+        reason='amd_iommu=on is not a valid value (the kernel logs "AMD-Vi: Unknown option'
+        " - 'on'\"); the AMD IOMMU is on by default. Removing it removes noise.",
         risk=Risk(level="low", text="None: the kernel ignores the value today."),
         evidence=[f"{path}: {line_before}"],
         inverse=f"add amd_iommu=on back to {path} and run {' '.join(refresh)}",
         effect="No functional change; the boot log loses its 'Unknown option' line.",
-        **common,
-    )
+        **common)
 
 
 def _result(state: HostState, path: str, refresh: list[str],
@@ -311,13 +290,11 @@ def _result(state: HostState, path: str, refresh: list[str],
             rule=NAME,
             noop="proxmox-boot-tool refresh would abort on this host: no host edit is planned"
             " (see findings)",
-            findings=findings,
-        )
+            findings=findings)
     if blocker is not None:
         changes = [c.model_copy(update={"evidence": [*c.evidence, blocker]}) for c in changes]
     return RuleResult(
-        rule=NAME, changes=changes, findings=findings, files_after={path: editor.render()}
-    )
+        rule=NAME, changes=changes, findings=findings, files_after={path: editor.render()})
 
 
 def _pt_already(grub: GrubConfig | None, path: str, where: list[str],
@@ -391,30 +368,20 @@ def _file_missing(ctx: Context, path: str, refresh: list[str], loader: str,
                                     state.node.kernel_config),
         changes=[
             ManualChange(
-                id="host.cmdline.create",
-                rule=NAME,
-                key="iommu",
-                before=None,
+                id="host.cmdline.create", rule=NAME, key="iommu", before=None,
                 after=f"{base} iommu=pt".strip(),
                 reason=f"{path} is missing but the boot loader ({loader}) reads it."
                 + "".join(f" {note}" for note in fixed),
                 risk=Risk(
                     level="high",
-                    text="A wrong root= makes the host unbootable; pvefix will not guess it.",
-                ),
+                    text="A wrong root= makes the host unbootable; pvefix will not guess it."),
                 evidence=[f"{path}: absent", f"boot loader: {loader}"],
-                inverse=f"rm {path} && {' '.join(refresh)}",
-                disruption="host-reboot",
-                file=path,
+                inverse=f"rm {path} && {' '.join(refresh)}", disruption="host-reboot", file=path,
                 refresh_command=refresh,
                 commands=[
                     f"echo '{base} iommu=pt' > {path}   # check root= first",
                     " ".join(refresh),
-                    "reboot",
-                ],
-            )
-        ],
-    )
+                    "reboot"])])
 
 
 def _grub_not_evaluable(grub: GrubConfig) -> RuleResult:
@@ -433,38 +400,23 @@ def _iommu_pt_change(state: HostState, path: str, refresh: list[str], line_befor
     """The change that adds iommu=pt, with why, what it does not do and how to undo it."""
     loader = state.boot_tool.loader
     return HostCmdlineChange(
-        id="host.cmdline.iommu_pt",
-        key="iommu",
-        before=line_before,
-        after=line_after,
-        reason=(
-            "iommu=pt puts host-owned devices in an identity DMA domain, lowering IOMMU"
-            " overhead for the host's own I/O; commonly recommended for passthrough"
-            " hosts."
-        ),
-        risk=Risk(
-            level="low",
-            text=(
-                "Needs a host reboot (every VM on the node stops). The boot loader must"
-                " be refreshed or the edit has no effect."
-            ),
-        ),
+        id="host.cmdline.iommu_pt", key="iommu", before=line_before, after=line_after,
+        reason="iommu=pt puts host-owned devices in an identity DMA domain, lowering IOMMU"
+        " overhead for the host's own I/O; commonly recommended for passthrough hosts.",
+        risk=Risk(level="low", text="Needs a host reboot (every VM on the node stops). The boot"
+                  " loader must be refreshed or the edit has no effect."),
         evidence=[
             f"boot loader: {loader} (proxmox-boot-tool exit {state.boot_tool.exit_code})",
             *([host_world.intel_default_basis(state.node)]
               if state.node.kernel_config is not None and "intel" in (
                   state.node.cpu_vendor or "").lower() else []),
             f"configured ({', '.join(where) or path}): {line_before}",
-            *([f"duplicates removed: {', '.join(dups)}"] if dups else []),
-        ],
+            *([f"duplicates removed: {', '.join(dups)}"] if dups else [])],
         inverse=f"remove iommu=pt from {path} and run {' '.join(refresh)}, then reboot",
-        effect=(
-            "Does NOT change GPU peer-to-peer or DMA latency inside the VM: VFIO-assigned"
-            " GPUs always get their own translated IOMMU domain. Expect no tok/s change"
-            " from this alone."
-        ),
-        **common,
-    )
+        effect="Does NOT change GPU peer-to-peer or DMA latency inside the VM: VFIO-assigned"
+        " GPUs always get their own translated IOMMU domain. Expect no tok/s change from this"
+        " alone.",
+        **common)
 
 
 def _not_booted(path: str, configured: Cmdline, running_line: Cmdline | None,
@@ -478,21 +430,15 @@ def _not_booted(path: str, configured: Cmdline, running_line: Cmdline | None,
     if same:
         return []
     return [Finding(
-        id="host.cmdline.not-booted",
-        rule=NAME,
-        severity="info",
+        id="host.cmdline.not-booted", rule=NAME, severity="info",
         title="Configured and running host cmdline differ",
-        detail=(
-            f"{path} is not what the running kernel was booted with: a host reboot"
-            " (after a boot loader refresh) is already pending."
-        ),
-        evidence=[f"configured: {configured_now}", f"running: {running_now}"],
-    )]
+        detail=f"{path} is not what the running kernel was booted with: a host reboot"
+        " (after a boot loader refresh) is already pending.",
+        evidence=[f"configured: {configured_now}", f"running: {running_now}"])]
 
 
-def _effective_after(
-    grub: GrubConfig | None, path: str, editor: KernelCmdlineFile | GrubDefaultFile
-) -> str:
+def _effective_after(grub: GrubConfig | None, path: str,
+                     editor: KernelCmdlineFile | GrubDefaultFile) -> str:
     """The whole effective command line once `editor`'s file is written."""
     if grub is None:
         return " ".join(t.raw for t in editor.cmdline.tokens)
@@ -510,26 +456,21 @@ _NOT_PRESENT = (
 
 
 class _Refused(Exception):
-    """A host edit pvefix will not plan: why (the rule's noop) and the finding that says it."""
+    """A host edit pvefix will not plan: why (the rule's noop) and the finding that says it
+    (none where the editor refused the edit: its message is the noop)."""
 
-    def __init__(self, noop: str, finding: Finding) -> None:
+    def __init__(self, noop: str, finding: Finding | None = None) -> None:
         super().__init__(noop)
         self.noop = noop
-        self.finding = finding
+        self.findings = [] if finding is None else [finding]
 
 
 def _refuse_off(what: str, detail: str, evidence: list[str]) -> _Refused:
     return _Refused(
         f"{what}: no host reboot is planned, the IOMMU would stay off after it (see findings)",
-        Finding(
-            id="host.cmdline.iommu-off",
-            rule=NAME,
-            severity="error",
-            title="The configured host cmdline turns the IOMMU off",
-            detail=f"{detail} After a reboot with it, {_NOT_PRESENT}.",
-            evidence=evidence,
-        ),
-    )
+        Finding(id="host.cmdline.iommu-off", rule=NAME, severity="error",
+                title="The configured host cmdline turns the IOMMU off",
+                detail=f"{detail} After a reboot with it, {_NOT_PRESENT}.", evidence=evidence))
 
 
 def _enable_iommu(
@@ -547,39 +488,11 @@ def _enable_iommu(
     make them."""
     path = where[0]
     kver, config = state.node.kernel_version, state.node.kernel_config
-    off = off_tokens(configured, vendor)
     changes: list[HostCmdlineChange] = []
-    for token in off:
-        name = normalize_name(token.name)  # amd-iommu=off is amd_iommu=off to the kernel
-        holders = grub.where(token.name, token.value) if grub else []
-        elsewhere = [str(x) for x in holders if x.path != path]
-        if token.value != "off" or elsewhere:
-            raise _refuse_off(
-                f"{token.raw} turns the IOMMU off",
-                f"{token.raw} {_OFF_WHAT[name]}"
-                f" ({_KERNEL_SOURCE[name]}). pvefix removes it only where it is the"
-                " parameter's whole value and in the file it edits: remove `off` by hand.",
-                [f"{path}: {line_before}", *elsewhere],
-            )
-        try:
-            editor.remove(token.name, token.value)
-        except PvefixError as exc:
-            raise _refuse_off(
-                f"{token.raw} turns the IOMMU off", f"{token.raw} {_OFF_WHAT[name]}"
-                f" ({_KERNEL_SOURCE[name]}), and pvefix"
-                f" cannot edit the file: {exc}.", [f"{path}: {line_before}"],
-            ) from None
-        after = _effective_after(grub, path, editor)
-        changes.append(_iommu_change(
-            where, f"host.cmdline.{name}_off", name, line_before, after,
-            f"{token.raw} {_OFF_WHAT[name]}"
-            f" ({_KERNEL_SOURCE[name]}): after the reboot {_NOT_PRESENT}. Removing it"
-            " leaves the IOMMU on" + (" (the Intel IOMMU then needs intel_iommu=on on this"
-                                      " kernel, planned below)." if name == "intel_iommu"
-                                      and intel_needs_on(kver, config) else "."),
-            f"add {token.raw} back to {path}",
-        ))
-        line_before = after
+    for token in off_tokens(configured, vendor):
+        change = _off_removed(state, token, grub, where, editor, line_before)
+        changes.append(change)
+        line_before = change.after if change.after is not None else line_before
     if host_world.rests_on_intel_default(Cmdline.parse(line_before), vendor) and config is None:
         raise _Refused("not established: the Intel IOMMU's build default decides and it was"
                        " not read (see findings)", host_world.intel_default_unknown(
@@ -602,15 +515,49 @@ def _enable_iommu(
             f" intel_iommu=on ({host_world.intel_default_basis(state.node)}; pve-docs"
             f" qm-pci-passthrough.adoc: Proxmox kernels before 6.8), and without it"
             f" {_NOT_PRESENT}.",
-            f"remove intel_iommu=on from {path}",
-        ))
+            f"remove intel_iommu=on from {path}"))
         line_before = after
     if not iommu_enabled(Cmdline.parse(line_before), vendor, kver, config):
         raise _refuse_off(
             "the IOMMU would stay off", "pvefix's edit of the command line would not turn the"
-            " IOMMU on (another file overrides it).", [f"after the edit: {line_before}"],
-        )
+            " IOMMU on (another file overrides it).", [f"after the edit: {line_before}"])
     return changes
+
+
+def _off_removed(state: HostState, token: Token, grub: GrubConfig | None,
+                 where: tuple[str, list[str]], editor: KernelCmdlineFile | GrubDefaultFile,
+                 line_before: str) -> HostCmdlineChange:
+    """The change that removes `token`, a parameter that turns the IOMMU off; raises _Refused
+    where `off` is not its whole value, it is set in another file too, or the edit fails."""
+    path = where[0]
+    name = normalize_name(token.name)  # amd-iommu=off is amd_iommu=off to the kernel
+    holders = grub.where(token.name, token.value) if grub else []
+    elsewhere = [str(x) for x in holders if x.path != path]
+    if token.value != "off" or elsewhere:
+        raise _refuse_off(
+            f"{token.raw} turns the IOMMU off",
+            f"{token.raw} {_OFF_WHAT[name]}"
+            f" ({_KERNEL_SOURCE[name]}). pvefix removes it only where it is the"
+            " parameter's whole value and in the file it edits: remove `off` by hand.",
+            [f"{path}: {line_before}", *elsewhere])
+    try:
+        editor.remove(token.name, token.value)
+    except PvefixError as exc:
+        raise _refuse_off(
+            f"{token.raw} turns the IOMMU off", f"{token.raw} {_OFF_WHAT[name]}"
+            f" ({_KERNEL_SOURCE[name]}), and pvefix"
+            f" cannot edit the file: {exc}.", [f"{path}: {line_before}"],
+        ) from None
+    intel_on = name == "intel_iommu" and intel_needs_on(state.node.kernel_version,
+                                                        state.node.kernel_config)
+    return _iommu_change(
+        where, f"host.cmdline.{name}_off", name, line_before,
+        _effective_after(grub, path, editor),
+        f"{token.raw} {_OFF_WHAT[name]}"
+        f" ({_KERNEL_SOURCE[name]}): after the reboot {_NOT_PRESENT}. Removing it"
+        " leaves the IOMMU on" + (" (the Intel IOMMU then needs intel_iommu=on on this"
+                                  " kernel, planned below)." if intel_on else "."),
+        f"add {token.raw} back to {path}")
 
 
 _OFF_WHAT = {
@@ -626,54 +573,37 @@ _KERNEL_SOURCE = {
 }
 
 
-def _iommu_change(
-    where: tuple[str, list[str]], change_id: str, key: str, before: str, after: str,
-    reason: str, inverse: str,
-) -> HostCmdlineChange:
+def _iommu_change(where: tuple[str, list[str]], change_id: str, key: str, before: str, after: str,
+                  reason: str, inverse: str) -> HostCmdlineChange:
     path, refresh = where
     return HostCmdlineChange(
-        id=change_id,
-        rule=NAME,
-        key=key,
-        before=before,
-        after=after,
-        reason=reason,
+        id=change_id, rule=NAME, key=key, before=before, after=after, reason=reason,
         risk=Risk(
             level="low",
             text="Needs a host reboot (every VM on the node stops). The boot loader must be"
-            " refreshed or the edit has no effect.",
-        ),
+            " refreshed or the edit has no effect."),
         evidence=[f"configured ({path}): {before}"],
-        inverse=f"{inverse}, run {' '.join(refresh)} and reboot",
-        disruption="host-reboot",
-        file=path,
-        refresh_command=refresh,
+        inverse=f"{inverse}, run {' '.join(refresh)} and reboot", disruption="host-reboot",
+        file=path, refresh_command=refresh,
         effect="After the host reboot the IOMMU is on and Proxmox can start VMs with"
-        " passed-through devices (when the firmware has VT-d / AMD-Vi enabled).",
-    )
+        " passed-through devices (when the firmware has VT-d / AMD-Vi enabled).")
 
 
 def _pt_overridden(configured: Cmdline, where: list[str]) -> Finding:
     return Finding(
-        id="host.cmdline.iommu-pt-overridden",
-        rule=NAME,
-        severity="info",
+        id="host.cmdline.iommu-pt-overridden", rule=NAME, severity="info",
         title="iommu=pt is turned back later on the line",
-        detail=(
-            "iommu=pt, iommu=nopt and iommu.passthrough= all set the default DMA domain, and the"
-            " last one on the command line wins (drivers/iommu/iommu.c, arch/x86/kernel/"
-            "pci-dma.c): here a later one makes it translated again. pvefix does not reorder"
-            " the line."
-        ),
+        detail="iommu=pt, iommu=nopt and iommu.passthrough= all set the default DMA domain, and the"
+        " last one on the command line wins (drivers/iommu/iommu.c, arch/x86/kernel/"
+        "pci-dma.c): here a later one makes it translated again. pvefix does not reorder"
+        " the line.",
         evidence=[*where, " ".join(t.raw for t in configured.tokens
-                                    if t.name in ("iommu", "iommu.passthrough"))],
-    )
+                                    if t.name in ("iommu", "iommu.passthrough"))])
 
 
-def _base_with_iommu_on(
-    running: Cmdline | None, vendor: CpuVendor | None, kernel_version: str | None,
-    kernel_config: dict[str, str] | None = None,
-) -> tuple[str, list[str]]:
+def _base_with_iommu_on(running: Cmdline | None, vendor: CpuVendor | None,
+                        kernel_version: str | None,
+                        kernel_config: dict[str, str] | None = None) -> tuple[str, list[str]]:
     """The running line as the base of a new cmdline file, with the IOMMU left on: exact
     `amd_iommu=off`/`intel_iommu=off` dropped, `intel_iommu=on` added before 6.8; and what was
     changed, said plainly."""
@@ -696,10 +626,9 @@ def _base_with_iommu_on(
     return " ".join(t.raw for t in line.tokens), notes
 
 
-def _running_iommu_off(
-    running: Cmdline | None, vendor: CpuVendor | None, kernel_version: str | None,
-    kernel_config: dict[str, str] | None = None,
-) -> list[Finding]:
+def _running_iommu_off(running: Cmdline | None, vendor: CpuVendor | None,
+                       kernel_version: str | None,
+                       kernel_config: dict[str, str] | None = None) -> list[Finding]:
     """The running kernel booted with the IOMMU off: passthrough is refused until a reboot."""
     if running is None or iommu_enabled(running, vendor, kernel_version, kernel_config):
         return []
@@ -708,17 +637,11 @@ def _running_iommu_off(
     ]
     return [
         Finding(
-            id="host.iommu.off-running",
-            rule=NAME,
-            severity="warning",
+            id="host.iommu.off-running", rule=NAME, severity="warning",
             title="The running host kernel has no IOMMU",
-            detail=(
-                f"The host booted with {', '.join(culprits)}: until it boots with the IOMMU on,"
-                f" {_NOT_PRESENT}."
-            ),
-            evidence=[f"/proc/cmdline: {running.render()}"],
-        )
-    ]
+            detail=f"The host booted with {', '.join(culprits)}: until it boots with the IOMMU on,"
+            f" {_NOT_PRESENT}.",
+            evidence=[f"/proc/cmdline: {running.render()}"])]
 
 
 def _esp_refresh_blocker(state: HostState) -> Finding | str | None:
@@ -739,19 +662,14 @@ def _esp_refresh_blocker(state: HostState) -> Finding | str | None:
         return None
     first = fact.text.split("\n", 1)[0]
     return Finding(
-        id="host.boot-tool.kernel-cmdline-no-root",
-        rule=NAME,
-        severity="error",
+        id="host.boot-tool.kernel-cmdline-no-root", rule=NAME, severity="error",
         title="proxmox-boot-tool refresh would abort",
-        detail=(
-            f"GRUB boots from the ESPs here, yet on every refresh (a kernel update runs one too)"
-            f" proxmox-boot-tool reads"
-            f" {KERNEL_CMDLINE} when it exists and stops with \"{KERNEL_CMDLINE_NO_ROOT}\" (exit"
-            " 1) when its first line lacks root= (proxmox-kernel-helper zz-proxmox-boot"
-            " update_esps, commit 86c7015). GRUB does not use that file, so pvefix plans no host"
-            f" edit: move it aside (`mv {KERNEL_CMDLINE} /root/kernel-cmdline.unused`) or put the"
-            " host's root= in its first line, then plan again."
-        ),
+        detail=f"GRUB boots from the ESPs here, yet on every refresh (a kernel update runs one too)"
+        f" proxmox-boot-tool reads"
+        f" {KERNEL_CMDLINE} when it exists and stops with \"{KERNEL_CMDLINE_NO_ROOT}\" (exit"
+        " 1) when its first line lacks root= (proxmox-kernel-helper zz-proxmox-boot"
+        " update_esps, commit 86c7015). GRUB does not use that file, so pvefix plans no host"
+        f" edit: move it aside (`mv {KERNEL_CMDLINE} /root/kernel-cmdline.unused`) or put the"
+        " host's root= in its first line, then plan again.",
         evidence=[f"{KERNEL_CMDLINE}:1: {first}",
-                  f"boot loader: grub-esp ({state.boot_tool.output.strip()})"],
-    )
+                  f"boot loader: grub-esp ({state.boot_tool.output.strip()})"])

@@ -24,7 +24,7 @@ from pvefix.cmdline.iommu import (
     IOMMU_NOT_PRESENT_SOURCE,
     MAPPING_WITHOUT_GROUP,
 )
-from pvefix.planner.context import Context
+from pvefix.planner.context import Context, Passed
 from pvefix.planner.model import Finding, RuleResult
 
 NAME = "iommu-groups"
@@ -46,103 +46,77 @@ def rule(ctx: Context) -> RuleResult:
     if ctx.state.pci_devices and not by_group:
         return RuleResult(rule=NAME, findings=[_groups_absent(ctx)])
     findings: list[Finding] = []
-    missing = [p.key for p in passed if not p.devices]
     for p in passed:
         for d in p.devices:
             if d.iommu_group is None:
                 findings.append(_no_group(d.address, p.key))
                 continue
-            others = [
-                a
-                for a in by_group.get(d.iommu_group, [])
-                if a not in passed_addrs and a[:-2] != d.address[:-2]
-            ]
+            others = [a for a in by_group.get(d.iommu_group, [])
+                      if a not in passed_addrs and a[:-2] != d.address[:-2]]
             if others:
-                findings.append(
-                    Finding(
-                        id=f"iommu.shared.{d.address}",
-                        rule=NAME,
-                        severity="warning",
-                        title=f"IOMMU group {d.iommu_group} is shared",
-                        detail=(
-                            f"{d.address} ({p.key}) shares IOMMU group {d.iommu_group} with"
-                            f" {', '.join(others)}, which the VM does not get: VFIO must take the"
-                            " whole group. Pass those devices too, move the card to another slot,"
-                            " or (weakening isolation) use the ACS override, which only splits"
-                            " groups on ports without real ACS."
-                        ),
-                        evidence=[f"group {d.iommu_group}: {', '.join(by_group[d.iommu_group])}"],
-                    )
-                )
-    if missing and ctx.state.pci_devices:
-        findings.append(
-            Finding(
-                id="iommu.unknown-devices",
-                rule=NAME,
-                severity="warning",
-                title="Passed devices not found on the host",
-                detail=(
-                    f"No sysfs facts for {', '.join(missing)}, so their IOMMU groups are unknown: "
-                    + (
-                        f"the VM lives on node {ctx.state.vm.node} and the facts read are of"
-                        f" {ctx.state.node.name}; read {ctx.state.vm.node}'s own facts."
-                        if ctx.state.node.name != ctx.state.vm.node
-                        else "check the ids and the mapping."
-                    )
-                ),
-                evidence=[f"{p.key}: {p.entry.raw}" for p in passed if not p.devices],
-            )
-        )
-    if not findings:
-        groups = sorted(
-            {d.iommu_group for p in passed for d in p.devices if d.iommu_group is not None}
-        )
-        if not groups:
-            return RuleResult(
-                rule=NAME, noop="no PCI device facts were read: the IOMMU groups are unknown"
-            )
+                findings.append(Finding(
+                    id=f"iommu.shared.{d.address}", rule=NAME, severity="warning",
+                    title=f"IOMMU group {d.iommu_group} is shared",
+                    detail=f"{d.address} ({p.key}) shares IOMMU group {d.iommu_group} with"
+                    f" {', '.join(others)}, which the VM does not get: VFIO must take the"
+                    " whole group. Pass those devices too, move the card to another slot,"
+                    " or (weakening isolation) use the ACS override, which only splits"
+                    " groups on ports without real ACS.",
+                    evidence=[f"group {d.iommu_group}: {', '.join(by_group[d.iommu_group])}"]))
+    if ctx.state.pci_devices and any(not p.devices for p in passed):
+        findings.append(_unknown_devices(ctx, passed))
+    if findings:
+        return RuleResult(rule=NAME, findings=findings)
+    groups = sorted({d.iommu_group for p in passed for d in p.devices
+                     if d.iommu_group is not None})
+    if not groups:
         return RuleResult(
-            rule=NAME,
-            noop=f"each passed device has its own IOMMU group ({', '.join(map(str, groups))})",
-        )
-    return RuleResult(rule=NAME, findings=findings)
+            rule=NAME, noop="no PCI device facts were read: the IOMMU groups are unknown")
+    return RuleResult(
+        rule=NAME,
+        noop=f"each passed device has its own IOMMU group ({', '.join(map(str, groups))})")
+
+
+def _unknown_devices(ctx: Context, passed: list[Passed]) -> Finding:
+    """Passed entries with no device read: their groups are unknown (and why, when the facts
+    are of another node than the VM's)."""
+    state = ctx.state
+    return Finding(
+        id="iommu.unknown-devices", rule=NAME, severity="warning",
+        title="Passed devices not found on the host",
+        detail=f"No sysfs facts for {', '.join(p.key for p in passed if not p.devices)}, so"
+        " their IOMMU groups are unknown: " + (
+            f"the VM lives on node {state.vm.node} and the facts read are of"
+            f" {state.node.name}; read {state.vm.node}'s own facts."
+            if state.node.name != state.vm.node else "check the ids and the mapping."),
+        evidence=[f"{p.key}: {p.entry.raw}" for p in passed if not p.devices])
 
 
 def _groups_absent(ctx: Context) -> Finding:
     """No device of the host in any IOMMU group: the running kernel has no IOMMU."""
     return Finding(
-        id="iommu.groups-absent",
-        rule=NAME,
-        severity="error",
+        id="iommu.groups-absent", rule=NAME, severity="error",
         title="The host has no IOMMU groups: its IOMMU is off",
-        detail=(
-            f"None of the {len(ctx.state.pci_devices)} PCI devices read on"
-            f" {ctx.state.node.name} is in an IOMMU group, so the running kernel has no IOMMU"
-            " (turned off on the kernel command line, not enabled there on an Intel host with"
-            " a kernel before 6.8, or disabled in the firmware: VT-d / AMD-Vi). Proxmox refuses"
-            f' every passthrough start until the host boots with it: "{IOMMU_NOT_PRESENT}"'
-            f" ({IOMMU_NOT_PRESENT_SOURCE}), and a mapped entry fails first with"
-            f' "{MAPPING_WITHOUT_GROUP}" (its map line names a group the device no longer has).'
-            f' This VM\'s start fails with "{_start_refusal(ctx)}".'
-            " The groups of the passed devices cannot be judged before then."
-        ),
+        detail=f"None of the {len(ctx.state.pci_devices)} PCI devices read on"
+        f" {ctx.state.node.name} is in an IOMMU group, so the running kernel has no IOMMU"
+        " (turned off on the kernel command line, not enabled there on an Intel host with"
+        " a kernel before 6.8, or disabled in the firmware: VT-d / AMD-Vi). Proxmox refuses"
+        f' every passthrough start until the host boots with it: "{IOMMU_NOT_PRESENT}"'
+        f" ({IOMMU_NOT_PRESENT_SOURCE}), and a mapped entry fails first with"
+        f' "{MAPPING_WITHOUT_GROUP}" (its map line names a group the device no longer has).'
+        f' This VM\'s start fails with "{_start_refusal(ctx)}".'
+        " The groups of the passed devices cannot be judged before then.",
         evidence=[f"{p.key}: {', '.join(d.address for d in p.devices) or p.entry.raw}"
-                  for p in ctx.passed],
-    )
+                  for p in ctx.passed])
 
 
 def _no_group(address: str, key: str) -> Finding:
     return Finding(
-        id=f"iommu.no-group.{address}",
-        rule=NAME,
-        severity="warning",
+        id=f"iommu.no-group.{address}", rule=NAME, severity="warning",
         title=f"{address} is in no IOMMU group",
-        detail=(
-            f"{address} ({key}) has no iommu_group in sysfs while other devices have one: the"
-            " IOMMU does not cover it, and VFIO cannot take a device without a group."
-        ),
-        evidence=[f"{address}: no iommu_group"],
-    )
+        detail=f"{address} ({key}) has no iommu_group in sysfs while other devices have one: the"
+        " IOMMU does not cover it, and VFIO cannot take a device without a group.",
+        evidence=[f"{address}: no iommu_group"])
 
 
 def _start_refusal(ctx: Context) -> str:

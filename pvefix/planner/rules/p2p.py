@@ -243,11 +243,6 @@ def useful(a: Assessment) -> dict[str, int]:
     return {k: c for k, c in a.cliques.items() if sizes[c] >= 2}
 
 
-def args_line(cliques: dict[str, int]) -> str | None:
-    """The args text that sets these cliques on a VM that has no args yet (None: nothing)."""
-    return merge_cliques(None, cliques) if cliques else None
-
-
 def _free_keys(a: Assessment, taken: set[str]) -> list[str]:
     used = {k for k, v in a.values.items() if v is not None} | taken
     return [f"hostpci{i}" for i in range(MAX_HOSTPCI) if f"hostpci{i}" not in used]
@@ -365,8 +360,7 @@ def _hidden_guard(ctx: Context, a: Assessment, earlier: list[Change]) -> list[Ch
               " own hidden=0 overrides it, CPUConfig.pm get_cpu_options)"
               if model.hidden and model.model else "hidden=1")
     return [VmConfigChange(
-        id="p2p.cpu.hidden", rule=NAME, key="cpu",
-        before=a.hidden_cpu, after=after,
+        id="p2p.cpu.hidden", rule=NAME, key="cpu", before=a.hidden_cpu, after=after,
         reason=f"{source} makes Proxmox add kvm=off to -cpu: the guest driver then cannot see"
                " that it runs in a VM and ignores the clique.",
         risk=Risk(level="medium",
@@ -389,8 +383,7 @@ def _xvga_guards(ctx: Context, a: Assessment, earlier: list[Change]) -> list[Cha
         ps.delete("x-vga")
         named = p.key in ctx.options.clique_map
         out.append(VmConfigChange(
-            id=f"p2p.{p.key}.x-vga", rule=NAME, key=p.key,
-            before=raw, after=ps.render(),
+            id=f"p2p.{p.key}.x-vga", rule=NAME, key=p.key, before=raw, after=ps.render(),
             reason="x-vga=1 makes Proxmox add kvm=off to -cpu for the whole VM, so no GPU can"
                    " join a clique; "
                    + ("the admin named this entry in --clique-map (a compute GPU)." if named else
@@ -423,8 +416,7 @@ def _function_splits(ctx: Context, a: Assessment, earlier: list[Change],
         if len(free) < len(others):
             continue  # reported by _block_findings through the split list
         main = VmConfigChange(
-            id=f"p2p.{key}.function0", rule=NAME, key=key,
-            before=raw, after=ps.render(),
+            id=f"p2p.{key}.function0", rule=NAME, key=key, before=raw, after=ps.render(),
             reason=f"{key} passes every function of {entry.hosts[0]}: QEMU then ids them {key}.0,"
                    f" {key}.1, ... and `-set device.{key}` cannot address the GPU.",
             risk=Risk(level="low",
@@ -480,16 +472,14 @@ def _args_change(ctx: Context, a: Assessment, before: str | None, after: str | N
             mitigation=f"pvefix apply {ctx.state.vm.vmid} --phase 3 --verify moves data between"
                        " every pair and runs"
                        " NCCL all-reduce under a timeout; with --auto-rollback a hang, wrong data"
-                       " or a slowdown reverts this phase alone.",
-        ),
+                       " or a slowdown reverts this phase alone."),
         evidence=[f"{k}: clique {v}" for k, v in sorted(added.items())]
         + [f"args before: {before}" if before else "no args before"],
         inverse=("delete args" if before is None else f"set args back to: {before}")
         + " (removes exactly the -set words pvefix added)",
         disruption="vm-restart", requires=requires, needs_root_pam=True,
         effect="After a cold start the guest driver reports P2P OK between GPUs of one clique;"
-               " it does not make NCCL or vLLM use it (see the guest-side finding).",
-    )
+               " it does not make NCCL or vLLM use it (see the guest-side finding).")
 
 
 def _cliques_finding(ctx: Context, a: Assessment, cliques: dict[str, int]) -> Finding:
@@ -526,9 +516,7 @@ def _proof_commands(ctx: Context, gpus: int) -> Finding:
             "in the guest: timeout 900 python3 -m pvefix.probe --format json --out after.json"
             "  # data delivered, latency, bandwidth, all-reduce with and without P2P",
             f"in the guest: NCCL_P2P_LEVEL=SYS timeout 600 all_reduce_perf -b 8 -e 1G -g {gpus}"
-            "  # nccl-tests; a hang here is the failure the clique can cause",
-        ],
-    )
+            "  # nccl-tests; a hang here is the failure the clique can cause"])
 
 
 def _blocked_display(a: Assessment) -> Finding:
@@ -541,8 +529,7 @@ def _blocked_display(a: Assessment) -> Finding:
             " keeps x-vga=1 on a VGA-class GPU (a display the user may keep). What lifts it:"
             " remove x-vga=1 from it, or name it in --clique-map to declare it a compute GPU."
         ),
-        evidence=a.kvm_hidden_by,
-    )
+        evidence=a.kvm_hidden_by)
 
 
 def _block_findings(a: Assessment) -> list[Finding]:
@@ -566,8 +553,7 @@ def _guest_side(ctx: Context, a: Assessment) -> Finding:
         detail="Even with P2P enabled, NCCL keeps host memory across CPU host bridges unless"
                " NCCL_P2P_LEVEL allows it (e.g. NCCL_P2P_LEVEL=SYS)." + vllm
                + " pvefix probe reports the environment it sees (NCCL's documentation:"
-               " Environment Variables, NCCL_P2P_LEVEL).",
-    )
+               " Environment Variables, NCCL_P2P_LEVEL).")
 
 
 def rule(ctx: Context) -> RuleResult:

@@ -37,19 +37,12 @@ def rule(ctx: Context) -> RuleResult:
         names = sorted({d.address for d in p.devices if d.is_display})
         changes.append(
             VmConfigChange(
-                id=f"vm.{p.key}.pcie",
-                rule=NAME,
-                key=p.key,
-                before=before,
-                after=after,
+                id=f"vm.{p.key}.pcie", rule=NAME, key=p.key, before=before, after=after,
                 reason="A PCIe GPU passed without pcie=1 appears to the guest as a PCI device.",
                 risk=Risk(
                     level="low",
-                    text=(
-                        "Needs q35: on i440fx the VM would fail to start with 'q35 machine model"
-                        " is not enabled'. Planned together with (never before) the q35 change."
-                    ),
-                ),
+                    text="Needs q35: on i440fx the VM would fail to start with 'q35 machine model"
+                    " is not enabled'. Planned together with (never before) the q35 change."),
                 evidence=[
                     f"{p.key}: {before}",
                     (
@@ -57,12 +50,9 @@ def rule(ctx: Context) -> RuleResult:
                         if p.entry.mapping
                         else "GPU: "
                     )
-                    + ", ".join(names),
-                ],
-                inverse=f"{p.key}: {before}",
-                disruption="vm-restart",
-                requires=[q35.CHANGE_ID] if needs_q35 else [],
-                needs_root_pam=p.entry.is_raw,
+                    + ", ".join(names)],
+                inverse=f"{p.key}: {before}", disruption="vm-restart",
+                requires=[q35.CHANGE_ID] if needs_q35 else [], needs_root_pam=p.entry.is_raw,
                 effect=(
                     "Takes effect at the next cold start. Gives the GPU a PCIe root port; it does"
                     " not by itself make GPU peer-to-peer work (see the topology finding)."

@@ -39,22 +39,15 @@ def check(ctx: Context, changes: list[Change]) -> RuleResult:
         rule=NAME,
         findings=[
             Finding(
-                id="permissions.root-pam",
-                rule=NAME,
-                severity="warning",
+                id="permissions.root-pam", rule=NAME, severity="warning",
                 title="These changes need root@pam, not an API token",
-                detail=(
-                    f"{', '.join(c.key for c in root_only)} pass raw host devices, carry a"
-                    " romfile (in the old or the new value, also on a mapped entry) or set args:"
-                    " Proxmox lets only root@pam with a password ticket write them (qemu-server"
-                    " API2/Qemu.pm check_hostpci_perm), and refuses"
-                    f" {access.user}"
-                    f" ({access.auth}). apply will use {' or '.join(paths)}."
-                ),
-                evidence=[f"{c.key}: {c.before} -> {c.after}" for c in root_only],
-            )
-        ],
-    )
+                detail=f"{', '.join(c.key for c in root_only)} pass raw host devices, carry a"
+                " romfile (in the old or the new value, also on a mapped entry) or set args:"
+                " Proxmox lets only root@pam with a password ticket write them (qemu-server"
+                " API2/Qemu.pm check_hostpci_perm), and refuses"
+                f" {access.user}"
+                f" ({access.auth}). apply will use {' or '.join(paths)}.",
+                evidence=[f"{c.key}: {c.before} -> {c.after}" for c in root_only])])
 
 
 def rule(ctx: Context) -> RuleResult:

@@ -72,10 +72,8 @@ def _risk(ctx: Context) -> Risk:
             " Windows needs its AHCI driver enabled before the switch."
         )
     return Risk(
-        level="high" if level == "high" else "medium",
-        text=" ".join(notes),
-        mitigation=" ".join(mitigation) or None,
-    )
+        level="high" if level == "high" else "medium", text=" ".join(notes),
+        mitigation=" ".join(mitigation) or None)
 
 
 def rule(ctx: Context) -> RuleResult:
@@ -90,49 +88,34 @@ def rule(ctx: Context) -> RuleResult:
     igd = [p.key for p in ctx.passed if p.entry.legacy_igd]
     if igd:
         return RuleResult(
-            rule=NAME,
-            noop="legacy-igd is in use; q35 is not planned",
+            rule=NAME, noop="legacy-igd is in use; q35 is not planned",
             findings=[
                 Finding(
-                    id="q35.legacy-igd",
-                    rule=NAME,
-                    severity="warning",
+                    id="q35.legacy-igd", rule=NAME, severity="warning",
                     title="q35 refused: legacy IGD passthrough",
                     detail=(
                         f"{', '.join(igd)} use legacy-igd=1, which Proxmox refuses to start on q35"
                         " ('legacy IGD assignment is not compatible with q35'). This VM stays on"
                         " i440fx, so pcie=1 cannot be used either."
                     ),
-                    evidence=[f"{k}: {ctx.value(k)}" for k in igd],
-                )
-            ],
-        )
+                    evidence=[f"{k}: {ctx.value(k)}" for k in igd])])
     before = ctx.value("machine")
     after = ctx.machine.to_q35()
     evidence = [
         f"machine: {before}" if before else "no machine line: Proxmox runs i440fx (pc)",
         f"{len(ctx.gpu_entries)} GPU passthrough entries: "
-        + ", ".join(p.key for p in ctx.gpu_entries),
-    ]
+        + ", ".join(p.key for p in ctx.gpu_entries)]
     if ctx.state.vm.running_machine:
         evidence.append(f"running-machine: {ctx.state.vm.running_machine}")
     change = VmConfigChange(
-        id=CHANGE_ID,
-        rule=NAME,
-        key="machine",
-        before=before,
-        after=after,
+        id=CHANGE_ID, rule=NAME, key="machine", before=before, after=after,
         reason=(
             "Passed-through GPUs sit on a conventional PCI bus on i440fx; q35 gives them PCIe root"
             " ports, and pcie=1 needs q35."
         ),
-        risk=_risk(ctx),
-        evidence=evidence,
+        risk=_risk(ctx), evidence=evidence,
         inverse=f"machine: {before}" if before else "delete the machine key (back to pc)",
         disruption="vm-restart",
-        effect=(
-            "Takes effect at the next cold start (stop + start; a reboot inside the guest keeps"
-            " the old QEMU process). Alone it does not enable P2P; it is the ground for pcie=1."
-        ),
-    )
+        effect="Takes effect at the next cold start (stop + start; a reboot inside the guest keeps"
+        " the old QEMU process). Alone it does not enable P2P; it is the ground for pcie=1.")
     return RuleResult(rule=NAME, changes=[change])

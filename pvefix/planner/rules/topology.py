@@ -108,14 +108,8 @@ def rule(ctx: Context) -> RuleResult:
         if nvidia else _not_nvidia(entries))
     findings.append(
         Finding(
-            id="topology.root-complexes",
-            rule=NAME,
-            severity="info",
-            title=f"{len(entries)} GPU entries {where}",
-            detail=detail,
-            evidence=evidence,
-        )
-    )
+            id="topology.root-complexes", rule=NAME, severity="info",
+            title=f"{len(entries)} GPU entries {where}", detail=detail, evidence=evidence))
     if not ctx.options.p2p and nvidia:
         findings.append(_clique_finding(ctx, nvidia))
     return RuleResult(rule=NAME, findings=findings)
@@ -127,8 +121,7 @@ def _clique_finding(ctx: Context, entries: list[Passed]) -> Finding:
     single = [p for p in entries if _single_function(p)]
     multi = sorted({p.key for p in entries} - {p.key for p in single})
     evidence = [
-        f"single-function entries: {', '.join(p.key for p in single) or 'none'}",
-    ]
+        f"single-function entries: {', '.join(p.key for p in single) or 'none'}"]
     if multi:
         evidence.append(
             f"multi-function entries ({', '.join(multi)}): -set cannot address hostpciN.0;"
@@ -136,59 +129,26 @@ def _clique_finding(ctx: Context, entries: list[Passed]) -> Finding:
         )
     if have:
         evidence.append(
-            "cliques already in args: " + ", ".join(f"{k}={v}" for k, v in sorted(have.items()))
-        )
+            "cliques already in args: " + ", ".join(f"{k}={v}" for k, v in sorted(have.items())))
     if hidden:
-        return Finding(
-            id="topology.clique-blocked",
-            rule=NAME,
-            severity="warning",
-            title="No GPU can get a P2P clique while KVM is hidden from the guest",
-            detail=(
-                f"{'; '.join(hidden)}: KVM is hidden (kvm=off on -cpu) for the whole VM"
-                " (PCI.pm print_hostpci_devices, CPUConfig.pm get_cpu_options), and the NVIDIA"
-                " driver does not honour x-nv-gpudirect-clique without the hypervisor visible."
-                " Lifting it: "
-                + "; ".join(
-                    ("remove x-vga=1 from " + h.split()[0]) if "x-vga" in h
-                    else "remove kvm=off from the -cpu in args (pvefix does not edit it)"
-                    if h.startswith("args")
-                    else "set hidden=0 on the VM's cpu line (it overrides the model's)"
-                    if "cpu-models.conf" in h else "remove hidden=1 from cpu"
-                    for h in hidden
-                )
-                + " (keep x-vga=1 only on a GPU that drives the VM's display). `pvefix plan"
-                " --p2p` plans these guards with their risks (docs/p2p.md)."
-            ),
-            evidence=evidence,
-        )
+        return _kvm_hidden(hidden, evidence)
     if not single:
         return Finding(
-            id="topology.clique-blocked",
-            rule=NAME,
-            severity="warning",
+            id="topology.clique-blocked", rule=NAME, severity="warning",
             title="No passed GPU can be addressed by a P2P clique",
-            detail=(
-                "Every GPU entry is multi-function (host=BB:DD): -set cannot address"
-                " hostpciN.0. Passing the GPU function alone (host=BB:DD.0) would make it"
-                " eligible."
-            ),
-            evidence=evidence,
-        )
+            detail="Every GPU entry is multi-function (host=BB:DD): -set cannot address"
+            " hostpciN.0. Passing the GPU function alone (host=BB:DD.0) would make it"
+            " eligible.",
+            evidence=evidence)
     missing = [p for p in single if p.key not in have]
     if not missing:
         return Finding(
-            id="topology.clique-set",
-            rule=NAME,
-            severity="info",
+            id="topology.clique-set", rule=NAME, severity="info",
             title="Every eligible GPU already has a P2P clique",
-            detail=(
-                "args sets x-nv-gpudirect-clique for each eligible entry. It asserts P2P to the"
-                " guest driver; verify it by moving data (pvefix verify), not by reading"
-                " nvidia-smi topo -p2p."
-            ),
-            evidence=evidence,
-        )
+            detail="args sets x-nv-gpudirect-clique for each eligible entry. It asserts P2P to the"
+            " guest driver; verify it by moving data (pvefix verify), not by reading"
+            " nvidia-smi topo -p2p.",
+            evidence=evidence)
     args = " ".join(f"-set device.{p.key}.x-nv-gpudirect-clique=0" for p in missing)
     scope = (
         "one clique for all of them: an AMD Zen host, where the NVIDIA driver allows P2P"
@@ -198,20 +158,39 @@ def _clique_finding(ctx: Context, entries: list[Passed]) -> Finding:
         " the sources do not settle here: measure first"
     )
     return Finding(
-        id="topology.gpudirect-clique",
-        rule=NAME,
-        severity="warning",
+        id="topology.gpudirect-clique", rule=NAME, severity="warning",
         title="GPU peer-to-peer in the VM needs x-nv-gpudirect-clique (not planned)",
+        detail=f"To let the guest driver enable P2P ({scope}), a root@pam admin can set: args:"
+        f" {args}. Verify it by moving data (pvefix probe / pvefix verify): a grant can"
+        " read OK in nvidia-smi topo -p2p while writes never reach the peer. NCCL also needs"
+        " NCCL_P2P_LEVEL=SYS to use P2P across host bridges; vLLM disables its custom"
+        " all-reduce on more than 2 PCIe GPUs. Ask for it with `pvefix plan --p2p` (phase"
+        " 3, proven with apply --verify; docs/p2p.md).",
+        evidence=[*evidence, f"eligible: {', '.join(p.key for p in missing)}"])
+
+
+def _kvm_hidden(hidden: list[str], evidence: list[str]) -> Finding:
+    """KVM hidden from the guest (`hidden`: by what) blocks every clique."""
+    return Finding(
+        id="topology.clique-blocked", rule=NAME, severity="warning",
+        title="No GPU can get a P2P clique while KVM is hidden from the guest",
         detail=(
-            f"To let the guest driver enable P2P ({scope}), a root@pam admin can set: args:"
-            f" {args}. Verify it by moving data (pvefix probe / pvefix verify): a grant can"
-            " read OK in nvidia-smi topo -p2p while writes never reach the peer. NCCL also needs"
-            " NCCL_P2P_LEVEL=SYS to use P2P across host bridges; vLLM disables its custom"
-            " all-reduce on more than 2 PCIe GPUs. Ask for it with `pvefix plan --p2p` (phase"
-            " 3, proven with apply --verify; docs/p2p.md)."
+            f"{'; '.join(hidden)}: KVM is hidden (kvm=off on -cpu) for the whole VM"
+            " (PCI.pm print_hostpci_devices, CPUConfig.pm get_cpu_options), and the NVIDIA"
+            " driver does not honour x-nv-gpudirect-clique without the hypervisor visible."
+            " Lifting it: "
+            + "; ".join(
+                ("remove x-vga=1 from " + h.split()[0]) if "x-vga" in h
+                else "remove kvm=off from the -cpu in args (pvefix does not edit it)"
+                if h.startswith("args")
+                else "set hidden=0 on the VM's cpu line (it overrides the model's)"
+                if "cpu-models.conf" in h else "remove hidden=1 from cpu"
+                for h in hidden
+            )
+            + " (keep x-vga=1 only on a GPU that drives the VM's display). `pvefix plan"
+            " --p2p` plans these guards with their risks (docs/p2p.md)."
         ),
-        evidence=[*evidence, f"eligible: {', '.join(p.key for p in missing)}"],
-    )
+        evidence=evidence)
 
 
 def _not_nvidia(entries: list[Passed]) -> str:

@@ -58,18 +58,16 @@ class GuestAccess(BaseModel):
         return f"SSH {self.ssh_user}@{self.ssh_host}:{self.ssh_port}"
 
 
-def resolve_guest_access(
-    flags: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None,
-    *, connect_timeout: float | None = None,
-) -> GuestAccess:
+def resolve_guest_access(flags: Mapping[str, Any] | None = None,
+                         env: Mapping[str, str] | None = None, *,
+                         connect_timeout: float | None = None) -> GuestAccess:
     """Merge the environment and the flags (flags win; None = not given) into GuestAccess.
 
     `agent` true selects the guest agent; otherwise a guest SSH host is required.
     """
     environ = os.environ if env is None else env
     values: dict[str, Any] = {
-        field: environ[var] for var, field in GUEST_ENV_VARS.items() if environ.get(var)
-    }
+        field: environ[var] for var, field in GUEST_ENV_VARS.items() if environ.get(var)}
     values.update({k: v for k, v in (flags or {}).items() if v is not None})
     for name in _BOOLS & set(values):
         values[name] = parse_bool(name, values[name], "guest settings")

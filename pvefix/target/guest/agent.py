@@ -68,13 +68,6 @@ class AgentChannel:
         content = base64.b64encode(data).decode("ascii")
         self._call("POST", "file-write", {"file": path, "content": content, "encode": 0})
 
-    def agent_file_read(self, path: str) -> bytes:
-        """file-read's content (at most 16 MiB; text)."""
-        answer = self._call("GET", "file-read", {"file": path})
-        if answer.get("truncated"):
-            raise PvefixError(f"{path}: larger than the 16 MiB file-read returns")
-        return str(answer.get("content", "")).encode("utf-8")
-
     # -- the channel ------------------------------------------------------------------------
 
     def run(self, argv: Sequence[str], timeout: float) -> CommandResult:

@@ -24,8 +24,7 @@ def guest_connection(guest: GuestAccess) -> Connection:
     return Connection(
         ssh_host=guest.ssh_host, ssh_port=guest.ssh_port, ssh_user=guest.ssh_user,
         ssh_key=guest.ssh_key, ssh_password=guest.ssh_password, known_hosts=guest.known_hosts,
-        accept_new_host_key=guest.accept_new_host_key, timeout=guest.connect_timeout,
-    )
+        accept_new_host_key=guest.accept_new_host_key, timeout=guest.connect_timeout)
 
 
 class SshChannel:
