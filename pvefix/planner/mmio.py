@@ -363,10 +363,11 @@ def function_args(values: Mapping[str, str], machine: str,
 def i440fx_bridges(version: str | None, values: Mapping[str, str],
                    used: Iterable[str] = ()) -> list[tuple[str, int]]:
     """The pci-bridges Proxmox adds to an i440fx VM, as (id, slot on the root bus pci.0): pci.1
-    and pci.2 on every machine from 2.3 on, pci.3 with virtio-scsi-single, and any other a
-    device sits behind (`used`: buses; hostpci4+ and virtio6+ on pci.2, net6+ and rng0 on
-    pci.1) (QemuServer.pm config_to_command; PCI.pm's address map)."""
-    wanted = set(used) | {f.bus for f in virtio_functions(values, False) if f.bus}
+    always (the USB code asks for the xhci controller's address on it, used or not), pci.2 on
+    every machine from 2.3 on, pci.3 with virtio-scsi-single, and any other a device sits
+    behind (`used`: buses; hostpci4+ and virtio6+ on pci.2, net6+ and rng0 on pci.1)
+    (QemuServer.pm config_to_command, USB.pm get_usb_controllers; PCI.pm's address map)."""
+    wanted = {"pci.1", *used} | {f.bus for f in virtio_functions(values, False) if f.bus}
     m = re.match(r"(\d+)\.(\d+)", version or "")
     if m is None or (int(m.group(1)), int(m.group(2))) >= (2, 3):
         wanted |= {"pci.1", "pci.2"}

@@ -49,7 +49,7 @@ def test_efitype_picks_the_image_pvefix_assumes(oracle: Any, efidisk: str, image
     assert (mmio.ovmf_build("4.2025.02-4", value) == "4.2025.02-4") == ovmf_build_is_package
 
 
-@pytest.mark.parametrize("machine", ["q35", "pc", "pc-i440fx-8.0"])
+@pytest.mark.parametrize("machine", ["q35", "pc", "pc-i440fx-8.0", "pc-i440fx-2.2"])
 @pytest.mark.parametrize("extra", [
     {}, {"balloon": "0"}, {"net0": "virtio=BC:24:11:00:00:01,bridge=vmbr0"},
     {"net0": "e1000=BC:24:11:00:00:01,bridge=vmbr0"}, {"agent": "1"},
