@@ -57,7 +57,8 @@ def io_windows(ctx: Context, q35: bool, port_holders: set[int]) -> IoWindows:
             ports.append(p.key)
         else:
             bridges.add("pci.0" if index < 4 else "pci.2")
-    bridges |= {f.bus for f in mmio.virtio_functions(ctx.values, q35)
+    version = mmio.machine_version(ctx.machine.type)
+    bridges |= {f.bus for f in mmio.virtio_functions(ctx.values, q35, version)
                 if f.bus and f.bus.startswith("pci.")}
     for key, value in ctx.values.items():
         m = re.fullmatch(r"net(\d+)", key)

@@ -290,12 +290,20 @@ def _option(value: str, name: str, bare: bool) -> str | None:
     return None
 
 
-def virtio_functions(values: Mapping[str, str], q35: bool) -> list[VirtioFunction]:
+def _at_least(version: str | None, release: tuple[int, int, int]) -> bool:
+    """Is a machine version (`9.2`, `4.1+pve2`; None: the newest) at least `release`?"""
+    m = re.match(r"(\d+)\.(\d+)(?:\+pve(\d+))?", version or "")
+    return m is None or (int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)) >= release
+
+
+def virtio_functions(values: Mapping[str, str], q35: bool,
+                     version: str | None = None) -> list[VirtioFunction]:
     """The VM's modern virtio functions, each taking space in the 64-bit window, where Proxmox
     puts them (qemu-server config_to_command and PCI.pm's address map): the balloon (unless
     `balloon: 0`), the agent's and spice's virtio-serial, virtio disks, NICs and SCSI
     controllers (one for every disk with virtio-scsi-single), the RNG, virtiofs, a virtio GPU.
-    On q35 `pci.N` is one of pve-q35-4.0.cfg's pci-bridges; on i440fx pci.0 is the root bus."""
+    On q35 `pci.N` is one of pve-q35-4.0.cfg's pci-bridges; on i440fx pci.0 is the root bus.
+    `version`: the machine's (the RNG needs 4.1+pve2)."""
     out = [] if values.get("balloon", "").strip() == "0" else [
         VirtioFunction("balloon", "virtio-balloon-pci", "balloon0", "pci.0", 3)]
     scsihw = values.get("scsihw", "").strip()
@@ -316,7 +324,7 @@ def virtio_functions(values: Mapping[str, str], q35: bool) -> list[VirtioFunctio
             ("pcie.0", 1) if q35 else ("pci.0", 2))))
     if kind.startswith(("virtio", "qxl")) or _option(vga, "clipboard", False) == "vnc":
         out.append(VirtioFunction("vga", "virtio-serial", "spice", "pci.0", 9))
-    out += _numbered(values)
+    out += [f for f in _numbered(values) if f.key != "rng0" or _at_least(version, (4, 1, 2))]
     return out
 
 
@@ -341,8 +349,8 @@ def _numbered(values: Mapping[str, str]) -> list[VirtioFunction]:
 
 
 def machine_version(machine: str) -> str | None:
-    """The version of a machine type (`pc-i440fx-9.2+pve1` -> 9.2; None: the newest)."""
-    m = re.match(r"pc-(?:i440fx|q35)-(\d+\.\d+)", machine)
+    """The version of a machine type (`pc-i440fx-9.2+pve1` -> 9.2+pve1; None: the newest)."""
+    m = re.match(r"pc-(?:i440fx|q35)-(\d+\.\d+(?:\+pve\d+)?)", machine)
     return m.group(1) if m else None
 
 
@@ -351,10 +359,11 @@ def function_args(values: Mapping[str, str], machine: str,
     """`-device` values for the pci-bridges an i440fx VM gets and the VM's virtio functions,
     each on Proxmox's bus and slot, without their backends (drive, netdev, chardev)."""
     q35 = "q35" in machine
-    bridges = [] if q35 else i440fx_bridges(machine_version(machine), values, used)
+    version = machine_version(machine)
+    bridges = [] if q35 else i440fx_bridges(version, values, used)
     out = [f"pci-bridge,id={name},chassis_nr={name[4:]},bus=pci.0,addr={slot:#x}"
            for name, slot in bridges]
-    for f in virtio_functions(values, q35):
+    for f in virtio_functions(values, q35, version):
         where = f",bus={f.bus},addr={f.slot:#x}" if f.bus is not None else ""
         out.append(f"{f.model},id={f.id}{where}")
     return out
@@ -367,7 +376,8 @@ def i440fx_bridges(version: str | None, values: Mapping[str, str],
     every machine from 2.3 on, pci.3 with virtio-scsi-single, and any other a device sits
     behind (`used`: buses; hostpci4+ and virtio6+ on pci.2, net6+ and rng0 on pci.1)
     (QemuServer.pm config_to_command, USB.pm get_usb_controllers; PCI.pm's address map)."""
-    wanted = {"pci.1", *used} | {f.bus for f in virtio_functions(values, False) if f.bus}
+    wanted = {"pci.1", *used} | {f.bus for f in virtio_functions(values, False, version)
+                                 if f.bus}
     m = re.match(r"(\d+)\.(\d+)", version or "")
     if m is None or (int(m.group(1)), int(m.group(2))) >= (2, 3):
         wanted |= {"pci.1", "pci.2"}

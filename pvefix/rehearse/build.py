@@ -428,7 +428,7 @@ def build_job(i: Inputs) -> Job:
     devices = stand_ins(i.planned, i.functions, q35, i.shapes)
     bridges = [] if q35 else mmio.i440fx_bridges(mmio.machine_version(kind), i.planned,
                                                  {d.bus for d in devices})
-    virtio, more = virtio_args(mmio.virtio_functions(i.planned, q35))
+    virtio, more = virtio_args(mmio.virtio_functions(i.planned, q35, mmio.machine_version(kind)))
     notes += more
     accel = "kvm" if i.accel == "kvm" else "tcg,tb-size=64"
     argv = ["-accel", accel, "-machine", f"type={kind}{backend}", "-cpu", cpu, *mem_argv,

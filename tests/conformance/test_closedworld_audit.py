@@ -82,10 +82,10 @@ def test_the_virtio_functions_pvefix_models_are_the_ones_proxmox_adds(
         elif model.startswith(("virtio", "vhost")) and model != "virtio-iommu-pci":
             theirs.add((model.replace("-gl", ""), kv.get("bus"),
                         int(kv["addr"], 16) if "addr" in kv else None, kv.get("id")))
-    ours = mmio.virtio_functions(values, q35)
+    version = machine.removeprefix("pc-i440fx-") if machine.startswith("pc-") else None
+    ours = mmio.virtio_functions(values, q35, version)
     assert {t[:3] for t in theirs} == {(f.model, f.bus, f.slot) for f in ours}
     assert {t[3] for t in theirs if t[3]} <= {f.id for f in ours}  # rng0 has none there
-    version = machine.removeprefix("pc-i440fx-") if machine.startswith("pc-") else None
     assert bridges == (set() if q35 else set(mmio.i440fx_bridges(version, values)))
 
 

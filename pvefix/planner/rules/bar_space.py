@@ -174,14 +174,15 @@ def _vm(ctx: Context, bars: tuple[int, ...], firmware: mmio.Firmware) -> Vm:
         "amd" if cpu_vendor == "AuthenticAMD"
         else "intel" if cpu_vendor == "GenuineIntel" else None)
     q35 = ctx.machine.family == "q35"
+    version = mmio.machine_version(ctx.machine.type)
     machine = "q35" if q35 else "pc"
     if ctx.machine.version:
         machine = f"pc-{'q35' if machine == 'q35' else 'i440fx'}-{ctx.machine.version}"
     return Vm(firmware, _version(ctx, firmware), vendor,
               mmio.ram_bytes(ctx.value("memory")), bars, machine,
               _kvm_may_report_guest_bits(ctx),
-              mmio.OTHER_BAR * len(mmio.virtio_functions(ctx.values, q35)),
-              mmio.hotplug_buses(q35, _port_holders(ctx), ctx.machine.version, ctx.values))
+              mmio.OTHER_BAR * len(mmio.virtio_functions(ctx.values, q35, version)),
+              mmio.hotplug_buses(q35, _port_holders(ctx), version, ctx.values))
 
 
 def _port_holders(ctx: Context) -> set[int]:
