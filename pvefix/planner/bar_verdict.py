@@ -443,6 +443,14 @@ def _seabios(shape: Shape, b: _Behaviour, lay: _Layout) -> Verdict:
     over4g = lay.end - 4 * GiB if lay.above else 0
     pad = bool(bits and bits >= 36 and over4g)
     q35 = _q35(shape.machine)
+    if pad and shape.padded_buses and not q35:
+        return Verdict(
+            "must-be-measured", f"SeaBIOS with RAM above 4 GiB gives each of i440fx's"
+            f" {shape.padded_buses} pci-bridges a 64-bit window of its own, whose size and"
+            " place fw-lab has not measured (on q35 it has: top/2048 each); with them a"
+            " generated VM lost a BAR the same model without them places", window=None,
+            fw_bits=bits, ram_end=lay.end,
+            measure="i440fx with SeaBIOS and RAM above 4 GiB (boot it)")
     entries: list[tuple[int, int, int]] = []  # (align, size, BAR or 0 for a bridge's pad)
     for bar in shape.bars:
         align = top >> 11 if (q35 and pad and b.misalign) else bar

@@ -37,10 +37,12 @@ from pvefix.sim.serve import write_ready_file
 from tests.shared import fwlab_edk2_and_qemu, fwlab_module
 
 G = 1 << 30
-# fw-lab's options for the story VM's phase 1 (tests/rehearse/test_sim.py runs the same)
+# fw-lab's options for the story VM's phase 1. Each card's 128 GiB BAR1 and 32 MiB BAR3 share
+# its root port's window (128 GiB + 32 MiB, aligned to 128 GiB); fw-lab's stand-ins have one
+# BAR each, so a card is the 256 GiB block the planner counts for it (the power of two of its
+# BARs' sum): the rehearsal's BAR1 addresses must be the blocks' addresses
 STORY_PHASE_1 = {"firmware_set": "edk2-2025.02", "cpu": "x86-64-v2-AES", "phys_bits": "52",
-                 "pdpe1gb": True, "vendor": "amd", "ram": "1536G", "bars": "8x128G",
-                 "dev": "testdev"}
+                 "pdpe1gb": True, "vendor": "amd", "ram": "1536G", "bars": "8x256G"}
 SMALL_WINDOW = 524288  # MiB of X-PciMmio64Mb: 512 GiB, too small for eight 128 GiB BARs
 
 
@@ -209,7 +211,9 @@ def test_the_next_start_in_pending_is_rehearsed_and_equals_the_firmware(
     verdict = data["rehearsals"][0]
     want = lab.run(STORY_PHASE_1)
     assert want["outcome"] == verdict["outcome"] == "placed"
-    assert sorted(b["address"] for b in verdict["bars"]) == sorted(want["bar_addrs"])
+    assert len(verdict["bars"]) == 16  # each card's BAR1 and BAR3
+    assert sorted(b["address"] for b in verdict["bars"] if b["size"] == 128 * G) == sorted(
+        want["bar_addrs"])
 
     vm = api(info, "ticket").nodes(info.node).qemu(100).config
     vm.put(args=f"-fw_cfg name=opt/ovmf/X-PciMmio64Mb,string={SMALL_WINDOW}",
@@ -219,8 +223,11 @@ def test_the_next_start_in_pending_is_rehearsed_and_equals_the_firmware(
     assert code == EXIT_CHANGES and item["status"] == "drift" and item["got"] == "not-placed"
     want = lab.run({**STORY_PHASE_1, "mmio64_mb": SMALL_WINDOW})
     assert want["outcome"] == "not-placed"
-    placed = sorted(b["address"] for b in verdict["bars"] if b["status"] == "placed")
-    assert placed == sorted(a for a in want["bar_addrs"] if a) and 0 < len(placed) < 8
+    placed = sorted(b["address"] for b in verdict["bars"]
+                    if b["status"] == "placed" and b["size"] == 128 * G)
+    # fw-lab's 256 GiB blocks leave no room for the bridges' padding where the cards' real
+    # port windows (128 GiB + 32 MiB each) do: it places fewer, each where the rehearsal does
+    assert 0 < len(placed) < 8 and set(a for a in want["bar_addrs"] if a) <= set(placed)
 
 
 def test_a_vm_that_passes_no_device_is_not_rehearsed_and_the_note_says_so() -> None:

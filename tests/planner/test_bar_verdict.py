@@ -123,3 +123,16 @@ def test_padding_never_makes_an_ovmf_window_fit(shape: Shape, version: str) -> N
         assert bare.outcome == "fits"
     if bare.outcome != "fits":
         assert padded.outcome == bare.outcome
+
+
+def test_seabios_with_i440fxs_bridges_and_ram_above_4g_must_be_measured() -> None:
+    """fw-lab (SeaBIOS 1.16.3, `--machine pc` with Proxmox's pci.1 and pci.2, 42 bits, 900 GiB
+    RAM, 3x128G+64G; test_firmware_window's generated VM of 2026-12-06): one BAR ends above
+    2^42, where the model without bridge windows places all four. On q35 SeaBIOS's bridge
+    windows are measured (top/2048 each); on i440fx they are not, so no claim."""
+    shape = Shape("seabios", "1.16.3", "intel", 42, True, 900 * GiB,
+                  (128 * GiB, 128 * GiB, 128 * GiB, 64 * GiB), "pc", padded_buses=2)
+    got = verdict(shape)
+    assert got.outcome == "must-be-measured" and got.measure
+    assert verdict(replace(shape, padded_buses=0)).outcome == "fits"
+    assert verdict(replace(shape, ram=2 * GiB)).outcome != "must-be-measured"  # no pads
