@@ -65,7 +65,8 @@ is replayed by the conformance test, outcome and BAR count):
   bridge in a 130-132 GiB window, none in a 32 GiB one; the GPU's BAR is the one dropped).
   Other edk2 builds: not measured, so where it decides, "must be measured". SeaBIOS 1.16.3
   gives each bridge a 64-bit window of 1/2048 of the top when RAM lies above 4 GiB (P11, P12)
-  and nothing in the 64-bit window otherwise (P9).
+  and nothing in the 64-bit window otherwise (P9); that is q35's: i440fx's pci-bridges with
+  RAM above 4 GiB are not measured, so there "must be measured".
 A BAR counts as placed as fw-lab counts it: programmed, ending within the vCPU's phys-bits and
 not overlapping RAM. Not modelled: 5-level paging (OVMF built with PcdUse5LevelPageTable),
 memory hotplug (`etc/reserved-memory-end`), BARs that fit below 4 GiB.

@@ -37,7 +37,8 @@ holding their port (the pcie rule gives them pcie=1 on q35).
 
 On i440fx Proxmox adds two SHPC pci-bridges (pci.1, pci.2) to every machine from 2.3 on, which
 OVMF pads the same way (fw-lab, --machine pc: 1x128G in an exact 128 GiB window placed alone,
-not with the two bridges).
+not with the two bridges). What SeaBIOS gives them with RAM above 4 GiB is not measured: there
+the verdict is "must be measured".
 
 OVMF can run out of I/O port space before the window: each root port whose GPU has an I/O BAR
 and each pci-bridge with a device that has one (every virtio function there is transitional)
