@@ -258,7 +258,7 @@ class ApiClient:
         resource = self.root(path.strip("/"))
         try:
             if method == "GET":
-                return resource.get(**dict(data or {}))
+                return self._get(resource, dict(data or {}))
             if method == "PUT":
                 return resource.put(**dict(data or {}))
             return resource.post(**dict(data or {}))
@@ -272,6 +272,18 @@ class ApiClient:
         except (ValueError, TypeError, OSError) as exc:  # http.client quotes a bad header
             raise PvefixError(f"{label}: {type(exc).__name__}", source=self.base_url
                               ) from None
+
+    @staticmethod
+    def _get(resource: Any, params: dict[str, Any]) -> Any:
+        """A GET, asked once more on a fresh connection when the first one was reset or
+        refused: pveproxy ends a worker after its share of requests and closes the kept-alive
+        connections it held (a read is safe to repeat; a write is never repeated)."""
+        try:
+            return resource.get(**params)
+        except requests.exceptions.RequestException as exc:
+            if not _node_away(exc):
+                raise
+        return resource.get(**params)
 
     def _api_error(self, exc: ResourceException, label: str) -> ApiError:
         if exc.status_code == 401:

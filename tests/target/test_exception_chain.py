@@ -6,6 +6,8 @@ from __future__ import annotations
 import errno
 import ssl
 
+import pytest
+
 from pvefix.errors import exception_chain, os_error_in
 from pvefix.target.api import _node_away
 
@@ -48,3 +50,36 @@ def test_a_reset_is_a_node_away_and_a_certificate_failure_is_not() -> None:
                                             "verify failed")
     assert not _node_away(_chain(bad_cert))
     assert not _node_away(_chain(ValueError("something else")))
+
+
+class _Flaky:
+    """A proxmoxer resource whose first call fails as `first` and whose next ones answer."""
+
+    def __init__(self, first: BaseException) -> None:
+        self.first: BaseException | None = first
+        self.calls = 0
+
+    def _call(self, **params: object) -> object:
+        self.calls += 1
+        if self.first is not None:
+            exc, self.first = self.first, None
+            raise exc
+        return {"ok": params}
+
+    get = post = put = _call
+
+
+def test_a_read_whose_connection_was_reset_is_asked_once_more() -> None:
+    """pveproxy closes its kept-alive connections when a worker ends: a GET is repeated once
+    on a fresh connection; any other failure, and a second reset, are not hidden."""
+    import requests
+
+    from pvefix.target.api import ApiClient
+
+    reset = requests.exceptions.ConnectionError(ConnectionResetError(104, "Connection reset"))
+    flaky = _Flaky(reset)
+    assert ApiClient._get(flaky, {"full": "1"}) == {"ok": {"full": "1"}} and flaky.calls == 2
+    timeout = _Flaky(requests.exceptions.ReadTimeout("read timed out"))
+    with pytest.raises(requests.exceptions.ReadTimeout):
+        ApiClient._get(timeout, {})
+    assert timeout.calls == 1
