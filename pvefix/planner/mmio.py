@@ -270,6 +270,21 @@ class VirtioFunction:
     bus: str | None
     slot: int | None
 
+    def device(self, model: str | None = None) -> str:
+        """Its `-device` value without a backend (`model`: another device in its place)."""
+        where = f",bus={self.bus},addr={self.slot:#x}" if self.bus is not None else ""
+        return f"{model or self.model},id={self.id}{where}"
+
+
+def virtio_nic(value: str) -> bool:
+    """Is a `netN` value a virtio NIC (`virtio=MAC,...` or `model=virtio,...`)?"""
+    return re.match(r"(model=)?virtio\b", value.strip()) is not None
+
+
+def bridge_device(name: str, slot: int) -> str:
+    """The `-device` value of one of an i440fx VM's pci-bridges (i440fx_bridges)."""
+    return f"pci-bridge,id={name},chassis_nr={name[4:]},bus=pci.0,addr={slot:#x}"
+
 
 def _where(index: int, first: tuple[int, int], rest: tuple[int, int]) -> tuple[str, int]:
     """Proxmox's slot for the Nth of a kind: the first six on one bus from one slot on, the
@@ -338,7 +353,7 @@ def _numbered(values: Mapping[str, str]) -> list[VirtioFunction]:
         if stem == "virtio":
             out.append(VirtioFunction(key, "virtio-blk-pci", key,
                                       *_where(int(n), (0, 10), (2, 1))))
-        elif stem == "net" and re.match(r"(model=)?virtio\b", values[key].strip()):
+        elif stem == "net" and virtio_nic(values[key]):
             out.append(VirtioFunction(key, "virtio-net-pci", key,
                                       *_where(int(n), (0, 18), (1, 1))))
         elif key == "rng0":
@@ -361,12 +376,8 @@ def function_args(values: Mapping[str, str], machine: str,
     q35 = "q35" in machine
     version = machine_version(machine)
     bridges = [] if q35 else i440fx_bridges(version, values, used)
-    out = [f"pci-bridge,id={name},chassis_nr={name[4:]},bus=pci.0,addr={slot:#x}"
-           for name, slot in bridges]
-    for f in virtio_functions(values, q35, version):
-        where = f",bus={f.bus},addr={f.slot:#x}" if f.bus is not None else ""
-        out.append(f"{f.model},id={f.id}{where}")
-    return out
+    return [*(bridge_device(name, slot) for name, slot in bridges),
+            *(f.device() for f in virtio_functions(values, q35, version))]
 
 
 def i440fx_bridges(version: str | None, values: Mapping[str, str],

@@ -107,7 +107,7 @@ class HostCpu:
 
 
 @dataclass(frozen=True)
-class Shape:
+class BarShape:
     """A passed function's BARs as its stand-in copies them: the largest 64-bit one, whether
     it has an I/O BAR (its root port then needs an I/O window: the firmware's I/O space is
     small), and its other 64-bit ones (they share its root port's window)."""
@@ -269,7 +269,7 @@ def memory_args(mem: Memory, numa: bool) -> tuple[list[str], str]:
 
 
 def stand_ins(planned: Mapping[str, str], functions: Mapping[str, Sequence[tuple[str, int]]],
-              q35: bool, shapes: Mapping[str, Shape] | None = None) -> list[StandIn]:
+              q35: bool, shapes: Mapping[str, BarShape] | None = None) -> list[StandIn]:
     """The stand-ins of the passed functions that have a 64-bit BAR. `functions` maps hostpciN
     to its (host address, largest 64-bit BAR size) pairs (a pool: its largest candidate);
     `shapes` (by host address) adds each one's I/O BAR and other 64-bit BARs: a one-function
@@ -284,7 +284,7 @@ def stand_ins(planned: Mapping[str, str], functions: Mapping[str, Sequence[tuple
         sized = [(host, size) for host, size in functions.get(key, ()) if size > 0]
         bus, slot = _hostpci_slot(entry.index, entry.pcie)
         for j, (host, size) in enumerate(sized):
-            shape = (shapes or {}).get(host) or Shape(size)
+            shape = (shapes or {}).get(host) or BarShape(size)
             others = shape.others if len(sized) == 1 else ()
             ident = key if len(sized) == 1 else f"{key}.{j}"
             fn = j if len(sized) > 1 else 0 if others else None
@@ -313,8 +313,7 @@ def buses(devices: Sequence[StandIn], q35: bool, i440fx: Sequence[tuple[str, int
     has, one more port per pcie entry from hostpci4 on; on i440fx the pci-bridges Proxmox adds
     (`i440fx`: mmio.i440fx_bridges)."""
     if not q35:
-        return [f"pci-bridge,id={name},chassis_nr={name[4:]},bus=pci.0,addr={slot:#x}"
-                for name, slot in i440fx]
+        return [mmio.bridge_device(name, slot) for name, slot in i440fx]
     out: list[str] = []
     for n in range(1, 5):
         multi = ",multifunction=on" if n == 1 else ""
@@ -342,15 +341,14 @@ def virtio_args(functions: Sequence[mmio.VirtioFunction]) -> tuple[list[str], li
     argv: list[str] = []
     notes: list[str] = []
     for f in functions:
-        where = f",bus={f.bus},addr={f.slot:#x}" if f.bus is not None else ""
-        model = f.model
-        if model == "virtio-blk-pci":
+        model = None
+        if f.model == "virtio-blk-pci":
             argv += ["-blockdev", f"driver=null-co,node-name=null-{f.id},read-zeroes=on"]
-            model += f",drive=null-{f.id}"
-        elif model == "vhost-user-fs-pci":
+            model = f"{f.model},drive=null-{f.id}"
+        elif f.model == "vhost-user-fs-pci":
             model = "virtio-rng-pci"
             notes.append(f"{f.key}: a virtio-rng-pci stands in for virtiofs (no virtiofsd)")
-        argv += ["-device", f"{model},id={f.id}{where}"]
+        argv += ["-device", f.device(model)]
     return argv, notes
 
 
@@ -389,7 +387,7 @@ class Inputs:
     accel: str  # "kvm" | "tcg"
     explicit_firmware_dir: bool = False
     cpu_models: Mapping[str, CpuModel] | None = None  # cpu-models.conf (None: not read)
-    shapes: Mapping[str, Shape] | None = None  # by host function (None: pci-testdev alone)
+    shapes: Mapping[str, BarShape] | None = None  # by host function (None: pci-testdev alone)
 
 
 def _guest_bits(cpu: str) -> int | None:

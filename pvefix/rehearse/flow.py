@@ -11,12 +11,12 @@ from pvefix.errors import PvefixError
 from pvefix.planner.context import build_context
 from pvefix.planner.model import Plan
 from pvefix.rehearse.build import (
+    BarShape,
     HostCpu,
     Inputs,
     Job,
     NodeFacts,
     RehearseRefused,
-    Shape,
     build_job,
 )
 from pvefix.rehearse.command import ProxmoxRefuses
@@ -98,17 +98,17 @@ def bar_functions(state: HostState, config: dict[str, str]) -> dict[str, list[tu
             for key, sized in _sized(state, config).items()}
 
 
-def bar_shapes(state: HostState, config: dict[str, str]) -> dict[str, Shape]:
+def bar_shapes(state: HostState, config: dict[str, str]) -> dict[str, BarShape]:
     """Each function of bar_functions by name: whether it has an I/O BAR, and its other 64-bit
     prefetchable BARs (a stand-in copies both: they decide its root port's windows)."""
     return {name: shape for sized in _sized(state, config).values() for name, shape in sized}
 
 
-def _sized(state: HostState, config: dict[str, str]) -> dict[str, list[tuple[str, Shape]]]:
+def _sized(state: HostState, config: dict[str, str]) -> dict[str, list[tuple[str, BarShape]]]:
     text = "".join(f"{k}: {v}\n" for k, v in config.items())
     vm = state.vm.model_copy(update={"config_text": text})
     ctx = build_context(state.model_copy(update={"vm": vm}))
-    out: dict[str, list[tuple[str, Shape]]] = {}
+    out: dict[str, list[tuple[str, BarShape]]] = {}
     for p in ctx.passed:
         if p.unknown or p.problem:
             why = p.problem or "its devices are not in the node's PCI facts"
@@ -122,7 +122,7 @@ def _sized(state: HostState, config: dict[str, str]) -> dict[str, list[tuple[str
                     else d.address)
             if bar64:
                 io = any(b.is_io for b in d.bars)
-                sizes.append((name, Shape(bar64[0], io, tuple(bar64[1:]))))
+                sizes.append((name, BarShape(bar64[0], io, tuple(bar64[1:]))))
         out[p.key] = sizes
     return out
 
