@@ -31,7 +31,7 @@ def _own_lock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(LOCK_DIR_ENV, str(tmp_path))
 
 
-def _hanging_job(watch_stdin: bool) -> dict[str, object]:
+def _hanging_job(watch_stdin: bool, vmid: int) -> dict[str, object]:
     edk2 = fwlab_edk2_and_qemu()
     qemu = shutil.which("qemu-system-x86_64")
     assert qemu is not None, "fw-lab's preflight found it"
@@ -44,35 +44,41 @@ def _hanging_job(watch_stdin: bool) -> dict[str, object]:
         planned[f"hostpci{i}"] = f"0000:{i + 1:02x}:00.0,pcie=1"
         functions[f"hostpci{i}"] = [(f"0000:{i + 1:02x}:00.0", 128 << 30)]
     job = build_job(Inputs(planned, functions, node, HostCpu("AuthenticAMD", 48), "tcg", True))
-    return {"qemu_path": qemu, "argv": job.argv, "timeout": 300, "vmid": 4242,
+    return {"qemu_path": qemu, "argv": job.argv, "timeout": 300, "vmid": vmid,
             "vars_template": job.vars_template, "vars_signal": True, "ram_mb": job.ram_mb,
             "watch_stdin": watch_stdin}
 
 
-def _ours() -> set[Path]:
-    return set(Path(tempfile.gettempdir()).glob("pvefix-rehearse-4242-*"))
+def _ours(vmid: int) -> set[Path]:
+    return set(Path(tempfile.gettempdir()).glob(f"pvefix-rehearse-{vmid}-*"))
 
 
-def _start(watch_stdin: bool) -> tuple[subprocess.Popen[bytes], set[Path]]:
-    before = _ours()
-    argv = node_argv("run", _hanging_job(watch_stdin), 300)
+# Each test's run has a VMID of its own: the two tests may run at the same time (pytest-xdist
+# workers), and one must not take the other's folder for a leftover of its own.
+_LOST, _SIGTERM = 4242, 4243
+
+
+def _start(watch_stdin: bool, vmid: int) -> tuple[subprocess.Popen[bytes], set[Path]]:
+    before = _ours(vmid)
+    argv = node_argv("run", _hanging_job(watch_stdin, vmid), 300)
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
     deadline = time.monotonic() + 30
-    while not (_ours() - before) and time.monotonic() < deadline:
+    while not (_ours(vmid) - before) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert _ours() - before, "the run's folder never appeared"
+    assert _ours(vmid) - before, "the run's folder never appeared"
     time.sleep(2)  # QEMU is up, OVMF hangs
     return proc, before
 
 
-def _ended_clean(proc: subprocess.Popen[bytes], before: set[Path]) -> dict[str, object]:
+def _ended_clean(proc: subprocess.Popen[bytes], before: set[Path],
+                 vmid: int) -> dict[str, object]:
     proc.wait(timeout=30)  # the output is one short line: no pipe fills up
     assert proc.stdout is not None
     out = proc.stdout.read()
     result = json.loads(out.decode().strip().splitlines()[-1])
     assert result["outcome"] == "stopped" and result["tmp_removed"] is True
-    assert not (_ours() - before)
+    assert not (_ours(vmid) - before)
     group = int(str(result["pid_group"])) if "pid_group" in result else None
     if group is not None:
         with pytest.raises(ProcessLookupError):
@@ -81,15 +87,15 @@ def _ended_clean(proc: subprocess.Popen[bytes], before: set[Path]) -> dict[str, 
 
 
 def test_a_lost_connection_ends_the_run_and_cleans_up() -> None:
-    proc, before = _start(watch_stdin=True)
+    proc, before = _start(watch_stdin=True, vmid=_LOST)
     assert proc.stdin is not None
     proc.stdin.close()  # what sshd does when the connection drops
-    result = _ended_clean(proc, before)
+    result = _ended_clean(proc, before, _LOST)
     assert "connection to pvefix was lost" in str(result["why"])
 
 
 def test_sigterm_through_timeout_ends_the_run_and_cleans_up() -> None:
-    proc, before = _start(watch_stdin=False)
+    proc, before = _start(watch_stdin=False, vmid=_SIGTERM)
     proc.send_signal(signal.SIGTERM)  # to `timeout`, which passes it on
-    result = _ended_clean(proc, before)
+    result = _ended_clean(proc, before, _SIGTERM)
     assert "signal 15" in str(result["why"])

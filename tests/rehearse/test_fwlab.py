@@ -82,7 +82,7 @@ def _config(keys: dict[str, str], count: int) -> dict[str, str]:
 
 
 def _pvefix(fwset: str, keys: dict[str, str], bars: tuple[int, int],
-            timeout: int) -> tuple[str, list[str | None], str]:
+            timeout: int, vmid: int = 9000) -> tuple[str, list[str | None], str]:
     count, gib = bars
     config = _config(keys, count)
     functions = {f"hostpci{i}": [(f"0000:{i + 1:02x}:00.0", gib * G)] for i in range(count)}
@@ -91,7 +91,7 @@ def _pvefix(fwset: str, keys: dict[str, str], bars: tuple[int, int],
     inputs = Inputs(planned=config, functions=functions, node=node,
                     host=HostCpu("AuthenticAMD", 48), accel="tcg", explicit_firmware_dir=True)
     job = build_job(inputs)
-    result = run_job(shell, job, node, vmid=9000, timeout=timeout, watch_stdin=False,
+    result = run_job(shell, job, node, vmid=vmid, timeout=timeout, watch_stdin=False,
                      where="this host")
     outcome, message, verdicts = judge(result, job)
     return outcome, [None if b.status != "placed" or b.address is None else hex(b.address)
@@ -123,7 +123,11 @@ def test_the_rehearsal_says_what_fw_lab_says(fwlab: Any, oracle: Any, name: str,
 def test_the_rehearsal_leaves_nothing_behind(fwlab: Any, tmp_path: Path) -> None:
     import tempfile
 
-    before = {p.name for p in Path(tempfile.gettempdir()).glob("pvefix-rehearse-*")}
-    _pvefix("edk2-2025.02", {"machine": "q35", "bios": "ovmf", "cpu": "qemu64"}, (1, 32), 60)
-    after = {p.name for p in Path(tempfile.gettempdir()).glob("pvefix-rehearse-*")}
+    # A VMID no other test uses: the other rehearsals may run beside this one (xdist workers)
+    # and their folders come and go meanwhile.
+    ours = "pvefix-rehearse-9001-*"
+    before = {p.name for p in Path(tempfile.gettempdir()).glob(ours)}
+    _pvefix("edk2-2025.02", {"machine": "q35", "bios": "ovmf", "cpu": "qemu64"}, (1, 32), 60,
+            vmid=9001)
+    after = {p.name for p in Path(tempfile.gettempdir()).glob(ours)}
     assert after <= before

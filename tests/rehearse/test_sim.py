@@ -158,6 +158,25 @@ def test_kvm_is_used_when_usable_and_the_verdict_says_so(
     assert "(KVM)" in out.splitlines()[1]
 
 
+# The kill test's VM has a VMID no other test rehearses: other rehearsals (of VM 100) may run
+# beside it (xdist workers), and their folders must not be taken for this run's.
+OWN_VMID = 4244
+
+
+def _kpro6_with_vm(vmid: int, where: Path) -> Path:
+    """kpro6's host tree with its VM 100 renumbered `vmid`."""
+    from pvefix.hosttree import materialize_scenario
+
+    materialize_scenario("kpro6", where)
+    meta_path = where / "pvefix-host.json"
+    meta = json.loads(meta_path.read_text())
+    meta["vms"][str(vmid)] = meta["vms"].pop("100")
+    meta_path.write_text(json.dumps(meta, indent=2))
+    configs = where / "etc" / "pve" / "qemu-server"
+    (configs / "100.conf").rename(configs / f"{vmid}.conf")
+    return where
+
+
 def _runs_of(vmid: int) -> set[Path]:
     import tempfile
 
@@ -193,23 +212,23 @@ def test_killing_pvefix_rehearse_leaves_no_qemu_and_no_folder(
     fwlab_edk2_and_qemu()
     from tests.simkit import api
 
-    info = fresh_sim("kpro6")
+    info = fresh_sim(str(_kpro6_with_vm(OWN_VMID, tmp_path / "tree")))
     path = tmp_path / "ready.json"
     write_ready_file(info, path)
-    vm = api(info, "ticket").nodes(info.node).qemu(100)
+    vm = api(info, "ticket").nodes(info.node).qemu(OWN_VMID)
     # the next start: a 1 TiB X-PciMmio64Mb window at 40 bits, where OVMF hangs
     vm.config.post(machine="q35", cpu="qemu64", memory="2048",
                    args="-fw_cfg name=opt/ovmf/X-PciMmio64Mb,string=1048576")
-    before = _runs_of(100)
+    before = _runs_of(OWN_VMID)
     env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pvefix", "rehearse", "100", "--connection", str(path),
+        [sys.executable, "-m", "pvefix", "rehearse", str(OWN_VMID), "--connection", str(path),
          "--accel", "tcg", "--firmware-dir", str(EDK2), "--boot-timeout", "300"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 90
-    while not (_runs_of(100) - before) and time.monotonic() < deadline:
+    while not (_runs_of(OWN_VMID) - before) and time.monotonic() < deadline:
         time.sleep(0.3)
-    ours = _runs_of(100) - before
+    ours = _runs_of(OWN_VMID) - before
     assert ours, "the run's folder never appeared"
     while not _processes_in(ours) and time.monotonic() < deadline:
         time.sleep(0.3)
@@ -218,8 +237,8 @@ def test_killing_pvefix_rehearse_leaves_no_qemu_and_no_folder(
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     deadline = time.monotonic() + 30
-    while (_runs_of(100) & ours or any(Path(f"/proc/{p}").exists() for p in qemu)) and \
+    while (_runs_of(OWN_VMID) & ours or any(Path(f"/proc/{p}").exists() for p in qemu)) and \
             time.monotonic() < deadline:
         time.sleep(0.3)
-    assert not (_runs_of(100) & ours), "the run's folder was left behind"
+    assert not (_runs_of(OWN_VMID) & ours), "the run's folder was left behind"
     assert not any(Path(f"/proc/{p}").exists() for p in qemu), "QEMU was left running"
