@@ -48,19 +48,29 @@ def config_gaps(values: Mapping[str, str]) -> list[Gap]:
 def _key_gaps(values: Mapping[str, str]) -> list[Gap]:
     out: list[Gap] = []
     for key, value in sorted(values.items()):
-        item = lookup("config-key", family(key))
-        if item is None:
-            item = Input("config-key", key, "unmodelled", ALL_START,
-                         "a key qemu-server's schema as pvefix knows it does not hold")
-        elif item.status != "unmodelled":
+        entry = _key_input(key)
+        if entry is None:
             continue
-        else:
+        item, by_value = entry
+        if by_value:
             claims = touched(item, value, values)
             if not claims:
                 continue
             item = replace(item, claims=claims)
         out.append(Gap(item, f"{key}: {value}"))
     return out
+
+
+@lru_cache(maxsize=4096)
+def _key_input(key: str) -> tuple[Input, bool] | None:
+    """What a config key is to the closed world, whatever its value: None where it is modelled
+    or inert (no gap); else the input and whether its value decides the claims it touches (a
+    registered unmodelled key) or not (a key the registry does not know: every start claim)."""
+    item = lookup("config-key", family(key))
+    if item is None:
+        return Input("config-key", key, "unmodelled", ALL_START,
+                     "a key qemu-server's schema as pvefix knows it does not hold"), False
+    return (item, True) if item.status == "unmodelled" else None
 
 
 @lru_cache(maxsize=1024)
