@@ -279,27 +279,37 @@ def _stdin_closed() -> bool:
         return False
 
 
-def stand_in_bars(pci: list[Any]) -> list[int]:
-    """The stand-ins' (pci-testdev, 1b36:0005) BAR2 addresses as query-pci shows them: 0 or
-    2^64-1 while the firmware has not programmed the BAR or not turned its decoding on."""
-    out: list[int] = []
+STAND_IN_MODELS = ("pci-testdev,", "ivshmem-plain,")  # build.py STAND_IN and NO_IO
+
+
+def stand_in_ids(argv: list[str]) -> list[str]:
+    """The stand-ins' ids, from their `-device` words: pci-testdev (a function with an I/O BAR)
+    and ivshmem-plain (one without); the BAR each stands for is its BAR2."""
+    return [part[3:] for word in argv if word.startswith(STAND_IN_MODELS)
+            for part in word.split(",") if part.startswith("id=")]
+
+
+def stand_in_bars(pci: list[Any], ids: list[str]) -> list[int]:
+    """The stand-ins' BAR2 addresses as query-pci shows them, in the order of `ids`: 0 or
+    2^64-1 while the firmware has not programmed the BAR or not turned its decoding on (0 for
+    a stand-in query-pci does not show)."""
+    found: dict[str, int] = {}
 
     def walk(devices: list[Any]) -> None:
         for d in devices:
-            if (d["id"]["vendor"], d["id"]["device"]) == (0x1B36, 0x0005):
-                out.extend([r["address"] % (1 << 64) for r in d.get("regions", [])
-                            if r.get("bar") == 2] or [0])
+            if d.get("qdev_id") in ids:
+                found[d["qdev_id"]] = next((r["address"] % (1 << 64) for r in
+                                            d.get("regions", []) if r.get("bar") == 2), 0)
             walk(d.get("pci_bridge", {}).get("devices", []))
 
     for bus in pci:
         walk(bus.get("devices", []))
-    return out
+    return [found.get(i, 0) for i in ids]
 
 
-def all_decoded(pci: list[Any], count: int) -> bool:
-    """Every one of `count` stand-ins is seen with its BAR2 at an address."""
-    bars = stand_in_bars(pci)
-    return len(bars) == count and all(0 < a < (1 << 64) - 1 for a in bars)
+def all_decoded(pci: list[Any], ids: list[str]) -> bool:
+    """Every stand-in of `ids` is seen with its BAR2 at an address."""
+    return all(0 < a < (1 << 64) - 1 for a in stand_in_bars(pci, ids))
 
 
 def settled_pci(qmp: Qmp, job: Job, tmp: str, deadline: float) -> Any:
@@ -308,12 +318,12 @@ def settled_pci(qmp: Qmp, job: Job, tmp: str, deadline: float) -> Any:
     may take seconds between the two): read again until every stand-in shows its address, the
     console says the boot manager ran (FW_DONE), or SETTLE_S passed (a BAR the firmware did
     not place never shows one)."""
-    count = sum(1 for w in job["argv"] if w.startswith("pci-testdev,"))
+    ids = stand_in_ids(job["argv"])
     until = min(deadline, time.monotonic() + SETTLE_S)
     while True:
         console = _console_done(tmp)
         pci = qmp.cmd("query-pci")
-        if console or all_decoded(pci, count) or time.monotonic() >= until:
+        if console or all_decoded(pci, ids) or time.monotonic() >= until:
             return pci
         if job.get("watch_stdin") and _stdin_closed():
             raise Stop("the connection to pvefix was lost")

@@ -39,5 +39,11 @@ def test_ovmf_drops_a_gpu_at_the_measured_io_window_count() -> None:
     runs = [r for r in RUNS if r["label"] in BOOTED]
     got = fwlab.run_many([_lab(r, usb) for r in runs], 2)
     for run, verdict in zip(runs, got, strict=True):
+        if verdict["bars_assigned"] == 0 < run["bars_assigned"]:
+            # fw-lab reads query-pci 1 s after OVMF's BootOrder, and on a loaded machine its
+            # boot manager may not have turned the BARs' decoding on yet: every BAR reads
+            # unassigned (seen in a conformance run at load 5). That signature alone is
+            # booted again, on its own.
+            verdict = fwlab.run(_lab(run, usb))
         assert (verdict["outcome"], verdict["bars_assigned"]) == (
             run["outcome"], run["bars_assigned"]), (run["label"], _windows(run), verdict)

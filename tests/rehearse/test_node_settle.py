@@ -11,18 +11,21 @@ from typing import Any
 
 import pytest
 
-from pvefix.rehearse import node_script
+from pvefix.rehearse import build, node_script
 
 UNDECODED = (1 << 64) - 1
 
 
-def _pci(*addresses: int) -> list[dict[str, Any]]:
-    """query-pci: a root port per stand-in (pci-testdev, 1b36:0005) and its BAR2."""
+def _pci(*addresses: int, model: str = "pci-testdev") -> list[dict[str, Any]]:
+    """query-pci: a root port per stand-in (pci-testdev 1b36:0005, or ivshmem-plain 1af4:1110)
+    with its id and its BAR2."""
+    ident = {"pci-testdev": (0x1B36, 0x0005), "ivshmem-plain": (0x1AF4, 0x1110)}[model]
     ports = [{"id": {"vendor": 0x1B36, "device": 0x000C}, "regions": [],
-              "pci_bridge": {"devices": [{"id": {"vendor": 0x1B36, "device": 0x0005},
+              "pci_bridge": {"devices": [{"id": {"vendor": ident[0], "device": ident[1]},
+                                          "qdev_id": f"hostpci{n}",
                                           "regions": [{"bar": 2, "address": a,
                                                        "size": 1 << 35}]}]}}
-             for a in addresses]
+             for n, a in enumerate(addresses)]
     host = {"id": {"vendor": 0x8086, "device": 0x29C0}, "regions": []}
     return [{"bus": 0, "devices": [host, *ports]}]
 
@@ -40,10 +43,15 @@ class FakeQmp:
         return self.snapshots[min(self.asked, len(self.snapshots)) - 1]
 
 
-def _job(count: int) -> dict[str, Any]:
+def _job(count: int, model: str = "pci-testdev") -> dict[str, Any]:
     argv = ["-m", "1024"]
     for n in range(count):
-        argv += ["-device", f"pci-testdev,membar=32768M,id=hostpci{n},bus=ich9-pcie-port-1"]
+        if model == "pci-testdev":
+            argv += ["-device", f"pci-testdev,membar=32768M,id=hostpci{n},bus=ich9-pcie-port-1"]
+        else:
+            argv += ["-object", f"memory-backend-file,id=bar-hostpci{n},size=32768M,"
+                     "mem-path=.,share=on",
+                     "-device", f"ivshmem-plain,memdev=bar-hostpci{n},id=hostpci{n},bus=pci.0"]
     return {"argv": argv, "timeout": 60}
 
 
@@ -57,7 +65,8 @@ def test_it_reads_again_until_every_stand_in_shows_its_address(tmp_path: Path) -
     qmp = FakeQmp([_pci(UNDECODED, UNDECODED), _pci(0x54000000000, UNDECODED), placed])
     got = node_script.settled_pci(qmp, _job(2), str(tmp_path), time.monotonic() + 60)
     assert got == placed and qmp.asked == 3
-    assert node_script.stand_in_bars(got) == [0x54000000000, 0x54800000000]
+    assert node_script.stand_in_bars(got, ["hostpci0", "hostpci1"]) == [
+        0x54000000000, 0x54800000000]
 
 
 def test_the_boot_managers_console_line_ends_the_wait(tmp_path: Path) -> None:
@@ -73,9 +82,44 @@ def test_a_bar_never_placed_ends_the_wait_after_the_settle_time(
     monkeypatch.setattr(node_script, "SETTLE_S", 0.05)
     qmp = FakeQmp([_pci(UNDECODED, 0x54800000000)])
     got = node_script.settled_pci(qmp, _job(2), str(tmp_path), time.monotonic() + 60)
-    assert node_script.stand_in_bars(got) == [UNDECODED, 0x54800000000]
+    ids = ["hostpci0", "hostpci1"]
+    assert node_script.stand_in_bars(got, ids) == [UNDECODED, 0x54800000000]
     assert qmp.asked >= 2
-    assert not node_script.all_decoded(got, 2) and not node_script.all_decoded(_pci(1 << 40), 2)
+    assert not node_script.all_decoded(got, ids)
+    assert not node_script.all_decoded(_pci(1 << 40), ids)  # hostpci1 not in query-pci
+
+
+def test_ivshmem_stand_ins_are_waited_for_too(tmp_path: Path) -> None:
+    """A function without an I/O BAR stands in as ivshmem-plain (build.py NO_IO): its BAR2
+    is waited for as pci-testdev's is. (Counting pci-testdev alone, a VM of ivshmem stand-ins
+    had nothing to wait for, and a loaded node read every BAR undecoded: "not placed".)"""
+    placed = _pci(0x54000000000, 0x54800000000, model="ivshmem-plain")
+    qmp = FakeQmp([_pci(UNDECODED, UNDECODED, model="ivshmem-plain"), placed])
+    got = node_script.settled_pci(qmp, _job(2, "ivshmem-plain"), str(tmp_path),
+                                  time.monotonic() + 60)
+    assert got == placed and qmp.asked == 2
+
+
+def test_the_stand_in_ids_are_those_the_job_boots() -> None:
+    """The node script (sent alone to the node) names the stand-in models as build.py does;
+    its ids are the job's stand-ins, for a VM of both kinds."""
+    assert (f"{build.STAND_IN},", f"{build.NO_IO},") == node_script.STAND_IN_MODELS
+    planned = {"machine": "q35", "bios": "ovmf", "cpu": "host", "memory": "4096"}
+    functions: dict[str, list[tuple[str, int]]] = {}
+    shapes: dict[str, build.BarShape] = {}
+    for i in range(4):
+        host = f"0000:{i + 1:02x}:00.0"
+        planned[f"hostpci{i}"] = f"{host},pcie=1"
+        functions[f"hostpci{i}"] = [(host, 32 << 30)]
+        shapes[host] = build.BarShape(32 << 30, io=i % 2 == 0)
+    node = build.NodeFacts(qemu="/usr/bin/qemu-system-x86_64", firmware_dir="/fw",
+                           firmware_files=("OVMF_CODE_4M.fd", "OVMF_VARS_4M.fd"))
+    job = build.build_job(build.Inputs(planned, functions, node,
+                                       build.HostCpu("AuthenticAMD", 48), "tcg", True,
+                                       shapes=shapes))
+    assert sorted(node_script.stand_in_ids(job.argv)) == sorted(s.id for s in job.stand_ins)
+    assert {w.split(",")[0] for w in job.argv if w.startswith(node_script.STAND_IN_MODELS)} \
+        == {build.STAND_IN, build.NO_IO}
 
 
 class MtreeQmp:
