@@ -290,8 +290,13 @@ def test_the_hotplug_padding_runs_boot_as_recorded(fwlab: ModuleType) -> None:
         if row["run"]["pve_bridges"]:
             cfg["qemu_extra"] = pve_q35_bridges()
         configs.append(cfg)
-    wrong = [f"{row['run']['label']}: recorded {row['outcome']} {row['bars_assigned']}, now"
-             f" {fw['outcome']} {fw.get('bars_assigned')} ({fw.get('why')})"
-             for row, fw in zip(rows, fwlab.run_many(configs, jobs=2), strict=True)
-             if (fw["outcome"], fw.get("bars_assigned")) != (row["outcome"], row["bars_assigned"])]
+    wrong = []
+    for row, cfg, fw in zip(rows, configs, fwlab.run_many(configs, jobs=2), strict=True):
+        recorded = (row["outcome"], row["bars_assigned"])
+        if fw.get("bars_assigned") == 0 < row["bars_assigned"]:
+            fw = fwlab.run(cfg)  # read before OVMF turned decoding on (a loaded machine)
+        if (fw["outcome"], fw.get("bars_assigned")) != recorded:
+            wrong.append(f"{row['run']['label']}: recorded {row['outcome']} "
+                         f"{row['bars_assigned']}, now {fw['outcome']} "
+                         f"{fw.get('bars_assigned')} ({fw.get('why')})")
     assert not wrong, "\n".join(wrong)

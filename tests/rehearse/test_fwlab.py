@@ -109,9 +109,16 @@ def test_the_rehearsal_says_what_fw_lab_says(fwlab: Any, oracle: Any, name: str,
     topo: dict[str, Any] = {"qemu_extra": words}
     if "q35" in keys.get("machine", ""):  # Proxmox's ports and pci-bridges
         topo = {"topo": "proxmox", "qemu_extra": pve_q35_bridges() + words}
-    expected = fwlab.run({"firmware_set": fwset, "bars": f"{count}x{gib}G", "dev": "testdev",
-                          "vendor": "amd", "timeout": timeout, **topo, **lab})
+    lab_config = {"firmware_set": fwset, "bars": f"{count}x{gib}G", "dev": "testdev",
+                  "vendor": "amd", "timeout": timeout, **topo, **lab}
+    expected = fwlab.run(lab_config)
     outcome, addrs, message = _pvefix(fwset, keys, bars, timeout)
+    if outcome == "placed" and expected["outcome"] == "not-placed" and not expected.get(
+            "bars_assigned"):
+        # fw-lab reads query-pci 1 s after OVMF's BootOrder; on a loaded machine the boot
+        # manager may not have turned decoding on by then (every BAR reads unassigned):
+        # that signature is booted again.
+        expected = fwlab.run(lab_config)
     assert outcome == OUTCOMES[expected["outcome"]], (name, message, expected.get("why"))
     placed = sorted(a for a in addrs if a)
     if outcome in ("placed", "not-placed"):
