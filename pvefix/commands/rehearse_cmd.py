@@ -3,8 +3,10 @@ leads to with the node's own QEMU and firmware, stand-ins of the passed GPUs' BA
 RAM, and say where each BAR lands (docs/rehearse.md).
 
 Exit 0: every BAR placed; 2: a BAR not placed or beyond the vCPU's reach, the firmware did not
-finish (the VM would not boot), or QEMU refused the configuration; 1: error; 3: refused (it
-cannot run on the node: no QEMU, no python3, no KVM and no time for TCG, too little memory).
+finish (the VM would not boot), or QEMU refused the configuration; 1: error, or a verdict not
+established (the next start holds an input that can move a BAR and that the rehearsal does not
+boot: pvefix/rehearse/unmodelled.py); 3: refused (it cannot run on the node: no QEMU, no
+python3, no KVM and no time for TCG, too little memory).
 """
 
 from __future__ import annotations
@@ -117,6 +119,8 @@ def _run(opts: ConnectionOptions, vmid: int, phase: int | None, plan_file: Path 
 
 
 def exit_code(verdict: Verdict) -> int:
-    if verdict.outcome == "placed":
+    if verdict.ok:
         return EXIT_OK
-    return EXIT_ERROR if verdict.outcome == "error" else EXIT_CHANGES
+    if verdict.outcome == "error" or verdict.not_established:
+        return EXIT_ERROR  # nothing established: never a pass, nor a failing verdict
+    return EXIT_CHANGES

@@ -7,8 +7,9 @@ rehearsal at a time: its script's lock). The config is the one the VM's next col
 ([PENDING] applied). Severity, as the check's exit codes have it: every BAR placed is `ok`; a
 BAR not placed or beyond the vCPU's reach, a firmware that does not finish, QEMU refusing the
 configuration is a finding (`drift`, exit 2: the VM's next start loses its GPUs or does not
-start); a rehearsal that cannot run (refused: no QEMU, no memory, no time for TCG) or fails is
-`unknown` (exit 1), never a pass.
+start); a rehearsal that cannot run (refused: no QEMU, no memory, no time for TCG) or fails, or
+whose verdict is not established (the next start holds an input that can move a BAR and that
+the rehearsal does not boot), is `unknown` (exit 1), never a pass.
 """
 
 from __future__ import annotations
@@ -36,18 +37,21 @@ FAILED = {"not-placed": "BARs not placed", "no-boot": "this VM would not boot",
 
 def rehearsal_item(verdict: Verdict) -> CheckItem:
     """The check finding of one verdict: ok, drift (a failing verdict) or unknown (error)."""
-    if verdict.outcome == "placed":
+    if verdict.ok:
         status = "ok"
-    elif verdict.outcome == "error":
-        status = "unknown"
+    elif verdict.outcome == "error" or verdict.not_established:
+        status = "unknown"  # not established: never a pass, nor drift
     else:
         status = "drift"
     head = FAILED.get(verdict.outcome, verdict.outcome)
+    if verdict.not_established:
+        head = f"not established (the firmware without what was left out: {head})"
     lines = [f"{verdict.qemu} ({verdict.accel.upper()}), {verdict.firmware}, machine "
              f"{verdict.machine}, -cpu {verdict.cpu}"]
     lines += [bar_line(b) for b in verdict.bars if status == "ok" or b.status != "placed"]
     if verdict.boot_s is not None:
         lines.append(f"{verdict.boot_s:g} s, peak {verdict.peak_rss_mb} MiB")
+    lines += [f"not booted: {x}" for x in verdict.not_established]
     lines += [f"note: {n}" for n in verdict.notes]
     return CheckItem(
         target="vm", vmid=verdict.vmid, node=verdict.node, property=PROPERTY, status=status,

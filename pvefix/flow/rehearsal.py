@@ -45,8 +45,11 @@ def refuse_failed(verdict: Verdict, phase: int) -> None:
     """apply --rehearse: a phase whose rehearsal does not place every BAR is not applied."""
     if verdict.ok:
         return
+    what = (f"is not established (it leaves out {'; '.join(verdict.not_established)}; the"
+            f" firmware without that: {verdict.outcome})" if verdict.not_established
+            else f"fails: {verdict.outcome}")
     raise RefusedError(
-        f"the rehearsal of phase {phase} fails: {verdict.outcome}: {verdict.message}\n"
+        f"the rehearsal of phase {phase} {what}: {verdict.message}\n"
         "nothing was written; see `pvefix rehearse "
         f"{verdict.vmid} --phase {phase}` for each BAR. To apply anyway, run apply without "
         "--rehearse", source=f"VM {verdict.vmid}")

@@ -303,8 +303,8 @@ def args_of(args: str | None) -> Args:
             dropped += [name] if value is None else [name, value]
         i += 1 if value is None else 2
     if dropped:
-        out.notes.append("args: left out of the rehearsal (no BAR placement effect known, or "
-                         f"a file QEMU would read): {' '.join(dropped)}")
+        out.notes.append(f"args: left out of the rehearsal: {' '.join(dropped)} (a word that"
+                         " can move a BAR leaves the verdict not established)")
     if out.cpu:
         out.notes.append(f"args: -cpu {out.cpu} replaces the cpu line's (QEMU takes the last)")
     return out

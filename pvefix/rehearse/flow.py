@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pvefix.errors import PvefixError
-from pvefix.planner.context import build_context
+from pvefix.planner.context import Context, build_context
 from pvefix.planner.model import Plan
 from pvefix.rehearse.build import (
     BarShape,
@@ -21,6 +21,7 @@ from pvefix.rehearse.build import (
 )
 from pvefix.rehearse.command import ProxmoxRefuses
 from pvefix.rehearse.runner import choose_accel, command_line, read_facts, run_job
+from pvefix.rehearse.unmodelled import left_out
 from pvefix.rehearse.verdict import Verdict, judge
 from pvefix.state import HostState
 from pvefix.target.node import Node
@@ -104,10 +105,15 @@ def bar_shapes(state: HostState, config: dict[str, str]) -> dict[str, BarShape]:
     return {name: shape for sized in _sized(state, config).values() for name, shape in sized}
 
 
-def _sized(state: HostState, config: dict[str, str]) -> dict[str, list[tuple[str, BarShape]]]:
+def _context(state: HostState, config: dict[str, str]) -> Context:
+    """The planner's context of `state` with `config` as the VM's config."""
     text = "".join(f"{k}: {v}\n" for k, v in config.items())
     vm = state.vm.model_copy(update={"config_text": text})
-    ctx = build_context(state.model_copy(update={"vm": vm}))
+    return build_context(state.model_copy(update={"vm": vm}))
+
+
+def _sized(state: HostState, config: dict[str, str]) -> dict[str, list[tuple[str, BarShape]]]:
+    ctx = _context(state, config)
     out: dict[str, list[tuple[str, BarShape]]] = {}
     for p in ctx.passed:
         if p.unknown or p.problem:
@@ -149,7 +155,9 @@ def rehearse(target: Node, state: HostState, config: dict[str, str], label: str,
                        cpu=config.get("cpu") or "", ram_mb=0, firmware=""), ""
     result = run_job(target, job, node, vmid=vm.vmid, timeout=settings.timeout,
                      watch_stdin=settings.watch_stdin, where=where)
-    return _verdict(state, label, node, job, result), command_line(node, job)
+    verdict = _verdict(state, label, node, job, result)
+    verdict.not_established = left_out(_context(state, config))
+    return verdict, command_line(node, job)
 
 
 def _verdict(state: HostState, label: str, node: NodeFacts, job: Job,

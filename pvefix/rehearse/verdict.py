@@ -61,10 +61,13 @@ class Verdict:
     boot_s: float | None = None
     peak_rss_mb: int | None = None
     notes: list[str] = field(default_factory=list)
+    # What the next start holds that can move a BAR and the rehearsal did not boot
+    # (pvefix/rehearse/unmodelled.py): non-empty, the outcome is the firmware's without them.
+    not_established: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return self.outcome == "placed"
+        return self.outcome == "placed" and not self.not_established
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
@@ -132,6 +135,10 @@ def judge(result: Mapping[str, Any], job: Job) -> tuple[Outcome, str, list[BarVe
     return "error", str(result.get("why") or "the rehearsal did not run"), []
 
 
+HEADS = {"placed": "ALL PLACED", "not-placed": "NOT PLACED", "no-boot": "WOULD NOT BOOT",
+         "qemu-refused": "QEMU REFUSES", "error": "ERROR"}
+
+
 def bar_line(b: BarVerdict) -> str:
     where = "" if b.address is None else f" at {b.address:#x}-{b.end or 0:#x}"
     status = {"placed": "placed", "not-placed": "NOT placed",
@@ -143,8 +150,7 @@ def render_text(v: Verdict, term: Terminal | None = None) -> str:
     """The verdict as `pvefix rehearse` prints it (plan and apply --rehearse too); with `term`
     (a terminal), each line filled to its width: an address or a size is a word, never
     split."""
-    head = {"placed": "ALL PLACED", "not-placed": "NOT PLACED", "no-boot": "WOULD NOT BOOT",
-            "qemu-refused": "QEMU REFUSES", "error": "ERROR"}[v.outcome]
+    head = HEADS[v.outcome]
     lines = [f"rehearsal of VM {v.vmid} on {v.node}, {v.config}",
              f"  {v.qemu} ({v.accel.upper()}), {v.firmware}, machine {v.machine}, "
              f"{v.ram_mb} MiB RAM (sparse)",
@@ -157,7 +163,12 @@ def render_text(v: Verdict, term: Terminal | None = None) -> str:
         timing.append(f"{v.boot_s:g} s")
     if v.peak_rss_mb is not None:
         timing.append(f"peak {v.peak_rss_mb} MiB")
-    lines.append(f"{head}: {v.message}" + (f" ({', '.join(timing)})" if timing else ""))
+    said = f"{head}: {v.message}" + (f" ({', '.join(timing)})" if timing else "")
+    if v.not_established:
+        said = (f"NOT ESTABLISHED: without what the rehearsal left out (below), the firmware"
+                f" says {said}")
+    lines.append(said)
+    lines += [f"  not booted: {x}" for x in v.not_established]
     lines += [f"note: {n}" for n in v.notes]
     text = "\n".join(lines)
     return (text if term is None else term.fit(text, hang=2)) + "\n"

@@ -131,7 +131,8 @@ def rehearse_schema() -> dict[str, Any]:
     props = schema["properties"]
     props["bars"] = {"type": "array", "items": bar}
     props["schema"] = {"const": REHEARSE_SCHEMA}
-    props["ok"] = {"type": "boolean", "description": "outcome is placed"}
+    props["ok"] = {"type": "boolean", "description": "outcome is placed and not_established is"
+                   " empty"}
     props["command"] = {"type": "string", "description": "the QEMU command (--show-command)"}
     schema["required"] = sorted({*schema.get("required", []), "schema", "ok", "bars",
                                  "phys_bits", "vendor", "boot_s", "peak_rss_mb", "notes"})

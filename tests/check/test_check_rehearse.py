@@ -76,6 +76,16 @@ def test_each_verdict_is_a_finding_of_its_severity(outcome: str, status: str,
     assert CheckReport(items=[item]).exit_code == exit_code
 
 
+def test_a_verdict_not_established_is_unknown_never_ok_nor_drift() -> None:
+    for outcome in ("placed", "not-placed"):
+        verdict = _verdict(outcome)
+        verdict.not_established = ["config-key ivshmem (ivshmem: size=64): its BAR"]
+        item = rehearsal_item(verdict)
+        assert item.status == "unknown" and item.actual.startswith("not established")
+        assert "not booted: config-key ivshmem" in item.detail
+        assert CheckReport(items=[item]).exit_code == EXIT_ERROR
+
+
 def test_one_rehearsal_per_compared_vm_after_its_items_and_a_refusal_is_never_a_pass() -> None:
     asked: list[int] = []
 

@@ -242,3 +242,25 @@ def test_killing_pvefix_rehearse_leaves_no_qemu_and_no_folder(
         time.sleep(0.3)
     assert not (_runs_of(OWN_VMID) & ours), "the run's folder was left behind"
     assert not any(Path(f"/proc/{p}").exists() for p in qemu), "QEMU was left running"
+
+
+@pytest.mark.conformance
+def test_an_args_device_makes_the_rehearsal_not_established(
+        fresh_sim: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """VM 101 with an `args` -device (another PCI device: its BAR is in no stand-in): the
+    firmware is booted without it, and the verdict says so instead of passing (exit 1)."""
+    fwlab_edk2_and_qemu()
+    from tests.simkit import api
+
+    info = fresh_sim("kpro6")
+    path = tmp_path / "ready.json"
+    write_ready_file(info, path)
+    vm = api(info, "ticket").nodes(info.node).qemu(101)
+    vm.config.post(args="-object memory-backend-ram,id=shm,size=64M "
+                        "-device ivshmem-plain,memdev=shm,id=shm0")
+    code, out, _ = _run(capsys, "101", "--connection", str(path), "--accel", "tcg",
+                        "--firmware-dir", str(EDK2), "--boot-timeout", "120")
+    assert code == EXIT_ERROR, out
+    assert "NOT ESTABLISHED: without what the rehearsal left out (below), the firmware says" in out
+    assert "not booted: args-word -device (args: -device ivshmem-plain,memdev=shm,id=shm0)" in out
+    assert "not booted: args-word -object" in out

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from pvefix.commands.rehearse_cmd import exit_code
+from pvefix.errors import PvefixError
 from pvefix.rehearse.build import Job, StandIn
 from pvefix.rehearse.verdict import Verdict, bar_verdicts, judge, render_text
 
@@ -106,3 +107,29 @@ def test_the_json_verdict_validates_against_its_shipped_schema() -> None:
     data["bars"][0]["status"] = "maybe"
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.Draft202012Validator(schema).validate(data)
+
+
+def test_a_verdict_resting_on_what_the_rehearsal_left_out_is_not_established() -> None:
+    """An input of the next start that can move a BAR and that the rehearsal did not boot
+    (pvefix/rehearse/unmodelled.py): never a pass (exit 1), nor a failing verdict; the text
+    says what the firmware did without it, and names it."""
+    import jsonschema
+
+    from pvefix.flow.rehearsal import refuse_failed
+    from pvefix.schemas import shipped
+
+    left = "args-word -device (args: -device ivshmem-plain,memdev=m): another device"
+    for outcome in ("placed", "not-placed"):
+        v = _verdict(outcome)
+        v.not_established = [left]
+        assert not v.ok and exit_code(v) == 1
+        text = render_text(v)
+        assert "NOT ESTABLISHED: without what the rehearsal left out (below), the firmware says" \
+            in text and f"  not booted: {left}" in text
+        data = v.to_json()
+        assert data["ok"] is False and data["not_established"] == [left]
+        data["command"] = "/usr/bin/kvm"
+        jsonschema.Draft202012Validator(shipped("rehearse")).validate(data)
+        with pytest.raises(PvefixError, match="the rehearsal of phase 1 is not established"):
+            refuse_failed(v, 1)
+    assert _verdict("placed").ok and exit_code(_verdict("placed")) == 0
