@@ -148,6 +148,7 @@ class Job:
     guest_phys_bits: int | None = None  # guest-phys-bits: what the guest is told it may use
     host_bits: int | None = None  # the node's MAXPHYADDR: a KVM guest cannot reach above it
     dimm_mb: int = 0  # memory hotplug's DIMMs, beyond `ram_mb` (the boot RAM)
+    left_out: list[str] = field(default_factory=list)  # BARs no stand-in holds (unbooted_bars)
 
 
 def available_machine(kind: str, node: NodeFacts) -> tuple[str, list[str]]:
@@ -272,8 +273,9 @@ def stand_ins(planned: Mapping[str, str], functions: Mapping[str, Sequence[tuple
               q35: bool, shapes: Mapping[str, BarShape] | None = None) -> list[StandIn]:
     """The stand-ins of the passed functions that have a 64-bit BAR. `functions` maps hostpciN
     to its (host address, largest 64-bit BAR size) pairs (a pool: its largest candidate);
-    `shapes` (by host address) adds each one's I/O BAR and other 64-bit BARs: a one-function
-    entry's other BARs are more functions of its slot, as one device's BARs share its port."""
+    `shapes` (by host address) adds each one's I/O BAR and other 64-bit BARs: those are more
+    functions of the entry's slot (after its own functions), as one device's BARs share its
+    port. A slot has 8 functions: BARs beyond them are not booted (`unbooted_bars`)."""
     out: list[StandIn] = []
     keys = sorted((k for k in planned if HOSTPCI_KEY.match(k)), key=lambda k: (len(k), k))
     for key in keys:
@@ -282,16 +284,44 @@ def stand_ins(planned: Mapping[str, str], functions: Mapping[str, Sequence[tuple
             raise ProxmoxRefuses(f"{key}: pcie=1 needs a q35 machine (Proxmox refuses to "
                                  "start this config: 'q35 machine model is not enabled')")
         sized = [(host, size) for host, size in functions.get(key, ()) if size > 0]
-        bus, slot = _hostpci_slot(entry.index, entry.pcie)
-        for j, (host, size) in enumerate(sized):
-            shape = (shapes or {}).get(host) or BarShape(size)
-            others = shape.others if len(sized) == 1 else ()
-            ident = key if len(sized) == 1 else f"{key}.{j}"
-            fn = j if len(sized) > 1 else 0 if others else None
-            addr = f"{slot:#x}" if fn is None else f"{slot:#x}.{fn}"
-            out.append(StandIn(ident, host, size, bus, addr, shape.io))
-            out += [StandIn(f"{key}-bar{k}", host, other, bus, f"{slot:#x}.{k}", False)
-                    for k, other in enumerate(others, start=1)]
+        out += _entry_stand_ins(key, entry, sized, shapes or {})
+    return out
+
+
+def _entry_stand_ins(key: str, entry: HostPci, sized: Sequence[tuple[str, int]],
+                     shapes: Mapping[str, BarShape]) -> list[StandIn]:
+    bus, slot = _hostpci_slot(entry.index, entry.pcie)
+    one = len(sized) == 1
+    extra = [(j, host, other) for j, (host, size) in enumerate(sized)
+             for other in (shapes.get(host) or BarShape(size)).others]
+    out: list[StandIn] = []
+    for j, (host, size) in enumerate(sized):
+        shape = shapes.get(host) or BarShape(size)
+        fn = None if one and not extra else j
+        addr = f"{slot:#x}" if fn is None else f"{slot:#x}.{fn}"
+        out.append(StandIn(key if one else f"{key}.{j}", host, size, bus, addr, shape.io))
+    for n, (j, host, other) in enumerate(extra[:SLOT_FUNCTIONS - len(sized)], start=1):
+        ident = f"{key}-bar{n}" if one else f"{key}.{j}-bar{n}"
+        out.append(StandIn(ident, host, other, bus, f"{slot:#x}.{len(sized) + n - 1}", False))
+    return out
+
+
+SLOT_FUNCTIONS = 8
+
+
+def unbooted_bars(planned: Mapping[str, str],
+                  functions: Mapping[str, Sequence[tuple[str, int]]],
+                  shapes: Mapping[str, BarShape] | None) -> list[str]:
+    """The entries whose functions have more 64-bit BARs than their slot's 8 functions hold
+    as stand-ins: those BARs are not booted (the rehearsal is then not established)."""
+    out = []
+    for key in sorted(k for k in planned if HOSTPCI_KEY.match(k)):
+        sized = [(h, s) for h, s in functions.get(key, ()) if s > 0]
+        bars = len(sized) + sum(len(((shapes or {}).get(h) or BarShape(s)).others)
+                                for h, s in sized)
+        if bars > SLOT_FUNCTIONS:
+            out.append(f"{key} ({planned[key]}): {bars - SLOT_FUNCTIONS} of its functions' "
+                       f"{bars} 64-bit BARs: a slot holds {SLOT_FUNCTIONS} stand-in functions")
     return out
 
 
@@ -434,4 +464,4 @@ def build_job(i: Inputs) -> Job:
     return Job(argv=argv, accel=i.accel, machine=kind, cpu=cpu, ram_mb=mem.static_mb,
                firmware=fw, vars_template=template, stand_ins=devices, phys_bits=bits,
                notes=notes, guest_phys_bits=guest, host_bits=i.host.phys_bits,
-               dimm_mb=sum(mem.dimms))
+               dimm_mb=sum(mem.dimms), left_out=unbooted_bars(i.planned, i.functions, i.shapes))

@@ -156,7 +156,8 @@ def rehearse(target: Node, state: HostState, config: dict[str, str], label: str,
     result = run_job(target, job, node, vmid=vm.vmid, timeout=settings.timeout,
                      watch_stdin=settings.watch_stdin, where=where)
     verdict = _verdict(state, label, node, job, result)
-    verdict.not_established = left_out(_context(state, config))
+    verdict.not_established = left_out(_context(state, config)) + [
+        f"64-bit BARs {x}" for x in job.left_out]
     return verdict, command_line(node, job)
 
 
