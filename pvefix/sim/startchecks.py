@@ -141,6 +141,8 @@ def _entry_checks(state: NodeState, dev: HostPci, inventory: list[PciDevice]) ->
             if not found:
                 raise die(f"no PCI device found for '{name}'")
             count += len(found)
+        if count > 1 and dev.mdev:  # PCI.pm parse_hostpci, for each alternative
+            raise die("cannot use mediated device with multifunction device")
         if n == 0:
             functions = count
     return functions

@@ -1,0 +1,43 @@
+"""Audit round 2, asked of Proxmox's own code (../shared/pve-oracle, qemu-server's
+config_to_command): the start errors pvefix now reports on the audit2-* case files' situations
+are the ones Proxmox dies with, for the same config and the tree's PCI functions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pvefix.planner import plan
+from pvefix.planner.model import PlanOptions
+from tests.oracle import devices_json_of
+from tests.planner.loader import CASES, build_state, load_case
+
+pytestmark = pytest.mark.conformance
+
+
+@pytest.mark.parametrize("entry", ["hostpci0", "hostpci1"])
+def test_an_mdev_entry_of_several_functions_fails_the_start_as_proxmox_says(
+        oracle: Any, entry: str) -> None:
+    case = load_case(CASES / "audit2-mdev-multifunction-start-error.json")
+    state = build_state(case)
+    result = plan(state, PlanOptions())
+    said = [f.detail for f in result.findings if f.id == f"vm.{entry}.start-error"]
+    lines = [ln for ln in state.vm.config_text.splitlines()
+             if not ln.startswith("hostpci") or ln.startswith(f"{entry}:")]
+    got = oracle.cmd("\n".join(lines) + "\n", devices=devices_json_of(state.pci_devices),
+                     cpu_vendor="GenuineIntel")
+    assert not got.ok
+    assert said == [got.error], (said, got.error)
+
+
+def test_the_same_vgpu_on_one_function_starts(oracle: Any) -> None:
+    case = load_case(CASES / "audit2-mdev-multifunction-start-error.json")
+    state = build_state(case)
+    text = "\n".join(ln for ln in state.vm.config_text.splitlines()
+                     if not ln.startswith("hostpci")) + "\nhostpci0: 0000:38:00.0,mdev=x,pcie=1\n"
+    devices = devices_json_of(state.pci_devices)
+    assert oracle.cmd(text, devices=devices, cpu_vendor="GenuineIntel").ok
+    cfg_state = state.model_copy(update={"vm": state.vm.model_copy(update={"config_text": text})})
+    assert not [f for f in plan(cfg_state, PlanOptions()).findings
+                if f.id.endswith("start-error")]
