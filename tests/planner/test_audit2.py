@@ -37,3 +37,29 @@ def test_the_x_vga_advice_offers_no_clique_map_for_a_gpu_that_takes_no_clique() 
 def test_the_x_vga_advice_still_offers_clique_map_for_an_nvidia_display_gpu() -> None:
     detail, _ = _finding("p2p-xvga-display", "p2p.kvm-hidden")
     assert "in --clique-map to declare it a compute GPU" in detail, detail
+
+
+def _title(case_name: str, finding_id: str) -> str:
+    case = load_case(CASES / f"{case_name}.json")
+    result = plan(build_state(case), PlanOptions(**case.get("options", {})))
+    return next(f.title for f in result.findings if f.id == finding_id)
+
+
+def test_gpus_behind_a_switch_are_not_said_to_have_none() -> None:
+    # parent_path of the L40S: root complex, root port, switch upstream, switch downstream
+    title = _title("audit2-pool-candidates-share-a-group", "topology.root-complexes")
+    assert "no switch" not in title, title
+    assert "hostpci0 behind a switch" in title, title
+
+
+def test_gpus_each_right_below_a_root_port_are_said_to_have_no_switch() -> None:
+    title = _title("audit2-intel-off-then-on-arc-xvga", "topology.root-complexes")
+    assert title.endswith("each on its own PCIe root complex (no switch)"), title
+
+
+def test_a_pool_entry_says_its_group_peer_may_not_be_picked() -> None:
+    detail, evidence = _finding("audit2-pool-candidates-share-a-group",
+                                "iommu.shared.0000:9a:00.0")
+    assert "shares IOMMU group 72 with 0000:9b:00.0, which the VM may not get" in detail
+    assert "ONE device of mapping l40s" in detail, detail
+    assert evidence == ["group 72: 0000:9a:00.0, 0000:9b:00.0"]

@@ -91,8 +91,12 @@ def rule(ctx: Context) -> RuleResult:
     separate = len(complexes) == len(entries) and not any(
         k == "unknown" or k.startswith(("one of", "all of")) for k in complexes
     )
+    # a root port directly above the GPU is parent_path [root complex, port]; more bridges
+    # between them are a switch (or a PCIe-to-PCI bridge)
+    behind = sorted({p.key for p in entries for d in p.gpu_candidates if len(d.parent_path) > 2})
     where = (
-        "each on its own PCIe root complex (no switch)"
+        ("each on its own PCIe root complex (no switch)" if not behind else
+         f"each on its own PCIe root complex ({', '.join(behind)} behind a switch)")
         if separate
         else f"on {len(complexes)} root complex group(s)"
     )
