@@ -63,3 +63,14 @@ def test_a_pool_entry_says_its_group_peer_may_not_be_picked() -> None:
     assert "shares IOMMU group 72 with 0000:9b:00.0, which the VM may not get" in detail
     assert "ONE device of mapping l40s" in detail, detail
     assert evidence == ["group 72: 0000:9a:00.0, 0000:9b:00.0"]
+
+
+def test_an_unread_args_cpu_gives_no_kvm64_verdict() -> None:
+    # QEMU keeps the last -cpu (args are appended last): a -cpu pvefix cannot read is the
+    # VM's CPU, not "no cpu line (kvm64)", and a cpu: change would not reach it
+    case = load_case(CASES / "audit2-args-cpu-unread-no-kvm64-verdict.json")
+    result = plan(build_state(case), PlanOptions())
+    evidence = [e for f in result.findings if f.rule == "bar-space" for e in f.evidence]
+    assert not any("kvm64" in e or e.startswith("today:") for e in evidence), evidence
+    assert "bar.cpu-host-alternative" not in {f.id for f in result.findings}
+    assert any("host-phys-bits-limit=39 (QEMU keeps the last -cpu" in e for e in evidence)

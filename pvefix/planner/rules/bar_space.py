@@ -244,7 +244,9 @@ def _rule(ctx: Context) -> RuleResult:
             findings=findings)
     vm, cpu, mmio64_mb = window_inputs(ctx)
     above = _above_host(ctx, cpu)
-    now = None if above is not None else vm.judge(ctx, cpu, mmio64_mb)
+    # args' -cpu that pvefix cannot read is the VM's CPU: its width is unknown, not kvm64's
+    unread = ctx.args_cpu is not None and ctx.cpu is None
+    now = None if above is not None or unread else vm.judge(ctx, cpu, mmio64_mb)
     evidence = _evidence(ctx, entries, vm, total64, largest, cpu, mmio64_mb, now)
     changes: list[Change] = []
     if above is not None:
@@ -341,7 +343,9 @@ def _evidence(ctx: Context, entries: list[Passed], vm: Vm, total64: int, largest
         f" {fmt(total64)} in all, largest {fmt(largest)}",
         f"guest RAM {fmt(vm.ram)}; firmware {fw}"
         + (f" (X-PciMmio64Mb={mmio64_mb})" if mmio64_mb and vm.firmware == "ovmf" else ""),
-        f"cpu: {cpu.raw}" if cpu.raw else "no cpu line (kvm64)"]
+        f"cpu: {cpu.raw}" if cpu.raw else
+        f"args: -cpu {ctx.args_cpu} (QEMU keeps the last -cpu; pvefix cannot read it)"
+        if ctx.args_cpu is not None else "no cpu line (kvm64)"]
     if cpu.model is not None:
         m = cpu.model
         evidence.append(f"custom model {m.name} ({CPU_MODELS}): reported-model"
@@ -366,7 +370,13 @@ def _evidence(ctx: Context, entries: list[Passed], vm: Vm, total64: int, largest
 def _width_unknown(ctx: Context, cpu: mmio.CpuLine, total64: int,
                    evidence: list[str]) -> Finding:
     node = ctx.state.node.name
-    if cpu.custom_unknown:
+    if ctx.args_cpu is not None and ctx.cpu is None:
+        detail = (f"args sets the VM's CPU, `-cpu {ctx.args_cpu}`, with a property pvefix does"
+                  " not read (QEMU keeps the last -cpu, so `cpu` does not decide): the vCPU's"
+                  " address width, and so the window, is not known; the verdict must be"
+                  f" measured: `pvefix rehearse {ctx.state.vm.vmid}`, or boot the VM and check"
+                  " the guest's `dmesg | grep -i 'BAR .*no space'`.")
+    elif cpu.custom_unknown:
         detail = (f"cpu: {cpu.cputype} is a custom model whose definition was not read: read"
                   f" {CPU_MODELS} on {node} (its phys-bits, flags and reported-model decide the"
                   " vCPU's address width); the window verdict must be measured until then:"
