@@ -41,3 +41,22 @@ def test_the_same_vgpu_on_one_function_starts(oracle: Any) -> None:
     cfg_state = state.model_copy(update={"vm": state.vm.model_copy(update={"config_text": text})})
     assert not [f for f in plan(cfg_state, PlanOptions()).findings
                 if f.id.endswith("start-error")]
+
+
+@pytest.mark.parametrize(("machine", "qemu"), [
+    ("pc-q35-10.1+pve0", "9.2.0"), ("pc-q35-9.2+pve1", "9.2.0"), ("pc-q35-8.1+pve1", "9.2.0"),
+    ("pc-i440fx-10.0+pve1", "10.1.2"), ("pc-q35-10.1+pve1", "10.1.2"), ("q35", "9.2.0"),
+    ("pc-q35-9.2", "10.1.2")])
+def test_the_machine_refusal_is_proxmox_s_own(oracle: Any, machine: str, qemu: str) -> None:
+    case = load_case(CASES / "audit2-machine-newer-than-qemu.json")
+    state = build_state(case)
+    text = "\n".join(ln for ln in state.vm.config_text.splitlines()
+                     if not ln.startswith(("machine:", "hostpci"))) + f"\nmachine: {machine}\n"
+    node = state.node.model_copy(update={"qemu_version": qemu})
+    vm = state.vm.model_copy(update={"config_text": text})
+    said = [f.detail for f in plan(state.model_copy(update={"node": node, "vm": vm}),
+                                   PlanOptions()).findings if f.id == "vm.machine.start-error"]
+    got = oracle.cmd(text, cpu_vendor="AuthenticAMD", qemu_version=qemu, nodename="genoa1")
+    assert got.ok == (not said), (got.error, said)
+    if said:
+        assert f"Machine.pm): {got.error}. " in said[0], (said, got.error)

@@ -23,6 +23,7 @@ from pvefix.planner import mmio
 from pvefix.planner.context import Context, Passed, full_address
 from pvefix.planner.model import Finding, RuleResult
 from pvefix.state import HostState
+from pvefix.vmconfig.machine_version import version_error
 from pvefix.vmconfig.propstring import PropertyString
 
 NAME = "vm-state"
@@ -93,8 +94,29 @@ def _memory_finding(ctx: Context) -> Finding | None:
         evidence=[f"{k}: {ctx.values[k]}" for k in keys])
 
 
+def _machine_refused(ctx: Context) -> Finding | None:
+    """config_to_command refuses a machine newer than the installed QEMU, or a `+pveN` this
+    qemu-server does not know (Machine.pm; pvefix.vmconfig.machine_version). Judged only where
+    the node's QEMU version was read."""
+    qemu = ctx.state.node.qemu_version
+    if not qemu:
+        return None
+    refusal = version_error(ctx.value("machine"), qemu, ctx.value("ostype"), ctx.value("meta"),
+                            ctx.state.vm.node or ctx.state.node.name or "")
+    if refusal is None:
+        return None
+    return Finding(
+        id="vm.machine.start-error", rule=NAME, severity="error",
+        title="Proxmox refuses to start this VM: its machine version",
+        detail=f"qemu-server refuses the start (src/PVE/QemuServer.pm config_to_command,"
+        f" Machine.pm): {refusal}. Every change planned here takes effect only once the VM"
+        " starts: upgrade the node, or set a machine version it runs.",
+        evidence=[f"machine: {ctx.value('machine')}", f"QEMU on {ctx.state.node.name}: {qemu}"])
+
+
 def rule(ctx: Context) -> RuleResult:
-    findings = [f for f in (_memory_finding(ctx), _locked(ctx)) if f is not None]
+    findings = [f for f in (_memory_finding(ctx), _machine_refused(ctx), _locked(ctx))
+                if f is not None]
     if ctx.is_template:
         findings.append(_template(ctx))
     findings += [*_pending_and_ha(ctx), *_entry_findings(ctx), *_assigned_twice(ctx),
