@@ -60,3 +60,26 @@ def test_the_machine_refusal_is_proxmox_s_own(oracle: Any, machine: str, qemu: s
     assert got.ok == (not said), (got.error, said)
     if said:
         assert f"Machine.pm): {got.error}. " in said[0], (said, got.error)
+
+
+_IGD = "hostpci0: 0000:00:02.0,legacy-igd=1"
+
+
+@pytest.mark.parametrize(("vga", "add"), [
+    (None, ""), ("none", ",rombar=0"), ("none", ",x-vga=1"), ("none", ",mdev=i915-GVTg_V5_4"),
+    ("none", "\nmachine: q35"), ("none", "\nhostpci1: 0000:01:00.0,legacy-igd=1"),
+    ("none", ""), ("std", "")])
+def test_legacy_igd_refusals_are_proxmox_s_own(oracle: Any, vga: str | None, add: str) -> None:
+    case = load_case(CASES / "audit2-legacy-igd-without-vga-none.json")
+    state = build_state(case)  # VM 301 without its vga line
+    lines = [ln for ln in state.vm.config_text.splitlines() if ln.strip()
+             and not ln.startswith("hostpci")] + ([f"vga: {vga}"] if vga else [])
+    text = "\n".join(lines) + "\n" + _IGD + add + "\n"
+    vm = state.vm.model_copy(update={"config_text": text})
+    said = [f.detail for f in plan(state.model_copy(update={"vm": vm}), PlanOptions()).findings
+            if f.id.startswith("vm.hostpci") and f.id.endswith("start-error")]
+    got = oracle.cmd(text, devices=devices_json_of(state.pci_devices),
+                     cpu_vendor="GenuineIntel", qemu_version=state.node.qemu_version)
+    assert got.ok == (not said), (text, got.error, said)
+    if said:
+        assert got.error in said, (said, got.error)

@@ -52,6 +52,9 @@ CASES = {
     # PCI.pm parse_hostpci: an mdev entry whose alternative is more than one function dies
     "mdev-on-two-ids": "machine: q35\nhostpci0: 0000:01:00.0;0000:21:00.0,mdev=nvidia-1135,"
     "pcie=1\n",
+    "legacy-igd-not-on-02.0": "vga: none\nhostpci0: 0000:01:00.0,legacy-igd=1\n",
+    "legacy-igd-with-mdev": "vga: none\nhostpci0: 0000:01:00.0,legacy-igd=1,mdev=i915-GVTg_V5_4\n",
+    "legacy-igd-rombar-0": "vga: none\nhostpci0: 0000:01:00.0,legacy-igd=1,rombar=0\n",
     "mdev-on-one-id": "machine: q35\nhostpci0: 0000:01:00.0,mdev=nvidia-1135,pcie=1\n",
 }
 

@@ -23,6 +23,7 @@ from pvefix.planner import mmio
 from pvefix.planner.context import Context, Passed, full_address
 from pvefix.planner.model import Finding, RuleResult
 from pvefix.state import HostState
+from pvefix.vmconfig.igd import IgdEntry, legacy_igd_error
 from pvefix.vmconfig.machine_version import version_error
 from pvefix.vmconfig.propstring import PropertyString
 
@@ -168,12 +169,15 @@ def _entry_findings(ctx: Context) -> list[Finding]:
         title="Config line Proxmox would warn about",
         detail=problem.message + " (pvefix keeps the line untouched)",
         evidence=[f"{ctx.state.vm.vmid}.conf:{problem.line}"]) for problem in ctx.cfg.problems]
+    legacy = False
     for p in ctx.passed:
+        igd = _legacy_igd(ctx, p, legacy)
+        legacy = legacy or p.entry.legacy_igd
         findings += [Finding(
             id=f"vm.{p.key}.start-error", rule=NAME, severity="error",
             title=f"{p.key} would fail the VM start", detail=err,
             evidence=[f"{p.key}: {p.entry.raw}"])
-            for err in p.entry.start_errors() + ([p.problem] if p.problem else [])]
+            for err in p.entry.start_errors() + [e for e in (p.problem, igd) if e]]
         if (p.entry.pcie and ctx.machine.family != "q35"
                 and not any(q.entry.legacy_igd for q in ctx.passed)):
             findings.append(Finding(
@@ -182,6 +186,18 @@ def _entry_findings(ctx: Context) -> list[Finding]:
                 detail="The next VM start fails with 'q35 machine model is not enabled'.",
                 evidence=[f"{p.key}: {p.entry.raw}", f"machine: {ctx.machine.type}"]))
     return findings
+
+
+def _legacy_igd(ctx: Context, p: Passed, earlier: bool) -> str | None:
+    """PCI.pm parse_hostpci_devices' refusal of a legacy-igd entry (pvefix.vmconfig.igd), from
+    the functions read on the node; not judged where they were not read."""
+    if not p.entry.legacy_igd or p.problem or not p.devices:
+        return None
+    alternatives = _alternatives(ctx.state, p)
+    most = max((len(a) for a in alternatives), default=0)
+    first = next((a[0] for a in alternatives if a), "")
+    return legacy_igd_error(IgdEntry(p.entry, most, len(alternatives), first),
+                            ctx.value("vga"), ctx.machine.family == "q35", earlier)
 
 
 def _machine_not_running(ctx: Context) -> list[Finding]:
