@@ -74,3 +74,12 @@ def test_an_unread_args_cpu_gives_no_kvm64_verdict() -> None:
     assert not any("kvm64" in e or e.startswith("today:") for e in evidence), evidence
     assert "bar.cpu-host-alternative" not in {f.id for f in result.findings}
     assert any("host-phys-bits-limit=39 (QEMU keeps the last -cpu" in e for e in evidence)
+
+
+def test_q35_kept_for_a_guest_running_q35_advises_no_nic_pin() -> None:
+    case = load_case(CASES / "audit2-runs-q35-machine-delete-staged.json")
+    result = plan(build_state(case), PlanOptions())
+    change = next(c for p in result.phases for c in p.changes if c.id == "vm.machine.q35")
+    assert "runs q35 now (running-machine pc-q35-10.1+pve0)" in change.risk.text
+    assert "may be renamed on q35" not in change.risk.text
+    assert change.risk.mitigation is None or "Name=ens18" not in change.risk.mitigation
