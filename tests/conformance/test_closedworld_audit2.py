@@ -4,6 +4,7 @@ are the ones Proxmox dies with, for the same config and the tree's PCI functions
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -83,3 +84,22 @@ def test_legacy_igd_refusals_are_proxmox_s_own(oracle: Any, vga: str | None, add
     assert got.ok == (not said), (text, got.error, said)
     if said:
         assert got.error in said, (said, got.error)
+
+
+def test_a_clique_on_a_mapping_slot_of_one_function_reaches_its_device(oracle: Any) -> None:
+    # PCI.pm: a slot of one function is one device, id hostpciN; QEMU's -set needs that id
+    # (vl.c qemu_set_option: "there is no device ... defined" otherwise)
+    case = load_case(CASES / "audit2-mapping-slot-of-one-function-p2p.json")
+    state = build_state(case)
+    result = plan(state, PlanOptions(**case["options"]))
+    text = result.config_after
+    assert "x-nv-gpudirect-clique" in text
+    mapping = case["tree"]["write"]["/etc/pve/mapping/pci.cfg"]
+    got = oracle.cmd(text, mapping=mapping, devices=devices_json_of(state.pci_devices),
+                     cpu_vendor="AuthenticAMD", nodename=state.node.name,
+                     qemu_version=state.node.qemu_version)
+    assert got.ok, got.error
+    ids = {p.split("=", 1)[1] for d in got.device_args if d.startswith("vfio-pci,")
+           for p in d.split(",") if p.startswith("id=")}
+    wanted = set(re.findall(r"-set device\.([^.]+)\.x-nv-gpudirect-clique", text))
+    assert wanted and wanted <= ids, (wanted, ids)

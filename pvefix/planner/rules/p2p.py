@@ -165,7 +165,10 @@ def _addressable(ctx: Context, a: Assessment, p: Passed) -> None:
     if p.problem:
         a.blocked[p.key] = p.problem
     elif entry.mapping:
-        whole = [x for x in p.addresses if "." not in x.rsplit(":", 1)[-1]]
+        # a slot of one function is passed as one device, id hostpciN (PCI.pm: multifunction
+        # only with more than one function); one of several, or unknown ones, gets hostpciN.0
+        whole = [x for x in p.addresses if "." not in x.rsplit(":", 1)[-1]
+                 and sum(d.address.startswith(x + ".") for d in p.devices) != 1]
         if whole:
             a.blocked[p.key] = (
                 f"mapping {entry.mapping} names {', '.join(whole)} without a function, so QEMU"
