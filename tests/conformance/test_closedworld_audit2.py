@@ -103,3 +103,25 @@ def test_a_clique_on_a_mapping_slot_of_one_function_reaches_its_device(oracle: A
            for p in d.split(",") if p.startswith("id=")}
     wanted = set(re.findall(r"-set device\.([^.]+)\.x-nv-gpudirect-clique", text))
     assert wanted and wanted <= ids, (wanted, ids)
+
+
+@pytest.mark.parametrize("name", ["audit2-clique-on-multifunction-id",
+                                  "audit2-mapping-slot-of-one-function-p2p",
+                                  "audit2-raw-entry-of-two-gpus",
+                                  "audit2-intel-off-then-on-arc-xvga"])
+def test_the_device_ids_args_can_set_are_proxmox_s(oracle: Any, name: str) -> None:
+    from pvefix.planner.context import build_context
+    from pvefix.planner.rules.config_health import device_ids
+
+    case = load_case(CASES / f"{name}.json")
+    state = build_state(case)
+    ctx = build_context(state)
+    text = "\n".join(ln for ln in state.vm.config_text.splitlines() if not ln.startswith("args"))
+    mapping = case.get("tree", {}).get("write", {}).get("/etc/pve/mapping/pci.cfg")
+    got = oracle.cmd(text + "\n", mapping=mapping, devices=devices_json_of(state.pci_devices),
+                     cpu_vendor=state.node.cpu_vendor, nodename=state.node.name,
+                     qemu_version=state.node.qemu_version)
+    assert got.ok, got.error
+    theirs = {p.split("=", 1)[1] for d in got.device_args for p in d.split(",")
+              if p.startswith("id=") and re.fullmatch(r"id=(hostpci\d+(\.\d+)?|net\d+)", p)}
+    assert device_ids(ctx) == theirs

@@ -16,6 +16,7 @@ later and may start it on another node; `apply --restart` refuses it until its H
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from pvefix.errors import PvefixError
@@ -121,6 +122,7 @@ def rule(ctx: Context) -> RuleResult:
     if ctx.is_template:
         findings.append(_template(ctx))
     findings += [*_pending_and_ha(ctx), *_entry_findings(ctx), *_assigned_twice(ctx),
+                 *_set_unknown_device(ctx),
                  *_machine_not_running(ctx)]
     if not findings:
         return RuleResult(rule=NAME, noop="no lock, no pending changes, config clean")
@@ -198,6 +200,48 @@ def _legacy_igd(ctx: Context, p: Passed, earlier: bool) -> str | None:
     first = next((a[0] for a in alternatives if a), "")
     return legacy_igd_error(IgdEntry(p.entry, most, len(alternatives), first),
                             ctx.value("vga"), ctx.machine.family == "q35", earlier)
+
+
+_SET_ID = re.compile(r"^device\.((?:hostpci\d+(?:\.\d+)?)|(?:net\d+))\.[^=]+=")
+
+
+def device_ids(ctx: Context) -> set[str] | None:
+    """The QEMU ids of the VM's passed devices and NICs at its next start: `hostpciN`, or
+    `hostpciN.J` for each function of an entry of several (PCI.pm print_hostpci_devices), and
+    `netN` (print_netdevice_full); None where an entry's functions were not read or its
+    mapping's alternatives differ in count."""
+    ids = {k for k in ctx.values if re.fullmatch(r"net\d+", k)}
+    for p in ctx.passed:
+        counts = {len(a) for a in _alternatives(ctx.state, p)}
+        if p.problem or not p.devices or len(counts) != 1:
+            return None
+        n = 1 if p.is_vgpu else counts.pop()
+        ids.update([p.key] if n == 1 else [f"{p.key}.{j}" for j in range(n)])
+    return ids
+
+
+def _set_unknown_device(ctx: Context) -> list[Finding]:
+    """args' `-set device.ID.PROP=V` with an ID no device has: QEMU exits before the VM runs
+    (vl.c qemu_set_option: 'there is no device "ID" defined'). Judged for hostpci and net ids."""
+    from pvefix.closedworld.args_words import options
+    from pvefix.vmconfig.args import qemu_words
+
+    opts = options(qemu_words(ctx.value("args")))
+    sets = [m.group(1) for o in opts if o.name == "-set" and (m := _SET_ID.match(o.value or ""))]
+    # an args -device may define any id (unmodelled): then no claim
+    ids = device_ids(ctx) if sets and not any(o.name == "-device" for o in opts) else None
+    missing = sorted({i for i in sets if ids is not None and i not in ids})
+    return [Finding(
+        id=f"vm.args.set-{i}", rule=NAME, severity="error",
+        title=f"args sets a property of {i}, a device this VM does not have",
+        detail=f'QEMU refuses to start: there is no device "{i}" defined (vl.c qemu_set_option;'
+        " qemu-server appends args after the devices it builds). "
+        + ("A hostpci entry of several functions is hostpciN.0, .1, ... (PCI.pm): -set cannot"
+           " reach hostpciN; remove the -set or pass the GPU function alone." if "." in i or
+           any(x.startswith(i + ".") for x in ids or ()) else "Remove the -set: its device"
+           " is missing (deleted, or staged for deletion)."),
+        evidence=[f"args: {ctx.value('args')}", "device ids: " + ", ".join(sorted(ids or ()))])
+        for i in missing]
 
 
 def _machine_not_running(ctx: Context) -> list[Finding]:
