@@ -39,11 +39,13 @@ INPUTS: tuple[Input, ...] = (
     _word("-cpu", "modelled", ("bar-space", "p2p", "start"),
           "QEMU keeps the last -cpu: the args one is the VM's CPU (model, phys-bits,"
           " host-phys-bits, kvm=off); a `cpu` change never takes effect under it"),
-    _word("-set", "modelled", ("p2p",),
-          "device.hostpciN.x-nv-gpudirect-clique=C is modelled; any other -set target is"
-          " unmodelled (see `-set:other`)"),
+    _word("-set", "modelled", ("p2p", "start"),
+          "device.hostpciN.x-nv-gpudirect-clique=C is modelled; an id no hostpci or net device"
+          " has (hostpciN of an entry of several functions, a deleted entry) makes QEMU exit"
+          " (vl.c qemu_set_option); any other -set target is unmodelled (see `-set:other`)"),
     _word("-set:rombar", "inert", (),
-          "device.ID.rombar=N: a device's option ROM BAR, a 32-bit BAR of the ROM's size"),
+          "device.ID.rombar=N: a device's option ROM BAR, a 32-bit BAR of the ROM's size (an"
+          " ID no hostpci or net device has fails the start, as for `-set`)"),
     _word("-set:other", "unmodelled", ("start", "bar-space", "p2p"),
           "a -set of another property or device changes what QEMU builds"),
     _word("-machine", "unmodelled", ("machine", "bar-space", "start"),

@@ -131,7 +131,8 @@ HOSTPCI_OPTIONS: tuple[Input, ...] = tuple(
     Input("hostpci-option", n, s, c, w, _PCI)  # type: ignore[arg-type]
     for n, s, c, w in (
         ("host", "modelled", ("start", "bar-space", "iommu-groups", "p2p", "drift"),
-         "the host functions passed"),
+         "the host functions passed: several ids (`a;b`) or a slot are all passed, as the"
+         " functions of one slot (hostpciN.0, .1, ...)"),
         ("mapping", "modelled", ("start", "bar-space", "iommu-groups", "p2p", "drift"),
          "a cluster mapping: one of its devices, chosen at start"),
         ("pcie", "modelled", ("pcie", "start", "bar-space"),
@@ -143,9 +144,10 @@ HOSTPCI_OPTIONS: tuple[Input, ...] = tuple(
         ("legacy-igd", "modelled", ("start",), "Intel IGD legacy mode (00:02.0 on i440fx)"),
         ("romfile", "modelled", ("start",), "a ROM under /usr/share/kvm (root only)"),
         ("rombar", "inert", (), "the ROM BAR is a 32-bit BAR of the device's own size"),
-        ("mdev", "modelled", ("iommu-groups", "p2p", "bar-space", "drift"),
+        ("mdev", "modelled", ("iommu-groups", "p2p", "bar-space", "drift", "start"),
          "a mediated device (vGPU): Proxmox binds no vfio-pci, the guest sees the vGPU's own"
-         " BARs and NVIDIA's vGPU has no PCIe P2P"),
+         " BARs and NVIDIA's vGPU has no PCIe P2P; on an entry of more than one function (a"
+         " slot, or ids joined by `;`) parse_hostpci refuses the start"),
         ("vendor-id", "unmodelled", ("p2p",),
          "QEMU checks the vendor id it presents before it adds a vendor-specific capability"),
         ("device-id", "inert", (), "the presented device id: no claim reads it"),

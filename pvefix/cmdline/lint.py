@@ -102,9 +102,12 @@ def lint(cmdline: Cmdline, *, kernel_version: str | None = None,
                 "value, so later parameters are lost",
                 token=cmdline.tokens[-1].raw if cmdline.tokens else None, source=src))
     names = cmdline.names()
+    intel_off = False  # an intel_iommu=off earlier on the line: a later `on` undoes it
     for token, name in zip(cmdline.tokens, names, strict=True):
-        if name in _CHECKED:
+        if name in _CHECKED and not (name == "intel_iommu" and intel_off):
             findings.extend(_check_token(token, name, kernel_version))
+        if name == "intel_iommu":
+            intel_off = intel_off or any(o.startswith("off") for o in _options(token))
     findings.extend(_check_intel_missing(cmdline, kernel_version, cpu_vendor))
     findings.extend(_check_repeats(cmdline))
     if pci_realloc_state(cmdline) == "off":
@@ -178,7 +181,13 @@ def _check_amd_iommu(token: Token) -> list[Finding]:
 
 
 def _check_intel_iommu(token: Token, kernel_version: str | None) -> list[Finding]:
-    if kernel_version is None or not any(o.startswith("on") for o in _options(token)):
+    """intel_iommu=on where the build default is on already. Not said of an `on` that follows
+    an `off` (in this token or an earlier one, `lint`): intel_iommu_setup applies the options
+    in turn, the last of on/off wins, so that `on` is what keeps the IOMMU on."""
+    options = _options(token)
+    ons = [i for i, o in enumerate(options) if o.startswith("on")]
+    if kernel_version is None or not ons or any(
+            o.startswith("off") for o in options[:ons[-1]]):
         return []
     version, is_pve = parse_kernel_version(kernel_version)
     if not is_pve or version < INTEL_IOMMU_DEFAULT_ON:

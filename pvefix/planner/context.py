@@ -200,26 +200,38 @@ def _resolve(state: HostState, key: str, entry: HostPci) -> Passed:
     # holds every node's configs) has none of its devices here, whatever addresses match.
     other_node = bool(state.node.name) and state.node.name != state.vm.node
     devices = {} if other_node else {d.address: d for d in state.pci_devices}
-    addresses: list[str] = []
+    alternatives: list[list[str]] = []
     problem = None
     if entry.mapping:
         mapping = state.mapping(entry.mapping)
         if mapping is None:
             problem = f"PCI mapping '{entry.mapping}' not found"
         else:
-            for m in mapping.for_node(state.vm.node):
-                addresses.extend(full_address(p) for p in m.paths)
-            if not addresses:
+            alternatives = [[full_address(p) for p in m.paths]
+                            for m in mapping.for_node(state.vm.node)]
+            if not alternatives:
                 problem = f"PCI mapping '{entry.mapping}' has no device on node {state.vm.node}"
     else:
-        addresses.extend(full_address(h) for h in entry.hosts)
+        alternatives = [[full_address(h) for h in entry.hosts]]
+    addresses = [a for alt in alternatives for a in alt]
+    found = [d for alt in alternatives for d in _functions(alt, devices)]
+    if problem is None and entry.mdev and any(
+            len(alt) > 1 or len(_functions(alt, devices)) > 1 for alt in alternatives):
+        # PCI.pm parse_hostpci: an alternative of more than one function (several ids, or a
+        # slot with several functions) dies before the start, whatever mdev type it names.
+        problem = "cannot use mediated device with multifunction device"
+    return Passed(key, entry, tuple(addresses), tuple(found), problem)
+
+
+def _functions(addresses: list[str], devices: dict[str, PciDevice]) -> list[PciDevice]:
+    """The host functions ids name, as SysFSTools::lspci finds them (`BB:DD`: the slot's)."""
     found: list[PciDevice] = []
     for addr in addresses:
         if addr.count(".") == 0:  # all functions of a slot
             found.extend(d for a, d in sorted(devices.items()) if a.startswith(addr + "."))
         elif addr in devices:
             found.append(devices[addr])
-    return Passed(key, entry, tuple(addresses), tuple(found), problem)
+    return found
 
 
 def build_context(state: HostState, options: PlanOptions | None = None) -> Context:

@@ -12,24 +12,19 @@
 
 from __future__ import annotations
 
-import re
-
 from pvefix.vmconfig.machine import Machine
 from pvefix.vmconfig.machine_version import (
     DEFAULT_QEMU,
-    PVE_MACHINE_HIGHEST,
-    can_run,
     family_type,
     is_windows,
     latest_installed,
-    major_minor,
     running_machine,
-    vm_machine,
+    version_error,
 )
 from pvefix.vmconfig.propstring import PropertyString
 
-# running_machine moved to vmconfig/machine_version.py (the rehearsal's command needs it too);
-# the simulator's modules keep importing it from here
+# running_machine and version_error moved to vmconfig/machine_version.py (the rehearsal's
+# command and the planner need them too); the simulator's modules keep importing them from here
 __all__ = ["pinned_for_windows", "running_machine", "version_error"]
 
 
@@ -49,25 +44,3 @@ def pinned_for_windows(value: str | None, ostype: str | None, qemu: str | None) 
     ps = PropertyString.parse(value.strip(), default_key="type")
     ps.set("type", pinned)
     return ps.render()
-
-
-def version_error(value: str | None, qemu: str | None, ostype: str | None, meta: str | None,
-                  node: str) -> str | None:
-    """config_to_command's refusal of a machine the installed QEMU cannot run (or None)."""
-    binary = qemu or DEFAULT_QEMU
-    machine_type = vm_machine(value, binary, ostype, meta)
-    m = re.search(r"(\d+)\.(\d+)(\+pve\d+)?", machine_type)
-    if not m:
-        return None
-    if not re.search(r"-\d", machine_type):  # an alias runs the binary's own version
-        return None
-    major, minor = int(m.group(1)), int(m.group(2))
-    if major_minor(binary) < (major, minor):
-        return (f"Installed QEMU version '{binary}' is too old to run machine type"
-                f" '{machine_type}', please upgrade node '{node}'")
-    if not can_run(f"{major}.{minor}{m.group(3) or ''}", binary):
-        highest = PVE_MACHINE_HIGHEST.get(f"{major}.{minor}", 0)
-        return (f"Installed qemu-server (max feature level for {major}.{minor} is pve{highest})"
-                f" is too old to run machine type '{machine_type}', please upgrade node"
-                f" '{node}'")
-    return None

@@ -17,6 +17,7 @@ from pvefix.sim.machines import version_error
 from pvefix.sim.state import NodeState
 from pvefix.vmconfig.config import VMConfig
 from pvefix.vmconfig.hostpci import HOSTPCI_KEY, HostPci
+from pvefix.vmconfig.igd import IgdEntry, legacy_igd_error
 from pvefix.vmconfig.machine import Machine
 from pvefix.vmconfig.schema import parse_bool
 
@@ -119,8 +120,8 @@ def _lspci(devices: list[str], address: str) -> list[str] | None:
 
 
 def _entry_checks(state: NodeState, dev: HostPci, inventory: list[PciDevice]) -> int:
-    """PCI.pm parse_hostpci for one entry: its own errors, in Proxmox's order. Returns how
-    many functions its first alternative passes (multifunction when > 1)."""
+    """PCI.pm parse_hostpci for one entry: its own errors, in Proxmox's order. Returns the
+    most functions an alternative passes (`has-multifunction` when > 1)."""
     for problem in dev.start_errors():
         raise die(problem)
     alternatives = candidates(state, dev)
@@ -130,7 +131,7 @@ def _entry_checks(state: NodeState, dev: HostPci, inventory: list[PciDevice]) ->
         _mapping_groups(state, dev.mapping, inventory)
     devices = [d.address for d in inventory]
     functions = 0
-    for n, alt in enumerate(alternatives):
+    for alt in alternatives:
         names = dev.hosts or alt  # the ids as the config or the mapping writes them
         count = 0
         for name in names:
@@ -141,8 +142,9 @@ def _entry_checks(state: NodeState, dev: HostPci, inventory: list[PciDevice]) ->
             if not found:
                 raise die(f"no PCI device found for '{name}'")
             count += len(found)
-        if n == 0:
-            functions = count
+        if count > 1 and dev.mdev:  # PCI.pm parse_hostpci, for each alternative
+            raise die("cannot use mediated device with multifunction device")
+        functions = max(functions, count)
     return functions
 
 
@@ -207,21 +209,13 @@ def start_checks(state: NodeState, cfg: VMConfig, vmid: int | None = None) -> No
                 f" line {PCI_PM_LINE}."
             )
         if dev.legacy_igd:
-            if legacy:
-                raise die("only one device can be assigned in legacy-igd mode")
+            alternatives = candidates(state, dev)
+            first = next((a[0] for a in alternatives if a), "")
+            problem = legacy_igd_error(IgdEntry(dev, functions, len(alternatives), first),
+                                       main.get("vga"), q35, legacy)
             legacy = True
-            if main.get("vga") != "none":
-                raise die("legacy IGD assignment requires VGA mode to be 'none'")
-            if not dev.rombar:
-                raise die("legacy IGD assignment requires rombar to be enabled")
-            if dev.x_vga:
-                raise die("legacy IGD assignment is not compatible with x-vga")
-            if q35:
-                raise die("legacy IGD assignment is not compatible with q35")
-            if functions > 1:
-                raise die("legacy IGD assignment is not compatible with multifunction devices")
-            if len(candidates(state, dev)) > 1:
-                raise die("legacy IGD assignment is not compatible with alternate devices")
+            if problem:
+                raise die(problem)
     if vmid is not None:
         _choose(state, vmid, cfg, reserved_by_others(state, vmid), strict=True)
     if passed and not iommu_present(state, inventory):

@@ -124,3 +124,25 @@ def running_machine(value: str | None, qemu: str | None, ostype: str | None = No
         guard(11, 0, 2)
     family = "q35" if Machine.parse(value).is_q35 else "i440fx"
     return family_type(family, f"{version[0]}.{version[1]}+pve{required}")
+
+
+def version_error(value: str | None, qemu: str | None, ostype: str | None, meta: str | None,
+                  node: str) -> str | None:
+    """config_to_command's refusal of a machine the installed QEMU cannot run (or None)."""
+    binary = qemu or DEFAULT_QEMU
+    machine_type = vm_machine(value, binary, ostype, meta)
+    m = re.search(r"(\d+)\.(\d+)(\+pve\d+)?", machine_type)
+    if not m:
+        return None
+    if not re.search(r"-\d", machine_type):  # an alias runs the binary's own version
+        return None
+    major, minor = int(m.group(1)), int(m.group(2))
+    if major_minor(binary) < (major, minor):
+        return (f"Installed QEMU version '{binary}' is too old to run machine type"
+                f" '{machine_type}', please upgrade node '{node}'")
+    if not can_run(f"{major}.{minor}{m.group(3) or ''}", binary):
+        highest = PVE_MACHINE_HIGHEST.get(f"{major}.{minor}", 0)
+        return (f"Installed qemu-server (max feature level for {major}.{minor} is pve{highest})"
+                f" is too old to run machine type '{machine_type}', please upgrade node"
+                f" '{node}'")
+    return None

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pvefix.cmdline import AMD_IOMMU_OPTIONS, Cmdline, CpuVendor, Finding, lint
+from pvefix.cmdline.iommu import intel_setting
 from pvefix.errors import ValidationError
 
 
@@ -128,3 +131,33 @@ def test_pci_realloc_off_is_noted_with_its_token() -> None:
 def test_findings_carry_the_cmdline_source() -> None:
     found = lint(Cmdline.parse("amd_iommu=on", source="/etc/kernel/cmdline"))
     assert [f.source for f in found] == ["/etc/kernel/cmdline"]
+
+
+@pytest.mark.parametrize("line", [
+    "intel_iommu=off intel_iommu=on", "intel_iommu=off,on", "intel_iommu=off quiet intel_iommu=on",
+    "intel_iommu=off intel_iommu=sm_on,on"])
+def test_an_intel_iommu_on_that_undoes_an_earlier_off_is_no_no_op(line: str) -> None:
+    # intel_iommu_setup applies the options in turn, the last of on/off wins: this `on` is
+    # what keeps VT-d on (fw-lab FINDINGS.md section K, intel-iommu-off-then-on)
+    assert "intel-iommu-on-noop" not in codes(line, kernel_version="6.8.12-11-pve")
+
+
+_INTEL_OPTS = st.lists(st.sampled_from(["on", "off", "sm_on", "strict", "igfx_off"]),
+                       min_size=1, max_size=3)
+
+
+@given(st.lists(_INTEL_OPTS, min_size=1, max_size=4))
+def test_the_no_op_said_of_intel_iommu_on_holds_against_the_line_without_it(
+        tokens: list[list[str]]) -> None:
+    """Where lint calls the `on` of an intel_iommu= token a no-op on a Proxmox 6.8+ kernel
+    (VT-d on by default), the line without that token's `on` options gives VT-d the same
+    state."""
+    words = [f"intel_iommu={','.join(opts)}" for opts in tokens]
+    found = lint(Cmdline.parse(" ".join(words)), kernel_version="6.8.12-11-pve")
+    for f in (f for f in found if f.code == "intel-iommu-on-noop"):
+        at = words.index(f.token or "")
+        kept = [o for o in tokens[at] if not o.startswith("on")]
+        rest = words[:at] + ([f"intel_iommu={','.join(kept)}"] if kept else []) + words[at + 1:]
+        state, _ = intel_setting(Cmdline.parse(" ".join(rest) or "quiet"))
+        full, _ = intel_setting(Cmdline.parse(" ".join(words)))
+        assert (state or "on") == (full or "on"), (words, f.token)

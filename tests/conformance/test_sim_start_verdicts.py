@@ -49,6 +49,13 @@ CASES = {
     "memory-hotplug-aligned": "hotplug: disk,network,usb,memory\nnuma: 1\n",
     "memory-hotplug-not-aligned": "memory: 65536\nhotplug: memory\nnuma: 1\n",
     "memory-hotplug-without-numa": "hotplug: memory\n",
+    # PCI.pm parse_hostpci: an mdev entry whose alternative is more than one function dies
+    "mdev-on-two-ids": "machine: q35\nhostpci0: 0000:01:00.0;0000:21:00.0,mdev=nvidia-1135,"
+    "pcie=1\n",
+    "legacy-igd-not-on-02.0": "vga: none\nhostpci0: 0000:01:00.0,legacy-igd=1\n",
+    "legacy-igd-with-mdev": "vga: none\nhostpci0: 0000:01:00.0,legacy-igd=1,mdev=i915-GVTg_V5_4\n",
+    "legacy-igd-rombar-0": "vga: none\nhostpci0: 0000:01:00.0,legacy-igd=1,rombar=0\n",
+    "mdev-on-one-id": "machine: q35\nhostpci0: 0000:01:00.0,mdev=nvidia-1135,pcie=1\n",
 }
 
 

@@ -16,7 +16,9 @@ has the rules and their sources):
   measured". Proxmox warns "OVMF firmware might limit CPU 'phys-bits' to 40" at every start of
   a qemu64/kvm64-based model with phys-bits above 40 and no +pdpe1gb; the plan says so.
 Named models report 40 phys-bits unless `phys-bits=` says otherwise; `cpu: host` and
-`phys-bits=host` report the host's.
+`phys-bits=host` report the host's. The machine judged is the one the plan leaves: an i440fx VM
+with GPU entries is judged on the q35 the q35 rule moves it to (its version kept; the evidence
+says "on pc-q35-X.Y (planned)"), so a cpu change that q35 needs is planned with it.
 
 The OVMF build is the one the VM runs: `efidisk0: ...,efitype=4m` gets the 4 MiB images of the
 installed pve-edk2-firmware, any other VM the 2 MiB image, which from 4.2023.08 on is a prebuilt
@@ -76,6 +78,7 @@ from pvefix.planner.model import (
     RuleResult,
     VmConfigChange,
 )
+from pvefix.vmconfig import Machine
 
 NAME = "bar-space"
 GiB = mmio.GiB
@@ -174,16 +177,33 @@ def _vm(ctx: Context, bars: tuple[int, ...], firmware: mmio.Firmware) -> Vm:
     vendor: bar_verdict.Vendor | None = (
         "amd" if cpu_vendor == "AuthenticAMD"
         else "intel" if cpu_vendor == "GenuineIntel" else None)
-    q35 = ctx.machine.family == "q35"
-    version = mmio.machine_version(ctx.machine.type)
+    judged = judged_machine(ctx)
+    q35 = judged.family == "q35"
+    version = mmio.machine_version(judged.type)
     machine = "q35" if q35 else "pc"
-    if ctx.machine.version:
-        machine = f"pc-{'q35' if machine == 'q35' else 'i440fx'}-{ctx.machine.version}"
+    if judged.version:
+        machine = f"pc-{'q35' if machine == 'q35' else 'i440fx'}-{judged.version}"
     return Vm(firmware, _version(ctx, firmware), vendor,
               mmio.ram_bytes(ctx.value("memory")), bars, machine,
               _kvm_may_report_guest_bits(ctx),
               mmio.OTHER_BAR * len(mmio.virtio_functions(ctx.values, q35, version)),
               mmio.hotplug_buses(q35, _port_holders(ctx), version, ctx.values))
+
+
+def judged_machine(ctx: Context) -> Machine:
+    """The machine the verdict judges: the one the plan leaves, so q35 where the q35 rule
+    moves an i440fx VM with GPU entries (not with legacy-igd, which stays on i440fx)."""
+    machine = ctx.machine
+    if (machine.family == "i440fx" and not ctx.machine_error and ctx.gpu_entries
+            and not any(p.entry.legacy_igd for p in ctx.passed)):
+        return Machine.parse(machine.to_q35())
+    return machine
+
+
+def judged_label(ctx: Context) -> str:
+    """How the evidence names the machine judged: today's, or the q35 the plan moves to."""
+    judged = judged_machine(ctx)
+    return "today" if judged.family == ctx.machine.family else f"on {judged.type} (planned)"
 
 
 def _port_holders(ctx: Context) -> set[int]:
@@ -244,7 +264,9 @@ def _rule(ctx: Context) -> RuleResult:
             findings=findings)
     vm, cpu, mmio64_mb = window_inputs(ctx)
     above = _above_host(ctx, cpu)
-    now = None if above is not None else vm.judge(ctx, cpu, mmio64_mb)
+    # args' -cpu that pvefix cannot read is the VM's CPU: its width is unknown, not kvm64's
+    unread = ctx.args_cpu is not None and ctx.cpu is None
+    now = None if above is not None or unread else vm.judge(ctx, cpu, mmio64_mb)
     evidence = _evidence(ctx, entries, vm, total64, largest, cpu, mmio64_mb, now)
     changes: list[Change] = []
     if above is not None:
@@ -265,14 +287,15 @@ def _rule(ctx: Context) -> RuleResult:
     changes += realloc_changes
     findings += realloc_findings
     if not changes:
-        return RuleResult(rule=NAME, noop=_noop(above, now, findings, evidence),
+        return RuleResult(rule=NAME, noop=_noop(above, now, findings, evidence,
+                                                judged_label(ctx)),
                           findings=findings)
     return RuleResult(rule=NAME, changes=changes, findings=findings,
                       guest_files_after=_guest_files_after(ctx, changes))
 
 
 def _noop(above: Finding | None, now: Judged | None, findings: list[Finding],
-          evidence: list[str]) -> str:
+          evidence: list[str], where: str = "today") -> str:
     """Why no change is planned, from what the rule found."""
     if above is not None:
         return f"no BAR verdict: {above.title}"
@@ -287,7 +310,8 @@ def _noop(above: Finding | None, now: Judged | None, findings: list[Finding],
         return ("the 64-bit window holds the GPU BARs, but OVMF's I/O port space may not"
                 " hold the VM's I/O windows, and OVMF then drops a GPU (see findings)")
     if now is not None and now.verdict.outcome != "fits":
-        return (f"the GPU BARs do not fit as configured ({now.describe()}); the way out"
+        said = "as configured" if where == "today" else where
+        return (f"the GPU BARs do not fit {said} ({now.describe()}); the way out"
                 " is args, which pvefix does not write (see findings)")
     return f"GPU BARs fit: {'; '.join(evidence)}"
 
@@ -341,14 +365,16 @@ def _evidence(ctx: Context, entries: list[Passed], vm: Vm, total64: int, largest
         f" {fmt(total64)} in all, largest {fmt(largest)}",
         f"guest RAM {fmt(vm.ram)}; firmware {fw}"
         + (f" (X-PciMmio64Mb={mmio64_mb})" if mmio64_mb and vm.firmware == "ovmf" else ""),
-        f"cpu: {cpu.raw}" if cpu.raw else "no cpu line (kvm64)"]
+        f"cpu: {cpu.raw}" if cpu.raw else
+        f"args: -cpu {ctx.args_cpu} (QEMU keeps the last -cpu; pvefix cannot read it)"
+        if ctx.args_cpu is not None else "no cpu line (kvm64)"]
     if cpu.model is not None:
         m = cpu.model
         evidence.append(f"custom model {m.name} ({CPU_MODELS}): reported-model"
                         f" {m.reported_model}, phys-bits {m.phys_bits or 'unset'}, flags"
                         f" {';'.join(m.flags) or 'none'}, hidden {int(bool(m.hidden))}")
     if now is not None:
-        evidence.append(f"today: {now.describe()}")
+        evidence.append(f"{judged_label(ctx)}: {now.describe()}")
     if node.cpu_phys_bits is not None:
         evidence.append(f"host {node.name}: {node.cpu_phys_bits} address bits")
     pools = [p for p in entries if p.is_pool and len(p.devices) > 1]
@@ -366,7 +392,13 @@ def _evidence(ctx: Context, entries: list[Passed], vm: Vm, total64: int, largest
 def _width_unknown(ctx: Context, cpu: mmio.CpuLine, total64: int,
                    evidence: list[str]) -> Finding:
     node = ctx.state.node.name
-    if cpu.custom_unknown:
+    if ctx.args_cpu is not None and ctx.cpu is None:
+        detail = (f"args sets the VM's CPU, `-cpu {ctx.args_cpu}`, with a property pvefix does"
+                  " not read (QEMU keeps the last -cpu, so `cpu` does not decide): the vCPU's"
+                  " address width, and so the window, is not known; the verdict must be"
+                  f" measured: `pvefix rehearse {ctx.state.vm.vmid}`, or boot the VM and check"
+                  " the guest's `dmesg | grep -i 'BAR .*no space'`.")
+    elif cpu.custom_unknown:
         detail = (f"cpu: {cpu.cputype} is a custom model whose definition was not read: read"
                   f" {CPU_MODELS} on {node} (its phys-bits, flags and reported-model decide the"
                   " vCPU's address width); the window verdict must be measured until then:"
@@ -385,7 +417,7 @@ def _io_space(ctx: Context, vm: Vm, evidence: list[str]) -> Finding | None:
     """OVMF's I/O port space, measured to run out at 10 bridge I/O windows (io_space.py)."""
     if vm.firmware != "ovmf":
         return None
-    q35 = ctx.machine.family == "q35"
+    q35 = judged_machine(ctx).family == "q35"
     w = io_space.io_windows(ctx, q35, _port_holders(ctx) if q35 else set())
     if w.count < io_space.IO_WINDOWS_DROPPED:
         return None

@@ -16,6 +16,7 @@ later and may start it on another node; `apply --restart` refuses it until its H
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from pvefix.errors import PvefixError
@@ -23,6 +24,8 @@ from pvefix.planner import mmio
 from pvefix.planner.context import Context, Passed, full_address
 from pvefix.planner.model import Finding, RuleResult
 from pvefix.state import HostState
+from pvefix.vmconfig.igd import IgdEntry, legacy_igd_error
+from pvefix.vmconfig.machine_version import version_error
 from pvefix.vmconfig.propstring import PropertyString
 
 NAME = "vm-state"
@@ -93,11 +96,33 @@ def _memory_finding(ctx: Context) -> Finding | None:
         evidence=[f"{k}: {ctx.values[k]}" for k in keys])
 
 
+def _machine_refused(ctx: Context) -> Finding | None:
+    """config_to_command refuses a machine newer than the installed QEMU, or a `+pveN` this
+    qemu-server does not know (Machine.pm; pvefix.vmconfig.machine_version). Judged only where
+    the node's QEMU version was read."""
+    qemu = ctx.state.node.qemu_version
+    if not qemu:
+        return None
+    refusal = version_error(ctx.value("machine"), qemu, ctx.value("ostype"), ctx.value("meta"),
+                            ctx.state.vm.node or ctx.state.node.name or "")
+    if refusal is None:
+        return None
+    return Finding(
+        id="vm.machine.start-error", rule=NAME, severity="error",
+        title="Proxmox refuses to start this VM: its machine version",
+        detail=f"qemu-server refuses the start (src/PVE/QemuServer.pm config_to_command,"
+        f" Machine.pm): {refusal}. Every change planned here takes effect only once the VM"
+        " starts: upgrade the node, or set a machine version it runs.",
+        evidence=[f"machine: {ctx.value('machine')}", f"QEMU on {ctx.state.node.name}: {qemu}"])
+
+
 def rule(ctx: Context) -> RuleResult:
-    findings = [f for f in (_memory_finding(ctx), _locked(ctx)) if f is not None]
+    findings = [f for f in (_memory_finding(ctx), _machine_refused(ctx), _locked(ctx))
+                if f is not None]
     if ctx.is_template:
         findings.append(_template(ctx))
     findings += [*_pending_and_ha(ctx), *_entry_findings(ctx), *_assigned_twice(ctx),
+                 *_set_unknown_device(ctx),
                  *_machine_not_running(ctx)]
     if not findings:
         return RuleResult(rule=NAME, noop="no lock, no pending changes, config clean")
@@ -146,12 +171,15 @@ def _entry_findings(ctx: Context) -> list[Finding]:
         title="Config line Proxmox would warn about",
         detail=problem.message + " (pvefix keeps the line untouched)",
         evidence=[f"{ctx.state.vm.vmid}.conf:{problem.line}"]) for problem in ctx.cfg.problems]
+    legacy = False
     for p in ctx.passed:
+        igd = _legacy_igd(ctx, p, legacy)
+        legacy = legacy or p.entry.legacy_igd
         findings += [Finding(
             id=f"vm.{p.key}.start-error", rule=NAME, severity="error",
             title=f"{p.key} would fail the VM start", detail=err,
             evidence=[f"{p.key}: {p.entry.raw}"])
-            for err in p.entry.start_errors() + ([p.problem] if p.problem else [])]
+            for err in p.entry.start_errors() + [e for e in (p.problem, igd) if e]]
         if (p.entry.pcie and ctx.machine.family != "q35"
                 and not any(q.entry.legacy_igd for q in ctx.passed)):
             findings.append(Finding(
@@ -160,6 +188,60 @@ def _entry_findings(ctx: Context) -> list[Finding]:
                 detail="The next VM start fails with 'q35 machine model is not enabled'.",
                 evidence=[f"{p.key}: {p.entry.raw}", f"machine: {ctx.machine.type}"]))
     return findings
+
+
+def _legacy_igd(ctx: Context, p: Passed, earlier: bool) -> str | None:
+    """PCI.pm parse_hostpci_devices' refusal of a legacy-igd entry (pvefix.vmconfig.igd), from
+    the functions read on the node; not judged where they were not read."""
+    if not p.entry.legacy_igd or p.problem or not p.devices:
+        return None
+    alternatives = _alternatives(ctx.state, p)
+    most = max((len(a) for a in alternatives), default=0)
+    first = next((a[0] for a in alternatives if a), "")
+    return legacy_igd_error(IgdEntry(p.entry, most, len(alternatives), first),
+                            ctx.value("vga"), ctx.machine.family == "q35", earlier)
+
+
+_SET_ID = re.compile(r"^device\.((?:hostpci\d+(?:\.\d+)?)|(?:net\d+))\.[^=]+=")
+
+
+def device_ids(ctx: Context) -> set[str] | None:
+    """The QEMU ids of the VM's passed devices and NICs at its next start: `hostpciN`, or
+    `hostpciN.J` for each function of an entry of several (PCI.pm print_hostpci_devices), and
+    `netN` (print_netdevice_full); None where an entry's functions were not read or its
+    mapping's alternatives differ in count."""
+    ids = {k for k in ctx.values if re.fullmatch(r"net\d+", k)}
+    for p in ctx.passed:
+        counts = {len(a) for a in _alternatives(ctx.state, p)}
+        if p.problem or not p.devices or len(counts) != 1:
+            return None
+        n = 1 if p.is_vgpu else counts.pop()
+        ids.update([p.key] if n == 1 else [f"{p.key}.{j}" for j in range(n)])
+    return ids
+
+
+def _set_unknown_device(ctx: Context) -> list[Finding]:
+    """args' `-set device.ID.PROP=V` with an ID no device has: QEMU exits before the VM runs
+    (vl.c qemu_set_option: 'there is no device "ID" defined'). Judged for hostpci and net ids."""
+    from pvefix.closedworld.args_words import options
+    from pvefix.vmconfig.args import qemu_words
+
+    opts = options(qemu_words(ctx.value("args")))
+    sets = [m.group(1) for o in opts if o.name == "-set" and (m := _SET_ID.match(o.value or ""))]
+    # an args -device may define any id (unmodelled): then no claim
+    ids = device_ids(ctx) if sets and not any(o.name == "-device" for o in opts) else None
+    missing = sorted({i for i in sets if ids is not None and i not in ids})
+    return [Finding(
+        id=f"vm.args.set-{i}", rule=NAME, severity="error",
+        title=f"args sets a property of {i}, a device this VM does not have",
+        detail=f'QEMU refuses to start: there is no device "{i}" defined (vl.c qemu_set_option;'
+        " qemu-server appends args after the devices it builds). "
+        + ("A hostpci entry of several functions is hostpciN.0, .1, ... (PCI.pm): -set cannot"
+           " reach hostpciN; remove the -set or pass the GPU function alone." if "." in i or
+           any(x.startswith(i + ".") for x in ids or ()) else "Remove the -set: its device"
+           " is missing (deleted, or staged for deletion)."),
+        evidence=[f"args: {ctx.value('args')}", "device ids: " + ", ".join(sorted(ids or ()))])
+        for i in missing]
 
 
 def _machine_not_running(ctx: Context) -> list[Finding]:

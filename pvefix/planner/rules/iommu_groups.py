@@ -38,7 +38,7 @@ def rule(ctx: Context) -> RuleResult:
         return RuleResult(rule=NAME, noop="only vGPU (mdev=) entries: Proxmox binds no whole"
                           " device to vfio-pci, so no IOMMU group is taken" if ctx.passed
                           else "no PCI device is passed through")
-    passed_addrs = {d.address for p in passed for d in p.devices}
+    passed_addrs = _surely_passed(passed)
     by_group: dict[int, list[str]] = {}
     for d in ctx.state.pci_devices:
         if d.iommu_group is not None and not d.is_bridge:
@@ -54,27 +54,59 @@ def rule(ctx: Context) -> RuleResult:
             others = [a for a in by_group.get(d.iommu_group, [])
                       if a not in passed_addrs and a[:-2] != d.address[:-2]]
             if others:
+                pool = p.is_pool and len(p.devices) > 1
                 findings.append(Finding(
                     id=f"iommu.shared.{d.address}", rule=NAME, severity="warning",
                     title=f"IOMMU group {d.iommu_group} is shared",
                     detail=f"{d.address} ({p.key}) shares IOMMU group {d.iommu_group} with"
-                    f" {', '.join(others)}, which the VM does not get: VFIO must take the"
-                    " whole group. Pass those devices too, move the card to another slot,"
-                    " or (weakening isolation) use the ACS override, which only splits"
+                    f" {', '.join(others)}, which the VM "
+                    + ("may not get: the entry passes ONE device of mapping"
+                       f" {p.entry.mapping}, picked at start, and the VM has too few of its"
+                       " entries to take every device of the group" if pool
+                       else "does not get")
+                    + ": Proxmox binds the whole group to vfio-pci at start"
+                    " (PCI.pm prepare_pci_device, pci_dev_group_bind_to_vfio), taking the"
+                    " others from the host. Pass those devices too, move the card to another"
+                    " slot, or (weakening isolation) use the ACS override, which only splits"
                     " groups on ports without real ACS.",
                     evidence=[f"group {d.iommu_group}: {', '.join(by_group[d.iommu_group])}"]))
     if ctx.state.pci_devices and any(not p.devices for p in passed):
         findings.append(_unknown_devices(ctx, passed))
     if findings:
         return RuleResult(rule=NAME, findings=findings)
-    groups = sorted({d.iommu_group for p in passed for d in p.devices
-                     if d.iommu_group is not None})
-    if not groups:
-        return RuleResult(
-            rule=NAME, noop="no PCI device facts were read: the IOMMU groups are unknown")
-    return RuleResult(
-        rule=NAME,
-        noop=f"each passed device has its own IOMMU group ({', '.join(map(str, groups))})")
+    return RuleResult(rule=NAME, noop=_noop(passed))
+
+
+def _noop(passed: list[Passed]) -> str:
+    """Why the groups are fine: each device alone, or sharing only with the VM's own."""
+    slots: dict[int, set[str]] = {}
+    for d in (d for p in passed for d in p.devices):
+        if d.iommu_group is not None:
+            slots.setdefault(d.iommu_group, set()).add(d.address[:-2])
+    groups = ", ".join(map(str, sorted(slots)))
+    if not slots:
+        return "no PCI device facts were read: the IOMMU groups are unknown"
+    shared = [str(g) for g, s in sorted(slots.items()) if len(s) > 1]
+    if shared:
+        return ("no passed device shares its IOMMU group with a device the VM does not get"
+                f" (groups {groups}; {', '.join(shared)} holds several of the VM's devices)")
+    return f"each passed device has its own IOMMU group ({groups})"
+
+
+def _surely_passed(passed: list[Passed]) -> set[str]:
+    """The devices the VM gets whichever devices its mapping entries pick: every raw entry's,
+    and a mapping's candidates where the VM has an entry for each of them (PCI.pm
+    choose_hostpci_devices gives each entry one free device of its mapping)."""
+    out = {d.address for p in passed if not p.is_pool for d in p.devices}
+    entries: dict[str, list[Passed]] = {}
+    for p in passed:
+        if p.is_pool and p.entry.mapping:
+            entries.setdefault(p.entry.mapping, []).append(p)
+    for group in entries.values():
+        candidates = {d.address[:-2] for d in group[0].devices}
+        if len(group) >= len(candidates):
+            out.update(d.address for d in group[0].devices)
+    return out
 
 
 def _unknown_devices(ctx: Context, passed: list[Passed]) -> Finding:

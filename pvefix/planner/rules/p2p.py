@@ -165,7 +165,10 @@ def _addressable(ctx: Context, a: Assessment, p: Passed) -> None:
     if p.problem:
         a.blocked[p.key] = p.problem
     elif entry.mapping:
-        whole = [x for x in p.addresses if "." not in x.rsplit(":", 1)[-1]]
+        # a slot of one function is passed as one device, id hostpciN (PCI.pm: multifunction
+        # only with more than one function); one of several, or unknown ones, gets hostpciN.0
+        whole = [x for x in p.addresses if "." not in x.rsplit(":", 1)[-1]
+                 and sum(d.address.startswith(x + ".") for d in p.devices) != 1]
         if whole:
             a.blocked[p.key] = (
                 f"mapping {entry.mapping} names {', '.join(whole)} without a function, so QEMU"
@@ -520,6 +523,15 @@ def _proof_commands(ctx: Context, gpus: int) -> Finding:
 
 
 def _blocked_display(a: Assessment) -> Finding:
+    nvidia = {p.key for p in a.gpus}
+    named = [k for k in a.xvga_kept if k in nvidia]
+    other = [k for k in a.xvga_kept if k not in nvidia]
+    lifts = " remove x-vga=1 from it" + (
+        f", or name {', '.join(named)} in --clique-map to declare it a compute GPU" if named
+        else "") + "." + (
+        f" {', '.join(other)} is no NVIDIA GPU: it can take no clique (QEMU gives"
+        " x-nv-gpudirect-clique to NVIDIA devices only), so --clique-map refuses it." if other
+        else "")
     return Finding(
         id="p2p.kvm-hidden", rule=NAME, severity="warning",
         title="No GPU can join a clique while x-vga=1 stays on a display GPU",
@@ -527,7 +539,7 @@ def _blocked_display(a: Assessment) -> Finding:
             f"x-vga=1 on {', '.join(a.xvga_kept)} makes Proxmox add kvm=off to -cpu for the whole"
             " VM (qemu-server CPUConfig.pm), which hides the hypervisor from the driver. pvefix"
             " keeps x-vga=1 on a VGA-class GPU (a display the user may keep). What lifts it:"
-            " remove x-vga=1 from it, or name it in --clique-map to declare it a compute GPU."
+            + lifts
         ),
         evidence=a.kvm_hidden_by)
 

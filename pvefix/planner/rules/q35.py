@@ -15,14 +15,35 @@ the AHCI controller. Undo: set the old machine value back (restart again).
 
 from __future__ import annotations
 
+from pvefix.errors import PvefixError
 from pvefix.planner.context import Context
 from pvefix.planner.model import Finding, Risk, RuleResult, VmConfigChange
+from pvefix.vmconfig import Machine
 
 NAME = "q35"
 CHANGE_ID = "vm.machine.q35"
 
 
+def _runs_q35(ctx: Context) -> bool:
+    """The VM runs q35 now (a pending change or delete of `machine` is what leaves q35): the
+    guest already has q35's devices and NIC names."""
+    vm = ctx.state.vm
+    if vm.status != "running" or not vm.running_machine:
+        return False
+    try:
+        return Machine.parse(vm.running_machine.split(",")[0]).family == "q35"
+    except PvefixError:
+        return False
+
+
 def _risk(ctx: Context) -> Risk:
+    if _runs_q35(ctx):
+        return Risk(level="low", text=(
+            f"The VM runs q35 now (running-machine {ctx.state.vm.running_machine}); the i440fx"
+            " its next start would get comes from a change made after that start (staged in"
+            " [PENDING], or the file edited), so this keeps the guest on the chipset it runs:"
+            " no device re-enumeration and no NIC renames (pinning the i440fx names now would"
+            " rename its NICs)."))
     notes: list[str] = []
     mitigation: list[str] = []
     level = "medium"

@@ -74,7 +74,11 @@ def rule(ctx: Context) -> RuleResult:
     for p in entries:
         roots = sorted({d.parent_path[0] if d.parent_path else "unknown"
                         for d in p.gpu_candidates})
-        label = roots[0] if len(roots) == 1 else f"one of {len(roots)} (pool {p.entry.mapping})"
+        # A mapping entry passes one of its candidates; a raw entry of several ids passes them
+        # all, as functions of one slot (PCI.pm print_hostpci_devices: hostpciN.0, .1, ...).
+        label = roots[0] if len(roots) == 1 else (
+            f"one of {len(roots)} (pool {p.entry.mapping})" if p.is_pool
+            else "all of " + " + ".join(roots))
         complexes.setdefault(label, []).append(p.key)
     evidence = [f"{root}: {', '.join(keys)}" for root, keys in sorted(complexes.items())]
     pools = [p for p in entries if p.is_pool and len(p.devices) > 1]
@@ -85,10 +89,14 @@ def rule(ctx: Context) -> RuleResult:
         )
     findings: list[Finding] = []
     separate = len(complexes) == len(entries) and not any(
-        k == "unknown" or k.startswith("one of") for k in complexes
+        k == "unknown" or k.startswith(("one of", "all of")) for k in complexes
     )
+    # a root port directly above the GPU is parent_path [root complex, port]; more bridges
+    # between them are a switch (or a PCIe-to-PCI bridge)
+    behind = sorted({p.key for p in entries for d in p.gpu_candidates if len(d.parent_path) > 2})
     where = (
-        "each on its own PCIe root complex (no switch)"
+        ("each on its own PCIe root complex (no switch)" if not behind else
+         f"each on its own PCIe root complex ({', '.join(behind)} behind a switch)")
         if separate
         else f"on {len(complexes)} root complex group(s)"
     )
