@@ -215,6 +215,11 @@ def _resolve(state: HostState, key: str, entry: HostPci) -> Passed:
         alternatives = [[full_address(h) for h in entry.hosts]]
     addresses = [a for alt in alternatives for a in alt]
     found = [d for alt in alternatives for d in _functions(alt, devices)]
+    if problem is None and devices:  # a node's inventory read: Proxmox's lspci finds none
+        missing = next((a for alt in alternatives for a in alt
+                        if not _functions([a], devices)), None)
+        if missing is not None:
+            problem = f"no PCI device found for '{missing}'"
     if problem is None and entry.mdev and any(
             len(alt) > 1 or len(_functions(alt, devices)) > 1 for alt in alternatives):
         # PCI.pm parse_hostpci: an alternative of more than one function (several ids, or a

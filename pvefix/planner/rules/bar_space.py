@@ -258,7 +258,7 @@ def _rule(ctx: Context) -> RuleResult:
     largest = max((b.size for _, d in sized for b in d.bars if b.is_64bit), default=0)
     guest = ctx.state.guest
     bar_errors = list(guest.bar_errors) if guest else []
-    if largest < LARGE_BAR and not bar_errors:
+    if largest < LARGE_BAR and not bar_errors and not unknown:
         return RuleResult(
             rule=NAME, noop=f"largest GPU BAR is {fmt(largest)}: fits any guest MMIO window",
             findings=findings)
@@ -287,9 +287,11 @@ def _rule(ctx: Context) -> RuleResult:
     changes += realloc_changes
     findings += realloc_findings
     if not changes:
-        return RuleResult(rule=NAME, noop=_noop(above, now, findings, evidence,
-                                                judged_label(ctx)),
-                          findings=findings)
+        noop = _noop(above, now, findings, evidence, judged_label(ctx))
+        if unknown:  # their BARs are in no sum: no verdict covers them
+            noop = (f"not established: the BARs of {', '.join(p.key for p in unknown)} are"
+                    f" unknown here (not in the facts read); of the others: {noop}")
+        return RuleResult(rule=NAME, noop=noop, findings=findings)
     return RuleResult(rule=NAME, changes=changes, findings=findings,
                       guest_files_after=_guest_files_after(ctx, changes))
 
