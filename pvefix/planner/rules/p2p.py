@@ -285,6 +285,9 @@ def _phase(ctx: Context, earlier: list[Change]) -> RuleResult:
     if not ctx.options.p2p:
         return RuleResult(rule=NAME)  # topology's clique finding says how to ask for it
     a = assess(ctx, earlier)
+    if len(a.gpus) < 2 and ctx.unknown_entries:
+        return RuleResult(rule=NAME, noop=ctx.no_gpu_reason() + ": how many NVIDIA GPUs are"
+                          " passed, and so whether a clique can be set, is not established")
     if len(a.gpus) < 2:
         vgpu = (" (vGPU entries, mdev=, have no P2P over PCIe: NVIDIA's vGPU documentation)"
                 if ctx.vgpu_entries else "")

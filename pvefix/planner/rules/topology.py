@@ -68,6 +68,9 @@ def existing_cliques(args: str | None) -> dict[str, int]:
 
 def rule(ctx: Context) -> RuleResult:
     entries = ctx.gpu_entries
+    if len(entries) < 2 and len(entries) + len(ctx.unknown_entries) >= 2:
+        return RuleResult(rule=NAME, noop=ctx.no_gpu_reason() + ": how many GPUs are passed,"
+                          " and so whether there is a peer-to-peer question, is not established")
     if len(entries) < 2:
         return RuleResult(rule=NAME, noop="fewer than two GPU entries: no peer-to-peer question")
     complexes: dict[str, list[str]] = {}
