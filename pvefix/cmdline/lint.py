@@ -196,7 +196,8 @@ def _check_intel_iommu(token: Token, kernel_version: str | None) -> list[Finding
         Finding(
             code="intel-iommu-on-noop", severity="info",
             message=f"intel_iommu=on is a no-op on Proxmox kernel {kernel_version.strip()}: "
-            "Proxmox kernels enable the Intel IOMMU by default from 6.8 on",
+            "Proxmox's kernel builds enable the Intel IOMMU by default from 6.8 on (pve-docs);"
+            " this build's own default is CONFIG_INTEL_IOMMU_DEFAULT_ON in its /boot/config",
             token=token.raw)]
 
 

@@ -105,7 +105,8 @@ def intel_default_unknown(rule: str, node: NodeFacts, line: Cmdline) -> Finding:
     return not_established(
         rule, INTEL_DEFAULT, "host-iommu",
         f"The host cmdline gives no intel_iommu=on or off, so the booted kernel's build default"
-        f" decides whether the Intel IOMMU is on, and {config} was not read. pvefix writes no"
+        f" decides whether the Intel IOMMU is on, and {config} was not read (Proxmox's own"
+        f" builds turn it on from 6.8, per pve-docs; this build's file says). pvefix writes no"
         f" host edit that rests on it: add intel_iommu=on to the command line, or give pvefix"
         f" that file (the bundle's boot/ folder; `grep {DEFAULT_ON_KEY} {config}` on the host),"
         f" then plan again.",
