@@ -40,6 +40,9 @@ class Passed:
     addresses: tuple[str, ...]
     devices: tuple[PciDevice, ...]
     problem: str | None = None
+    # PCI.pm parse_hostpci's alternatives: one for a raw entry, one per map entry of the VM's
+    # node; each its function addresses (a slot as the functions read of it, else as written)
+    alternatives: tuple[tuple[str, ...], ...] = ()
 
     @property
     def is_pool(self) -> bool:
@@ -225,7 +228,17 @@ def _resolve(state: HostState, key: str, entry: HostPci) -> Passed:
         # PCI.pm parse_hostpci: an alternative of more than one function (several ids, or a
         # slot with several functions) dies before the start, whatever mdev type it names.
         problem = "cannot use mediated device with multifunction device"
-    return Passed(key, entry, tuple(addresses), tuple(found), problem)
+    expanded = tuple(_expanded(alt, devices) for alt in alternatives)
+    return Passed(key, entry, tuple(addresses), tuple(found), problem, expanded)
+
+
+def _expanded(addresses: list[str], devices: dict[str, PciDevice]) -> tuple[str, ...]:
+    """An alternative's function addresses: a slot's functions as read, else the id itself."""
+    out: list[str] = []
+    for addr in addresses:
+        slot = [d.address for d in _functions([addr], devices)] if "." not in addr else []
+        out.extend(slot or [addr])
+    return tuple(out)
 
 
 def _functions(addresses: list[str], devices: dict[str, PciDevice]) -> list[PciDevice]:

@@ -21,9 +21,8 @@ from collections.abc import Mapping
 
 from pvefix.errors import PvefixError
 from pvefix.planner import mmio
-from pvefix.planner.context import Context, Passed, full_address
+from pvefix.planner.context import Context, Passed
 from pvefix.planner.model import Finding, RuleResult
-from pvefix.state import HostState
 from pvefix.vmconfig.igd import IgdEntry, legacy_igd_error
 from pvefix.vmconfig.machine_version import version_error
 from pvefix.vmconfig.propstring import PropertyString
@@ -195,7 +194,7 @@ def _legacy_igd(ctx: Context, p: Passed, earlier: bool) -> str | None:
     the functions read on the node; not judged where they were not read."""
     if not p.entry.legacy_igd or p.problem or not p.devices:
         return None
-    alternatives = _alternatives(ctx.state, p)
+    alternatives = p.alternatives
     most = max((len(a) for a in alternatives), default=0)
     first = next((a[0] for a in alternatives if a), "")
     return legacy_igd_error(IgdEntry(p.entry, most, len(alternatives), first),
@@ -212,7 +211,7 @@ def device_ids(ctx: Context) -> set[str] | None:
     mapping's alternatives differ in count."""
     ids = {k for k in ctx.values if re.fullmatch(r"net\d+", k)}
     for p in ctx.passed:
-        counts = {len(a) for a in _alternatives(ctx.state, p)}
+        counts = {len(a) for a in p.alternatives}
         if p.problem or not p.devices or len(counts) != 1:
             return None
         n = 1 if p.is_vgpu else counts.pop()
@@ -263,25 +262,6 @@ def _machine_not_running(ctx: Context) -> list[Finding]:
         " change waits for a cold start.")]
 
 
-def _alternatives(state: HostState, p: Passed) -> list[list[str]]:
-    """The entry's alternatives as PCI.pm's parse_hostpci lists them: one for a raw entry (a
-    slot stands for all its functions), one per map entry of the VM's node for a mapping."""
-    known = sorted(d.address for d in p.devices)
-
-    def functions(addresses: list[str]) -> list[str]:
-        out: list[str] = []
-        for addr in addresses:
-            slot = [a for a in known if a.startswith(addr + ".")] if "." not in addr else []
-            out.extend(slot or [addr])
-        return out
-
-    if p.entry.mapping:
-        mapping = state.mapping(p.entry.mapping)
-        entries = mapping.for_node(state.vm.node) if mapping else []
-        return [functions([full_address(x) for x in m.paths]) for m in entries]
-    return [functions(list(p.addresses))]
-
-
 def _assigned_twice(ctx: Context) -> list[Finding]:
     """qemu-server PCI.pm choose_hostpci_devices, as `qm showcmd` runs it: entries in index
     order; a single alternative is taken as is and dies "device 'X' assigned more than once"
@@ -289,7 +269,7 @@ def _assigned_twice(ctx: Context) -> list[Finding]:
     used: dict[str, str] = {}
     findings: list[Finding] = []
     for p in sorted(ctx.passed, key=lambda q: int(q.key[len("hostpci"):])):
-        alternatives = _alternatives(ctx.state, p)
+        alternatives = p.alternatives
         if not alternatives:
             continue
         if len(alternatives) == 1:
@@ -309,7 +289,7 @@ def _assigned_twice(ctx: Context) -> list[Finding]:
                     " which one goes.",
                     evidence=[f"{first}: {ctx.value(first)}", f"{p.key}: {p.entry.raw}"]))
         else:
-            pick = next((alt for alt in alternatives if not any(a in used for a in alt)), [])
+            pick = next((alt for alt in alternatives if not any(a in used for a in alt)), ())
         for addr in pick:
             used.setdefault(addr, p.key)
     return findings
