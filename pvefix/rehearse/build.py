@@ -148,7 +148,7 @@ class Job:
     guest_phys_bits: int | None = None  # guest-phys-bits: what the guest is told it may use
     host_bits: int | None = None  # the node's MAXPHYADDR: a KVM guest cannot reach above it
     dimm_mb: int = 0  # memory hotplug's DIMMs, beyond `ram_mb` (the boot RAM)
-    left_out: list[str] = field(default_factory=list)  # BARs no stand-in holds (unbooted_bars)
+    left_out: list[str] = field(default_factory=list)  # BARs no stand-in holds (stand_ins)
 
 
 def available_machine(kind: str, node: NodeFacts) -> tuple[str, list[str]]:
@@ -270,12 +270,14 @@ def memory_args(mem: Memory, numa: bool) -> tuple[list[str], str]:
 
 
 def stand_ins(planned: Mapping[str, str], functions: Mapping[str, Sequence[tuple[str, int]]],
-              q35: bool, shapes: Mapping[str, BarShape] | None = None) -> list[StandIn]:
+              q35: bool, shapes: Mapping[str, BarShape] | None = None,
+              left_out: list[str] | None = None) -> list[StandIn]:
     """The stand-ins of the passed functions that have a 64-bit BAR. `functions` maps hostpciN
     to its (host address, largest 64-bit BAR size) pairs (a pool: its largest candidate);
     `shapes` (by host address) adds each one's I/O BAR and other 64-bit BARs: those are more
     functions of the entry's slot (after its own functions), as one device's BARs share its
-    port. A slot has 8 functions: BARs beyond them are not booted (`unbooted_bars`)."""
+    port. A slot has 8 functions: BARs beyond them are not booted, each entry with such BARs a
+    line of `left_out` (the rehearsal is then not established)."""
     out: list[StandIn] = []
     keys = sorted((k for k in planned if HOSTPCI_KEY.match(k)), key=lambda k: (len(k), k))
     for key in keys:
@@ -284,7 +286,13 @@ def stand_ins(planned: Mapping[str, str], functions: Mapping[str, Sequence[tuple
             raise ProxmoxRefuses(f"{key}: pcie=1 needs a q35 machine (Proxmox refuses to "
                                  "start this config: 'q35 machine model is not enabled')")
         sized = [(host, size) for host, size in functions.get(key, ()) if size > 0]
-        out += _entry_stand_ins(key, entry, sized, shapes or {})
+        mine = _entry_stand_ins(key, entry, sized, shapes or {})
+        bars = len(sized) + sum(len((shapes or {}).get(h, BarShape(s)).others) for h, s in sized)
+        if bars > len(mine) and left_out is not None:
+            left_out.append(f"{key} ({planned[key]}): {bars - len(mine)} of its functions'"
+                            f" {bars} 64-bit BARs: a slot holds {SLOT_FUNCTIONS} stand-in"
+                            " functions")
+        out += mine
     return out
 
 
@@ -307,22 +315,6 @@ def _entry_stand_ins(key: str, entry: HostPci, sized: Sequence[tuple[str, int]],
 
 
 SLOT_FUNCTIONS = 8
-
-
-def unbooted_bars(planned: Mapping[str, str],
-                  functions: Mapping[str, Sequence[tuple[str, int]]],
-                  shapes: Mapping[str, BarShape] | None) -> list[str]:
-    """The entries whose functions have more 64-bit BARs than their slot's 8 functions hold
-    as stand-ins: those BARs are not booted (the rehearsal is then not established)."""
-    out = []
-    for key in sorted(k for k in planned if HOSTPCI_KEY.match(k)):
-        sized = [(h, s) for h, s in functions.get(key, ()) if s > 0]
-        bars = len(sized) + sum(len(((shapes or {}).get(h) or BarShape(s)).others)
-                                for h, s in sized)
-        if bars > SLOT_FUNCTIONS:
-            out.append(f"{key} ({planned[key]}): {bars - SLOT_FUNCTIONS} of its functions' "
-                       f"{bars} 64-bit BARs: a slot holds {SLOT_FUNCTIONS} stand-in functions")
-    return out
 
 
 def _hostpci_slot(index: int, pcie: bool) -> tuple[str, int]:
@@ -453,7 +445,8 @@ def build_job(i: Inputs) -> Job:
     notes += more
     numa = (i.planned.get("numa") or "0") not in ("0", "")
     mem_argv, backend = memory_args(mem, numa)
-    devices = stand_ins(i.planned, i.functions, q35, i.shapes)
+    left_out: list[str] = []
+    devices = stand_ins(i.planned, i.functions, q35, i.shapes, left_out)
     bridges = [] if q35 else mmio.i440fx_bridges(mmio.machine_version(kind), i.planned,
                                                  {d.bus for d in devices})
     virtio, more = virtio_args(mmio.virtio_functions(i.planned, q35, mmio.machine_version(kind)))
@@ -464,4 +457,4 @@ def build_job(i: Inputs) -> Job:
     return Job(argv=argv, accel=i.accel, machine=kind, cpu=cpu, ram_mb=mem.static_mb,
                firmware=fw, vars_template=template, stand_ins=devices, phys_bits=bits,
                notes=notes, guest_phys_bits=guest, host_bits=i.host.phys_bits,
-               dimm_mb=sum(mem.dimms), left_out=unbooted_bars(i.planned, i.functions, i.shapes))
+               dimm_mb=sum(mem.dimms), left_out=left_out)

@@ -37,11 +37,8 @@ def left_out(ctx: Context) -> list[str]:
              and g.item.kind != "args-word"  # the args words: below, word by word
              and not (g.item.kind == "config-key" and g.item.name in BOOTED_KEYS)]
     found += _args_left_out(ctx.values.get("args"))
-    out: dict[str, str] = {}
-    for gap in found:
-        line = f"{gap.item.kind} {gap.item.name} ({gap.where}): {gap.item.why}"
-        out.setdefault(line, line)
-    return list(out)
+    return list(dict.fromkeys(  # each line once, in order
+        f"{g.item.kind} {g.item.name} ({g.where}): {g.item.why}" for g in found))
 
 
 def _args_left_out(args: str | None) -> list[Gap]:
