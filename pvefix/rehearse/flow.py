@@ -95,14 +95,18 @@ def _with_phases(started: dict[str, str], plan: Plan, last: int) -> dict[str, st
 def bar_functions(state: HostState, config: dict[str, str]) -> dict[str, list[tuple[str, int]]]:
     """hostpciN -> (host function, its largest 64-bit memory BAR) for `config`'s entries, as
     the planner resolves them (a pool mapping: its largest candidate)."""
-    return {key: [(name, shape.size) for name, shape in sized]
-            for key, sized in _sized(state, config).items()}
+    return _functions_of(_sized(_context(state, config)))
 
 
-def bar_shapes(state: HostState, config: dict[str, str]) -> dict[str, BarShape]:
-    """Each function of bar_functions by name: whether it has an I/O BAR, and its other 64-bit
-    prefetchable BARs (a stand-in copies both: they decide its root port's windows)."""
-    return {name: shape for sized in _sized(state, config).values() for name, shape in sized}
+def _functions_of(sized: dict[str, list[tuple[str, BarShape]]]
+                  ) -> dict[str, list[tuple[str, int]]]:
+    return {key: [(name, shape.size) for name, shape in pairs] for key, pairs in sized.items()}
+
+
+def _shapes_of(sized: dict[str, list[tuple[str, BarShape]]]) -> dict[str, BarShape]:
+    """Each function by name: whether it has an I/O BAR, and its other 64-bit prefetchable
+    BARs (a stand-in copies both: they decide its root port's windows)."""
+    return {name: shape for pairs in sized.values() for name, shape in pairs}
 
 
 def _context(state: HostState, config: dict[str, str]) -> Context:
@@ -112,8 +116,7 @@ def _context(state: HostState, config: dict[str, str]) -> Context:
     return build_context(state.model_copy(update={"vm": vm}))
 
 
-def _sized(state: HostState, config: dict[str, str]) -> dict[str, list[tuple[str, BarShape]]]:
-    ctx = _context(state, config)
+def _sized(ctx: Context) -> dict[str, list[tuple[str, BarShape]]]:
     out: dict[str, list[tuple[str, BarShape]]] = {}
     for p in ctx.passed:
         if p.unknown or p.problem:
@@ -141,12 +144,13 @@ def rehearse(target: Node, state: HostState, config: dict[str, str], label: str,
     where = f"node {vm.node}"
     node = read_facts(target, where, settings.firmware_dir)
     accel = choose_accel(node, settings.accel, settings.timeout, where)
+    ctx = _context(state, config)  # the planner's view of the config rehearsed, built once
+    sized = _sized(ctx)
     inputs = Inputs(
-        planned=config, functions=bar_functions(state, config), node=node,
-        shapes=bar_shapes(state, config),
+        planned=config, functions=_functions_of(sized), node=node, shapes=_shapes_of(sized),
         host=HostCpu(state.node.cpu_vendor, state.node.cpu_phys_bits), accel=accel,
         explicit_firmware_dir=settings.explicit_firmware_dir,
-        cpu_models=build_context(state).cpu_models)
+        cpu_models=ctx.cpu_models)
     try:
         job = build_job(inputs)
     except ProxmoxRefuses as exc:
@@ -156,7 +160,7 @@ def rehearse(target: Node, state: HostState, config: dict[str, str], label: str,
     result = run_job(target, job, node, vmid=vm.vmid, timeout=settings.timeout,
                      watch_stdin=settings.watch_stdin, where=where)
     verdict = _verdict(state, label, node, job, result)
-    verdict.not_established = left_out(_context(state, config)) + [
+    verdict.not_established = left_out(ctx) + [
         f"64-bit BARs {x}" for x in job.left_out]
     return verdict, command_line(node, job)
 
